@@ -1,0 +1,67 @@
+#include "artifact.h"
+
+#include <ATen/ops/scalar_tensor.h>
+#include <c10/util/Exception.h>
+#include <dlfcn.h>
+
+#include <memory>
+#include <mutex>
+#include <unordered_map>
+
+namespace eagerc {
+
+Artifact::Artifact(std::string variant_id, const std::string& path, size_t num_outputs)
+    : variant_id_(std::move(variant_id)), path_(path), num_outputs_(num_outputs) {
+  void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  TORCH_CHECK(handle, "eagerc: cannot load compiled kernel ", path, ": ", dlerror(),
+              ". The cache entry will be rebuilt; if this repeats, run "
+              "`python -m kernel_cache verify`.");
+  guard_ = reinterpret_cast<GuardFn>(dlsym(handle, "eagerc_guard"));
+  entry_ = reinterpret_cast<EntryFn>(dlsym(handle, "eagerc_entry"));
+  TORCH_CHECK(guard_ && entry_, "eagerc: compiled kernel ", path,
+              " lacks eagerc_guard/eagerc_entry; it was not built by this eagerc version.");
+}
+
+c10::SmallVector<at::Tensor, 4> Artifact::run(const CallSignature& sig) const {
+  // The entry steals the input handles (it deletes them), so each is a fresh
+  // heap at::Tensor sharing the caller's TensorImpl: no data is copied.
+  c10::SmallVector<AtenTensorOpaque*, 8> in;
+  in.reserve(sig.inputs.size());
+  for (const RuntimeInput& input : sig.inputs) {
+    at::Tensor* handle;
+    if (input.tensor) {
+      handle = new at::Tensor(*input.tensor);
+    } else {
+      // Lifted scalars travel as 0-dim CPU tensors, as Inductor's wrapper expects.
+      const c10::Scalar& s = input.scalar;
+      handle = new at::Tensor(at::scalar_tensor(
+          s, at::TensorOptions().dtype(s.isIntegral(false) ? at::kLong : at::kDouble)));
+    }
+    in.push_back(reinterpret_cast<AtenTensorOpaque*>(handle));
+  }
+  c10::SmallVector<AtenTensorOpaque*, 4> out(num_outputs_, nullptr);
+  entry_(in.data(), out.data());
+  c10::SmallVector<at::Tensor, 4> results;
+  results.reserve(num_outputs_);
+  for (AtenTensorOpaque* h : out) {
+    at::Tensor* t = reinterpret_cast<at::Tensor*>(h);
+    results.push_back(std::move(*t));
+    delete t;
+  }
+  return results;
+}
+
+const Artifact* load_artifact(const std::string& variant_id, const std::string& path,
+                              size_t num_outputs) {
+  static std::mutex mu;
+  static auto* loaded = new std::unordered_map<std::string, std::unique_ptr<Artifact>>();
+  std::lock_guard<std::mutex> lock(mu);
+  auto it = loaded->find(path);
+  if (it != loaded->end()) return it->second.get();
+  auto artifact = std::make_unique<Artifact>(variant_id, path, num_outputs);
+  const Artifact* raw = artifact.get();
+  loaded->emplace(path, std::move(artifact));
+  return raw;
+}
+
+}  // namespace eagerc

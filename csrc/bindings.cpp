@@ -1,0 +1,63 @@
+// eagerc._C: the Python face of the C++ runtime.
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+#include <torch/csrc/utils/pybind.h>
+
+#include "kernel_holder.h"
+#include "registration.h"
+#include "resolver_bridge.h"
+
+namespace py = pybind11;
+
+namespace {
+
+c10::DispatchKey parse_key(const std::string& name) {
+  return c10::parseDispatchKey(name);
+}
+
+py::dict op_stats(const eagerc::OpState& st) {
+  py::dict d;
+  d["hits"] = st.counters.hits.load();
+  d["misses"] = st.counters.misses.load();
+  d["fallbacks"] = st.counters.fallbacks.load();
+  d["kernels"] = st.table.size();
+  py::dict reasons;
+  for (const auto& kv : st.fallback_reasons()) reasons[py::str(kv.first)] = kv.second;
+  d["fallback_reasons"] = reasons;
+  return d;
+}
+
+}  // namespace
+
+PYBIND11_MODULE(_C, m) {
+  m.doc() = "eagerc C++ runtime: kernel holders, signatures, L1 tables";
+  m.def("_servable_ops", [](const std::string& key, bool new_device, bool include_random,
+                            const std::vector<std::string>& deny) {
+    return eagerc::servable_ops(parse_key(key), new_device, include_random, deny);
+  });
+  m.def("_enable_ops", [](const std::string& key, const std::vector<std::string>& ops) {
+    return eagerc::enable_ops(parse_key(key), ops);
+  });
+  m.def("_disable_key", [](const std::string& key) { eagerc::disable_key(parse_key(key)); });
+  m.def("_is_enabled", [](const std::string& key) { return eagerc::is_enabled(parse_key(key)); });
+  m.def("_set_resolver", &eagerc::set_resolver);
+  m.def("_set_cpu_fallback", &eagerc::set_cpu_fallback);
+  m.def("_resolver_calls", &eagerc::resolver_calls);
+  m.def("_op_stats", []() {
+    py::dict out;
+    for (const auto& st : eagerc::all_op_states()) {
+      out[py::str(st->name + "@" + c10::toString(st->dispatch_key))] = op_stats(*st);
+    }
+    return out;
+  });
+  m.def("_reset_op_stats", []() {
+    for (const auto& st : eagerc::all_op_states()) {
+      st->counters.hits = 0;
+      st->counters.misses = 0;
+      st->counters.fallbacks = 0;
+    }
+  });
+  m.def("_clear_tables", []() {
+    for (const auto& st : eagerc::all_op_states()) st->table.clear();
+  });
+}

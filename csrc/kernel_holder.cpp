@@ -1,0 +1,120 @@
+#include "kernel_holder.h"
+
+#include <ATen/native/CPUFallback.h>
+#include <c10/util/Exception.h>
+
+#include <atomic>
+#include <mutex>
+#include <set>
+
+#include "resolver_bridge.h"
+
+namespace eagerc {
+namespace {
+
+thread_local int tls_depth = 0;
+std::atomic<bool> g_cpu_fallback{false};
+
+void warn_cpu_fallback_once(const std::string& name, const char* reason) {
+  static std::mutex mu;
+  static std::set<std::string> warned;
+  std::lock_guard<std::mutex> lock(mu);
+  if (warned.insert(name).second) {
+    TORCH_WARN("eagerc: ", name, " runs on CPU (EAGERC_CPU_FALLBACK=1): ", reason,
+               ". Inputs are copied to CPU and results back.");
+  }
+}
+
+}  // namespace
+
+ActivityGuard::ActivityGuard() { ++tls_depth; }
+ActivityGuard::~ActivityGuard() { --tls_depth; }
+bool ActivityGuard::active() { return tls_depth > 0; }
+
+void set_cpu_fallback(bool enabled) { g_cpu_fallback.store(enabled); }
+
+void KernelHolder::operator()(const c10::OperatorHandle& op, c10::DispatchKeySet ks,
+                              torch::jit::Stack* stack) {
+  OpState& st = *state_;
+  if (ActivityGuard::active()) {
+    fallback(op, ks, stack, nullptr);
+    return;
+  }
+  // One signature buffer per thread: its strings and vectors keep their
+  // capacity, so a hit allocates nothing for the key.
+  thread_local CallSignature sig;
+  compute_signature(st.plan, *stack, st.specialize_values.load(std::memory_order_relaxed), &sig);
+  if (sig.unsupported) {
+    fallback(op, ks, stack, sig.unsupported);
+    return;
+  }
+  const Artifact* artifact = st.table.find(sig);
+  if (artifact) {
+    st.counters.hits.fetch_add(1, std::memory_order_relaxed);
+  } else {
+    st.counters.misses.fetch_add(1, std::memory_order_relaxed);
+    std::string reason;
+    artifact = resolve_miss(st, *stack, &sig, &reason);
+    if (!artifact) {
+      fallback(op, ks, stack, reason.c_str());
+      return;
+    }
+  }
+  run_and_push(*artifact, sig, stack);
+}
+
+void KernelHolder::run_and_push(const Artifact& artifact, const CallSignature& sig,
+                                torch::jit::Stack* stack) {
+  const OpPlan& plan = state_->plan;
+  c10::SmallVector<at::Tensor, 4> outs;
+  {
+    ActivityGuard guard;
+    outs = artifact.run(sig);
+  }
+  const size_t n = plan.kinds.size();
+  const size_t base = stack->size() - n;
+  if (plan.returns_tensor_list) {
+    c10::List<at::Tensor> list;
+    list.reserve(outs.size());
+    for (auto& t : outs) list.push_back(std::move(t));
+    torch::jit::drop(*stack, n);
+    stack->emplace_back(std::move(list));
+    return;
+  }
+  // Returns that alias an argument (in-place self, out=) are that argument:
+  // the kernel wrote into it, and the caller must get the same tensor back.
+  c10::SmallVector<c10::IValue, 4> rets;
+  size_t next = 0;
+  for (size_t r = 0; r < plan.num_returns; ++r) {
+    int alias = plan.return_alias[r];
+    if (alias >= 0) rets.push_back((*stack)[base + alias]);
+    else rets.emplace_back(std::move(outs[next++]));
+  }
+  torch::jit::drop(*stack, n);
+  for (auto& v : rets) stack->push_back(std::move(v));
+}
+
+void KernelHolder::fallback(const c10::OperatorHandle& op, c10::DispatchKeySet ks,
+                            torch::jit::Stack* stack, const char* reason) {
+  OpState& st = *state_;
+  if (reason) st.count_fallback(reason);
+  ActivityGuard guard;
+  if (st.native) {
+    st.native->callBoxed(op, ks, stack);
+    return;
+  }
+  const char* why = reason ? reason : "called from inside a compiled kernel";
+  if (g_cpu_fallback.load()) {
+    warn_cpu_fallback_once(st.name, why);
+    at::native::cpu_fallback(op, stack);
+    return;
+  }
+  TORCH_CHECK_NOT_IMPLEMENTED(
+      false, "eagerc: ", st.name, " cannot run on ",
+      c10::toString(st.dispatch_key), ": it could not be compiled (", why,
+      "). Either register a hand-written kernel for it (torch.library.impl(\"",
+      st.name, "\", \"", c10::toString(st.dispatch_key),
+      "\")), or set EAGERC_CPU_FALLBACK=1 to run it on CPU (slow, copies in and out).");
+}
+
+}  // namespace eagerc

@@ -1,0 +1,42 @@
+// The boxed kernel eagerc registers for every (op, dispatch key) it serves.
+// Hit path (C++ only, no GIL): signature -> L1 table -> guard -> run -> push.
+// Miss path: one call into the Python resolver (resolver_bridge.cpp).
+#pragma once
+#include <ATen/core/boxing/KernelFunction.h>
+#include <ATen/core/stack.h>
+
+#include <memory>
+
+#include "op_state.h"
+
+namespace eagerc {
+
+class KernelHolder final : public c10::OperatorKernel {
+ public:
+  explicit KernelHolder(std::shared_ptr<OpState> state) : state_(std::move(state)) {}
+
+  void operator()(const c10::OperatorHandle& op, c10::DispatchKeySet ks,
+                  torch::jit::Stack* stack);
+
+ private:
+  void fallback(const c10::OperatorHandle& op, c10::DispatchKeySet ks,
+                torch::jit::Stack* stack, const char* reason);
+  void run_and_push(const Artifact& artifact, const CallSignature& sig,
+                    torch::jit::Stack* stack);
+
+  std::shared_ptr<OpState> state_;
+};
+
+// Depth of eagerc activity on this thread. Inside a compiled kernel, a compile
+// or a native fallback, ops dispatched to eagerc's holders run natively: a
+// kernel's own extern calls (mm_out, empty_strided) must not recurse into eagerc.
+struct ActivityGuard {
+  ActivityGuard();
+  ~ActivityGuard();
+  static bool active();
+};
+
+// Whether EAGERC_CPU_FALLBACK=1 lets a new device run uncompilable ops on CPU.
+void set_cpu_fallback(bool enabled);
+
+}  // namespace eagerc

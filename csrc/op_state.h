@@ -1,0 +1,47 @@
+// Everything eagerc keeps per (operator, dispatch key): the argument plan, the
+// device's own kernel (the fallback in override mode), the L1 table and counters.
+// States outlive enable/disable so a re-enabled op keeps its loaded kernels.
+#pragma once
+#include <ATen/core/dispatch/Dispatcher.h>
+
+#include <atomic>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <string>
+
+#include "arg_kinds.h"
+#include "kernel_table.h"
+
+namespace eagerc {
+
+struct OpCounters {
+  std::atomic<uint64_t> hits{0};
+  std::atomic<uint64_t> misses{0};
+  std::atomic<uint64_t> fallbacks{0};
+};
+
+struct OpState {
+  OpState(const c10::OperatorHandle& handle, c10::DispatchKey key);
+
+  c10::OperatorHandle op;
+  std::string name;        // "aten::add.Tensor"
+  c10::DispatchKey dispatch_key;
+  OpPlan plan;
+  // The kernel the device had before eagerc; empty on a new device.
+  std::optional<c10::SafeKernelFunction> native;
+  KernelTable table;
+  OpCounters counters;
+  // Set when tracing with lifted scalars failed for this op: values then go
+  // into the key (one kernel per value) instead of being runtime inputs.
+  std::atomic<bool> specialize_values{false};
+
+  void count_fallback(const std::string& reason);
+  std::map<std::string, uint64_t> fallback_reasons() const;
+
+ private:
+  mutable std::mutex reasons_mu_;
+  std::map<std::string, uint64_t> fallback_reasons_;
+};
+
+}  // namespace eagerc

@@ -1,0 +1,121 @@
+#include "registration.h"
+
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <c10/util/Exception.h>
+#include <torch/library.h>
+
+#include <map>
+#include <mutex>
+#include <set>
+
+#include "kernel_holder.h"
+
+namespace eagerc {
+namespace {
+
+std::mutex g_mu;
+std::map<std::pair<std::string, c10::DispatchKey>, std::shared_ptr<OpState>> g_states;
+std::map<c10::DispatchKey, std::unique_ptr<torch::Library>> g_libraries;
+
+std::optional<c10::OperatorHandle> find_op(const std::string& qualified) {
+  // "aten::add.Tensor" -> ("aten::add", "Tensor")
+  auto dot = qualified.find('.', qualified.find("::") + 2);
+  std::string name = qualified.substr(0, dot);
+  std::string overload = dot == std::string::npos ? "" : qualified.substr(dot + 1);
+  return c10::Dispatcher::singleton().findSchema({name, overload});
+}
+
+// A view returns an alias of an argument without writing it.
+bool returns_view(const c10::FunctionSchema& schema) {
+  for (const auto& ret : schema.returns()) {
+    if (ret.alias_info() && !ret.alias_info()->isWrite()) return true;
+  }
+  return false;
+}
+
+// Warnings the dispatcher prints when a kernel overrides an existing one are
+// expected in override mode: drop them while registering.
+class SilentWarnings : public c10::WarningHandler {
+ public:
+  void process(const c10::Warning&) override {}
+};
+
+}  // namespace
+
+std::vector<std::string> servable_ops(c10::DispatchKey key, bool new_device,
+                                      bool include_random,
+                                      const std::vector<std::string>& deny) {
+  std::set<std::string> denied(deny.begin(), deny.end());
+  std::vector<std::string> out;
+  for (const auto& opname : c10::Dispatcher::singleton().getAllOpNames()) {
+    if (opname.name.rfind("aten::", 0) != 0) continue;
+    std::string qualified =
+        opname.name + (opname.overload_name.empty() ? "" : "." + opname.overload_name);
+    if (denied.count(qualified) || denied.count(opname.name)) continue;
+    auto handle = c10::Dispatcher::singleton().findOp(opname);
+    if (!handle || !handle->hasSchema()) continue;
+    if (!new_device && !handle->hasKernelForDispatchKey(key)) continue;
+    if (new_device && handle->hasKernelForDispatchKey(key)) continue;  // hand-written
+    const auto& schema = handle->schema();
+    if (returns_view(schema)) continue;
+    if (handle->hasTag(at::Tag::inplace_view) || handle->hasTag(at::Tag::data_dependent_output) ||
+        handle->hasTag(at::Tag::dynamic_output_shape)) {
+      continue;
+    }
+    if (!include_random && handle->hasTag(at::Tag::nondeterministic_seeded)) continue;
+    if (!make_op_plan(schema).unsupported.empty()) continue;
+    out.push_back(qualified);
+  }
+  return out;
+}
+
+std::pair<std::vector<std::string>, std::vector<std::pair<std::string, std::string>>>
+enable_ops(c10::DispatchKey key, const std::vector<std::string>& ops) {
+  std::lock_guard<std::mutex> lock(g_mu);
+  std::vector<std::string> registered;
+  std::vector<std::pair<std::string, std::string>> skipped;
+  auto& lib = g_libraries[key];
+  if (!lib) {
+    lib = std::make_unique<torch::Library>(torch::Library::IMPL, "aten", key, __FILE__, __LINE__);
+  }
+  SilentWarnings silent;
+  c10::WarningUtils::WarningHandlerGuard guard(&silent);
+  for (const auto& qualified : ops) {
+    auto handle = find_op(qualified);
+    if (!handle) {
+      skipped.emplace_back(qualified, "no such operator");
+      continue;
+    }
+    auto& state = g_states[{qualified, key}];
+    if (!state) state = std::make_shared<OpState>(*handle, key);
+    if (!state->plan.unsupported.empty()) {
+      skipped.emplace_back(qualified, "unsupported " + state->plan.unsupported);
+      continue;
+    }
+    std::string name = qualified.substr(qualified.find("::") + 2);
+    lib->impl(name.c_str(), torch::CppFunction::makeFromBoxedFunctor(
+                                std::make_unique<KernelHolder>(state)));
+    registered.push_back(qualified);
+  }
+  return {registered, skipped};
+}
+
+void disable_key(c10::DispatchKey key) {
+  std::lock_guard<std::mutex> lock(g_mu);
+  // Destroying the Library deregisters every kernel it registered.
+  g_libraries.erase(key);
+}
+
+bool is_enabled(c10::DispatchKey key) {
+  std::lock_guard<std::mutex> lock(g_mu);
+  return g_libraries.count(key) > 0;
+}
+
+std::vector<std::shared_ptr<OpState>> all_op_states() {
+  std::lock_guard<std::mutex> lock(g_mu);
+  std::vector<std::shared_ptr<OpState>> out;
+  for (const auto& kv : g_states) out.push_back(kv.second);
+  return out;
+}
+
+}  // namespace eagerc

@@ -1,0 +1,36 @@
+// Registers KernelHolders for a dispatch key through torch::Library (the C++
+// side of torch.library), and removes them again on disable, which restores the
+// device's own kernels.
+#pragma once
+#include <c10/core/DispatchKey.h>
+
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "op_state.h"
+
+namespace eagerc {
+
+// Ops that a key could be served by eagerc: every aten op with a kernel for
+// `key` (or, with `new_device`, every op) whose schema eagerc can compile, minus
+// views, random ops (unless `include_random`), data-dependent ops and `deny`.
+std::vector<std::string> servable_ops(c10::DispatchKey key, bool new_device,
+                                      bool include_random,
+                                      const std::vector<std::string>& deny);
+
+// Registers holders for `ops` ("aten::add.Tensor") on `key`. Returns the ops
+// that were registered and, for the others, why not.
+std::pair<std::vector<std::string>, std::vector<std::pair<std::string, std::string>>>
+enable_ops(c10::DispatchKey key, const std::vector<std::string>& ops);
+
+// Removes every holder registered for `key`.
+void disable_key(c10::DispatchKey key);
+
+bool is_enabled(c10::DispatchKey key);
+
+// All op states ever created (for stats); the pointers stay valid.
+std::vector<std::shared_ptr<OpState>> all_op_states();
+
+}  // namespace eagerc

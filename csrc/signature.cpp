@@ -1,0 +1,218 @@
+#include "signature.h"
+
+#include <algorithm>
+#include <array>
+
+namespace eagerc {
+namespace {
+
+void put_byte(std::string& key, int64_t v) { key.push_back(static_cast<char>(v & 0xff)); }
+
+void put_int(std::string& key, int64_t v) {
+  key.append(reinterpret_cast<const char*>(&v), sizeof(v));
+}
+
+uint8_t size_class(int64_t v) { return v == 0 ? 0 : (v == 1 ? 1 : 2); }
+
+// Appends the tensor's specialized description and its guard values.
+void add_tensor(const at::Tensor& t, CallSignature* sig, int64_t* max_numel) {
+  std::string& key = sig->key;
+  if (!t.defined()) {
+    put_byte(key, 'N');
+    return;
+  }
+  if (t.layout() != c10::kStrided || t.is_quantized() || t.is_conj() || t.is_neg() ||
+      t.is_complex()) {
+    sig->unsupported = "a non-strided, quantized, complex or conj/neg-bit tensor";
+    return;
+  }
+  const int64_t dim = t.dim();
+  put_byte(key, 'T');
+  put_byte(key, static_cast<int64_t>(t.scalar_type()));
+  put_byte(key, static_cast<int64_t>(t.device().type()));
+  put_byte(key, t.device().index());
+  put_byte(key, dim);
+  auto sizes = t.sizes();
+  auto strides = t.strides();
+  for (int64_t d = 0; d < dim; ++d) {
+    put_byte(key, size_class(sizes[d]) | (size_class(strides[d]) << 2));
+  }
+  // Layout class: contiguous, or the order of the strides (which dim is innermost).
+  if (t.is_contiguous()) {
+    put_byte(key, 'C');
+  } else {
+    std::array<int8_t, 16> order{};
+    const int64_t n = std::min<int64_t>(dim, 16);
+    for (int64_t d = 0; d < n; ++d) order[d] = static_cast<int8_t>(d);
+    std::stable_sort(order.begin(), order.begin() + n,
+                     [&](int8_t a, int8_t b) { return strides[a] > strides[b]; });
+    put_byte(key, t.is_non_overlapping_and_dense() ? 'D' : 'S');
+    for (int64_t d = 0; d < n; ++d) put_byte(key, order[d]);
+  }
+  // Vectorized and Triton loads assume 16-byte alignment when it holds.
+  const bool aligned = (reinterpret_cast<uintptr_t>(t.data_ptr()) % 16) == 0;
+  put_byte(key, aligned ? 'A' : 'U');
+  *max_numel = std::max(*max_numel, t.numel());
+  for (int64_t d = 0; d < dim; ++d) sig->ints.push_back(sizes[d]);
+  for (int64_t d = 0; d < dim; ++d) sig->ints.push_back(strides[d]);
+  sig->ints.push_back(t.storage_offset());
+  sig->inputs.push_back(RuntimeInput{&t, c10::Scalar()});
+}
+
+void add_value_scalar(const c10::Scalar& s, bool specialize, CallSignature* sig) {
+  std::string& key = sig->key;
+  if (s.isBoolean()) {  // bools select code paths: always specialized
+    put_byte(key, 'b');
+    put_byte(key, s.toBool());
+    return;
+  }
+  if (s.isComplex()) {
+    sig->unsupported = "a complex Scalar";
+    return;
+  }
+  if (specialize) {
+    if (s.isIntegral(false)) {
+      put_byte(key, 'i');
+      put_int(key, s.toLong());
+    } else {
+      put_byte(key, 'f');
+      double v = s.toDouble();
+      key.append(reinterpret_cast<const char*>(&v), sizeof(v));
+    }
+    return;
+  }
+  if (s.isIntegral(false)) {
+    put_byte(key, 'I');
+    sig->ints.push_back(s.toLong());
+  } else {
+    put_byte(key, 'F');
+    sig->floats.push_back(s.toDouble());
+  }
+  sig->inputs.push_back(RuntimeInput{nullptr, s});
+}
+
+// Values that shape the computation go into the key as they are.
+void add_specialized(const c10::IValue& v, CallSignature* sig) {
+  std::string& key = sig->key;
+  if (v.isNone()) {
+    put_byte(key, 'n');
+  } else if (v.isInt()) {
+    put_byte(key, 'i');
+    put_int(key, v.toInt());
+  } else if (v.isBool()) {
+    put_byte(key, 'b');
+    put_byte(key, v.toBool());
+  } else if (v.isSymInt()) {
+    auto si = v.toSymInt();
+    if (!si.is_heap_allocated()) {
+      put_byte(key, 'i');
+      put_int(key, si.as_int_unchecked());
+    } else {
+      sig->unsupported = "a symbolic int argument";
+    }
+  } else if (v.isIntList()) {
+    auto list = v.toIntList();
+    put_byte(key, 'L');
+    put_int(key, static_cast<int64_t>(list.size()));
+    for (int64_t x : list) put_int(key, x);
+  } else if (v.isBoolList()) {
+    auto list = v.toBoolList();
+    put_byte(key, 'B');
+    put_int(key, static_cast<int64_t>(list.size()));
+    for (bool x : list) put_byte(key, x);
+  } else if (v.isList()) {  // SymInt[] holding plain ints
+    auto list = v.toListRef();
+    put_byte(key, 'L');
+    put_int(key, static_cast<int64_t>(list.size()));
+    for (const auto& x : list) {
+      if (x.isInt()) {
+        put_int(key, x.toInt());
+      } else if (x.isSymInt() && !x.toSymInt().is_heap_allocated()) {
+        put_int(key, x.toSymInt().as_int_unchecked());
+      } else {
+        sig->unsupported = "a symbolic int list argument";
+        return;
+      }
+    }
+  } else if (v.isString()) {
+    put_byte(key, 's');
+    key.append(v.toStringRef());
+    put_byte(key, 0);
+  } else if (v.isDevice()) {
+    put_byte(key, 'd');
+    put_byte(key, static_cast<int64_t>(v.toDevice().type()));
+    put_byte(key, v.toDevice().index());
+  } else if (v.isDouble()) {
+    put_byte(key, 'f');
+    double d = v.toDouble();
+    key.append(reinterpret_cast<const char*>(&d), sizeof(d));
+  } else {
+    sig->unsupported = "an argument value of an unsupported type";
+  }
+}
+
+}  // namespace
+
+void compute_signature(const OpPlan& plan, const torch::jit::Stack& stack,
+                       bool specialize_values, CallSignature* sig) {
+  sig->key.clear();
+  sig->inputs.clear();
+  sig->ints.clear();
+  sig->floats.clear();
+  sig->unsupported = nullptr;
+  const size_t n = plan.kinds.size();
+  const size_t base = stack.size() - n;
+  int64_t max_numel = 0;
+  for (size_t i = 0; i < n && !sig->unsupported; ++i) {
+    const c10::IValue& v = stack[base + i];
+    switch (plan.kinds[i]) {
+      case ArgKind::Tensor:
+        add_tensor(v.toTensor(), sig, &max_numel);
+        break;
+      case ArgKind::OptionalTensor:
+        if (v.isNone()) put_byte(sig->key, 'N');
+        else add_tensor(v.toTensor(), sig, &max_numel);
+        break;
+      case ArgKind::TensorList: {
+        // Tensor lists arrive as a list of IValues; the pointers stay valid
+        // while the stack holds the list.
+        const auto& list = v.toListRef();
+        put_byte(sig->key, '[');
+        put_int(sig->key, static_cast<int64_t>(list.size()));
+        for (const auto& e : list) add_tensor(e.toTensor(), sig, &max_numel);
+        break;
+      }
+      case ArgKind::OptionalTensorList: {
+        const auto& list = v.toListRef();
+        put_byte(sig->key, '[');
+        put_int(sig->key, static_cast<int64_t>(list.size()));
+        for (const auto& e : list) {
+          if (e.isNone()) put_byte(sig->key, 'N');
+          else add_tensor(e.toTensor(), sig, &max_numel);
+        }
+        break;
+      }
+      case ArgKind::Scalar:
+      case ArgKind::Float:
+        add_value_scalar(v.toScalar(), specialize_values, sig);
+        break;
+      case ArgKind::OptionalScalar:
+      case ArgKind::OptionalFloat:
+        if (v.isNone()) put_byte(sig->key, 'n');
+        else add_value_scalar(v.toScalar(), specialize_values, sig);
+        break;
+      case ArgKind::Specialized:
+        add_specialized(v, sig);
+        break;
+      case ArgKind::Generator:
+        if (!v.isNone()) sig->unsupported = "an explicit Generator argument";
+        break;
+      case ArgKind::Unsupported:
+        sig->unsupported = "an unsupported argument type";
+        break;
+    }
+  }
+  put_byte(sig->key, max_numel >= kParallelGrain ? 'P' : 'S');
+}
+
+}  // namespace eagerc

@@ -1,0 +1,42 @@
+// The signature of one call: what is specialized into a compiled kernel (the
+// cache key) and what is passed to it at run time (tensors and lifted scalars).
+//
+// Specialized: dtype, device, rank, 0/1 sizes, stride order and contiguity,
+// 16-byte alignment, the parallel class (numel above ATen's grain size), and
+// the values of ints that shape the computation (dim, int[] dims, keepdim...).
+// Symbolic: every other size and stride, and value scalars (alpha, fill values,
+// clamp bounds), which are runtime inputs, checked by the artifact's guard.
+#pragma once
+#include <ATen/core/stack.h>
+#include <c10/util/SmallVector.h>
+
+#include <string>
+
+#include "arg_kinds.h"
+
+namespace eagerc {
+
+// One runtime input of a compiled graph, in the order its placeholders appear.
+struct RuntimeInput {
+  const at::Tensor* tensor = nullptr;  // null for a lifted scalar
+  c10::Scalar scalar;
+};
+
+struct CallSignature {
+  std::string key;                           // specialized part, the cache key
+  c10::SmallVector<RuntimeInput, 8> inputs;  // graph inputs, in placeholder order
+  c10::SmallVector<int64_t, 32> ints;        // guard values: sizes, strides, offsets, int scalars
+  c10::SmallVector<double, 4> floats;        // guard values: float scalars
+  const char* unsupported = nullptr;         // set when this call cannot be compiled
+};
+
+// Elements above which ATen parallelizes (at::internal::GRAIN_SIZE); kernels for
+// smaller calls are compiled single-threaded so they pay no OpenMP fork.
+constexpr int64_t kParallelGrain = 32768;
+
+// Fills `sig` from the op's arguments (the top `plan.kinds.size()` stack entries).
+// With `specialize_values`, value scalars go into the key instead of being lifted.
+void compute_signature(const OpPlan& plan, const torch::jit::Stack& stack,
+                       bool specialize_values, CallSignature* sig);
+
+}  // namespace eagerc

@@ -1,0 +1,25 @@
+"""eagerc: an eager-mode PyTorch backend whose ATen kernels are compiled by TorchInductor.
+
+Each ATen op that reaches an enabled device is compiled on its first call (C++ on CPUs,
+Triton on GPUs), cached on disk, and run from a C++ kernel holder on every later call.
+
+    >>> import torch, eagerc
+    >>> eagerc.enable("cpu")
+    >>> y = torch.softmax(torch.randn(37, 91), dim=-1)
+    >>> eagerc.stats()["compiles"] >= 0
+    True
+    >>> eagerc.disable("cpu")
+"""
+import torch  # noqa: F401  (loads libtorch before eagerc._C)
+
+from eagerc._api import disable, enable, enabled, reset_stats, stats
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "enable",
+    "disable",
+    "enabled",
+    "stats",
+    "reset_stats",
+]

@@ -1,0 +1,135 @@
+"""enable / disable / enabled / stats: the per-op compiled-kernel mode."""
+from __future__ import annotations
+
+import contextlib
+import time
+from typing import Iterable, Optional
+
+from eagerc import _C, _config, _stats
+
+_resolver_installed = False
+
+
+def _dispatch_key(device: str) -> str:
+    import torch
+
+    name = device.split(":")[0].lower()
+    if name == torch._C._get_privateuse1_backend_name():
+        return "PrivateUse1"
+    try:
+        return _config.DISPATCH_KEYS[name]
+    except KeyError:
+        raise ValueError(
+            f"eagerc cannot serve device {device!r}: known devices are "
+            f"{sorted(_config.DISPATCH_KEYS)} and the PrivateUse1 backend "
+            f"({torch._C._get_privateuse1_backend_name()!r}). Pass one of those."
+        ) from None
+
+
+def _normalize(op: str) -> str:
+    op = op.strip()
+    return op if op.startswith("aten::") else "aten::" + op
+
+
+def _install_resolver() -> None:
+    global _resolver_installed
+    if not _resolver_installed:
+        from eagerc._resolver import resolve
+
+        _C._set_resolver(resolve)
+        _C._set_cpu_fallback(_config.cpu_fallback_enabled())
+        _resolver_installed = True
+
+
+def enable(device: str = "cpu", ops: Optional[Iterable[str]] = None) -> list:
+    """Serve `device`'s ATen ops with compiled kernels; returns the ops registered.
+
+    ``ops=None`` means every op eagerc can serve: views, random ops and the device
+    runtime (allocation, copies) stay native. Name ops ("aten::add.Tensor",
+    "aten::abs") to serve only those; a random op named here is compiled too.
+
+        >>> import torch, eagerc
+        >>> ops = eagerc.enable("cpu", ops=["aten::abs"])
+        >>> torch.abs(torch.tensor([-1.0])).item()
+        1.0
+        >>> eagerc.disable("cpu")
+    """
+    _install_resolver()
+    key = _dispatch_key(device)
+    new_device = key == "PrivateUse1"
+    if ops is None:
+        names = _C._servable_ops(key, new_device, new_device, list(_config.RUNTIME_OPS))
+    else:
+        names = [_normalize(o) for o in ops]
+        unknown_runtime = [n for n in names if n in _config.RUNTIME_OPS]
+        if unknown_runtime:
+            raise ValueError(
+                f"eagerc cannot compile {unknown_runtime}: they are the device runtime "
+                "(allocation, copies, metadata), which compiled kernels themselves call. "
+                "Leave them out of ops=."
+            )
+    registered, skipped = _C._enable_ops(key, names)
+    if ops is not None and skipped:
+        raise ValueError(
+            "eagerc cannot serve: " + "; ".join(f"{n} ({why})" for n, why in skipped)
+            + ". Check the names with torch._C._dispatch_get_all_op_names()."
+        )
+    return registered
+
+
+def disable(device: str = "cpu") -> None:
+    """Remove eagerc's kernels from `device`; its native kernels serve again.
+
+        >>> import eagerc
+        >>> _ = eagerc.enable("cpu", ops=["aten::abs"]); eagerc.disable("cpu")
+    """
+    _C._disable_key(_dispatch_key(device))
+
+
+@contextlib.contextmanager
+def enabled(device: str = "cpu", ops: Optional[Iterable[str]] = None):
+    """Context manager form of :func:`enable` / :func:`disable`.
+
+        >>> import torch, eagerc
+        >>> with eagerc.enabled("cpu", ops=["aten::add.Tensor"]):
+        ...     y = torch.ones(3) + torch.ones(3)
+    """
+    was_enabled = _C._is_enabled(_dispatch_key(device))
+    enable(device, ops)
+    try:
+        yield
+    finally:
+        if not was_enabled:
+            disable(device)
+
+
+def stats() -> dict:
+    """Totals and per-op counters: hits, misses, compiles, disk_loads, fallbacks,
+    compile_seconds (and per op: kernels, fallback_reasons).
+
+        >>> import eagerc
+        >>> sorted(k for k in eagerc.stats() if k != "ops")[:3]
+        ['compile_seconds', 'compiles', 'disk_loads']
+    """
+    per_op = {}
+    py_side = _stats.snapshot()
+    for name, counters in _C._op_stats().items():
+        entry = {"hits": counters["hits"], "misses": counters["misses"], "fallbacks": counters["fallbacks"],
+                 "kernels": counters["kernels"], "fallback_reasons": dict(counters["fallback_reasons"]),
+                 "compiles": 0, "disk_loads": 0, "compile_seconds": 0.0}
+        entry.update(py_side.get(name, {}))
+        per_op[name] = entry
+    totals = {k: sum(v[k] for v in per_op.values())
+              for k in ("hits", "misses", "compiles", "disk_loads", "fallbacks", "compile_seconds")}
+    active = {k: v for k, v in per_op.items() if v["hits"] or v["misses"] or v["fallbacks"]}
+    return {**totals, "ops": active}
+
+
+def reset_stats() -> None:
+    """Zero every counter (kernels stay loaded).
+
+        >>> import eagerc; eagerc.reset_stats(); eagerc.stats()["hits"]
+        0
+    """
+    _C._reset_op_stats()
+    _stats.reset()

@@ -1,0 +1,292 @@
+"""Compile one ATen call into an artifact C++ can run without Python.
+
+op + call arguments -> FX graph with symbolic sizes and lifted scalars (make_fx over fake
+tensors) -> TorchInductor in cpp_wrapper mode for the target -> a shared library with
+``eagerc_entry`` (Inductor's generated wrapper: allocates outputs, calls the kernels) and
+``eagerc_guard`` (the tracing assumptions, see _guards.py).
+
+Why not AOTInductor: its generic model-container wrapper costs ~6 s to compile per op
+and ~3.4 us per call; Inductor's JIT C++ wrapper compiles in about one second here and
+is a plain function taking tensor handles, which the C++ holder calls directly.
+"""
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import threading
+import time
+
+import torch
+
+from eagerc._arg_kinds import ArgKind, classify, is_lifted_scalar, is_parallel, walk_runtime_inputs
+from eagerc._guards import GuardError, guard_source
+
+
+class CompileError(Exception):
+    """The call cannot be compiled; the message says why (it becomes a fallback reason)."""
+
+
+class SpecializeValues(Exception):
+    """Tracing failed with lifted scalars; retry with scalar values in the key."""
+
+
+@dataclasses.dataclass
+class CompiledKernel:
+    library: bytes           # the shared library
+    num_outputs: int
+    guard_source: str
+    description: str         # human-readable signature, for logs and reports
+    seconds: float
+
+
+_compile_lock = threading.Lock()  # Inductor's global state is not thread-safe
+
+
+def describe_call(op, args, specialize: bool) -> str:
+    """e.g. 'aten::add.Tensor(f32[s,s] C, f32[s,s] C, alpha=float)'."""
+    parts = []
+    for arg, value in zip(op._schema.arguments, args):
+        kind = classify(arg)
+        if isinstance(value, torch.Tensor):
+            parts.append(_describe_tensor(value))
+        elif kind in (ArgKind.TENSOR_LIST, ArgKind.OPTIONAL_TENSOR_LIST):
+            parts.append("[" + ", ".join("None" if v is None else _describe_tensor(v) for v in value) + "]")
+        elif kind in (ArgKind.SCALAR, ArgKind.FLOAT, ArgKind.OPTIONAL_SCALAR, ArgKind.OPTIONAL_FLOAT) \
+                and is_lifted_scalar(value, specialize):
+            parts.append(f"{arg.name}={type(value).__name__}")
+        else:
+            parts.append(f"{arg.name}={value!r}")
+    return f"aten::{op._schema.name.split('::')[-1]}" + (
+        f".{op._overloadname}" if op._overloadname != "default" else "") + "(" + ", ".join(parts) + ")"
+
+
+def _describe_tensor(t: torch.Tensor) -> str:
+    dims = ",".join(str(s) if s in (0, 1) else "s" for s in t.shape)
+    layout = "C" if t.is_contiguous() else "nc"
+    return f"{str(t.dtype).replace('torch.', '')}[{dims}] {layout}"
+
+
+def _fake_inputs(op, args, specialize):
+    """Fake tensors with symbolic sizes and SymInt/SymFloat scalars for the runtime
+    inputs; returns (fake_mode, shape_env, runtime paths, fakes, bindings, checks)."""
+    from torch._dynamo.source import LocalSource
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    from torch.fx.experimental.symbolic_shapes import DimDynamic, ShapeEnv, StatelessSymbolicContext
+
+    # No duck sizing: two sizes that happen to be equal at the first call stay
+    # separate symbols, so the kernel is not specialized to that coincidence.
+    shape_env = ShapeEnv(duck_shape=False, allow_scalar_outputs=True)
+    fake_mode = FakeTensorMode(shape_env=shape_env)
+    paths, fakes = [], []
+    slots = []  # per runtime input: ("t", fake, first int index) or ("i"/"f", sym, index)
+    n_ints = n_floats = 0
+    for k, (path, value) in enumerate(walk_runtime_inputs(op._schema, args, specialize)):
+        source = LocalSource(f"input{k}")
+        if isinstance(value, torch.Tensor):
+            ctx = StatelessSymbolicContext(
+                dynamic_sizes=[DimDynamic.DYNAMIC] * value.dim(),
+                dynamic_strides=[DimDynamic.INFER_STRIDE] * value.dim(),
+            )
+            fake = fake_mode.from_tensor(value, symbolic_context=ctx, source=source)
+            slots.append(("t", fake, n_ints))
+            n_ints += 2 * value.dim() + 1
+        elif isinstance(value, int):
+            sym = shape_env.create_unspecified_symbol(value, source=source, dynamic_dim=DimDynamic.DYNAMIC)
+            fake = shape_env.create_symintnode(sym, hint=value, source=source)
+            slots.append(("i", fake, n_ints))
+            n_ints += 1
+        else:
+            # A float scalar enters as a 0-dim float64 tensor read with .item() inside
+            # the graph: Inductor's C++ wrapper cannot take SymFloat inputs directly.
+            fake = fake_mode.from_tensor(torch.tensor(float(value), dtype=torch.float64))
+            slots.append(("f", fake, n_floats))
+            n_floats += 1
+        paths.append(path)
+        fakes.append(fake)
+    return fake_mode, shape_env, paths, fakes, slots
+
+
+def _bindings_and_checks(slots):
+    """Bind each symbol to the first array slot holding it; every other size, stride
+    and offset must equal its symbolic expression (checked by the guard)."""
+    import sympy
+
+    bindings, checks = {}, []
+
+    def visit(idx, value, arr="i"):
+        expr = value.node.expr if isinstance(value, (torch.SymInt, torch.SymFloat)) else value
+        if isinstance(expr, sympy.Symbol) and expr.name not in bindings:
+            bindings[expr.name] = (arr, idx)
+        elif arr == "i":
+            checks.append((idx, sympy.sympify(expr)))
+
+    for kind, fake, idx in slots:
+        if kind == "t":
+            values = list(fake.shape) + list(fake.stride()) + [fake.storage_offset()]
+            for j, v in enumerate(values):
+                visit(idx + j, v)
+        elif kind == "i":
+            visit(idx, fake)
+    return bindings, checks
+
+
+def _rebuild_call(op, args, paths, values):
+    """The op's args and kwargs with runtime inputs replaced by `values`."""
+    full = [list(a) if isinstance(a, (list, tuple)) else a for a in args]
+    for path, v in zip(paths, values):
+        if len(path) == 1:
+            full[path[0]] = v
+        else:
+            full[path[0]][path[1]] = v
+    pos, kw = [], {}
+    for arg, v in zip(op._schema.arguments, full):
+        if arg.kwarg_only:
+            kw[arg.name] = v
+        else:
+            pos.append(v)
+    return pos, kw
+
+
+def _returns_plan(op):
+    """Indices of returns that are new tensors (the graph's outputs); the others
+    alias a mutated argument and are returned by the holder as that argument."""
+    fresh = []
+    for i, ret in enumerate(op._schema.returns):
+        if ret.alias_info is None:
+            fresh.append(i)
+    return fresh
+
+
+def trace(op, args, specialize):
+    from torch._inductor.decomposition import select_decomp_table
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    fake_mode, shape_env, paths, fakes, slots = _fake_inputs(op, args, specialize)
+    fresh = _returns_plan(op)
+    mutates = any(a.alias_info is not None and a.alias_info.is_write for a in op._schema.arguments)
+    returns_list = len(op._schema.returns) == 1 and isinstance(op._schema.returns[0].type, torch._C.ListType)
+
+    float_slots = [k for k, (kind, _, _) in enumerate(slots) if kind == "f"]
+
+    def call(*values):
+        values = list(values)
+        for k in float_slots:
+            values[k] = values[k].item()
+        pos, kw = _rebuild_call(op, args, paths, values)
+        out = op(*pos, **kw)
+        if returns_list:
+            return tuple(out)
+        outs = out if isinstance(out, tuple) else (out,)
+        return tuple(outs[i] for i in fresh)
+
+    fn = call
+    if mutates:
+        # Functionalize: the op becomes its functional form plus copy_ into the
+        # mutated inputs, which Inductor fuses into one kernel writing in place.
+        fn = torch.func.functionalize(call, remove="mutations_and_views")
+    with fake_mode:
+        gm = make_fx(fn, decomposition_table=select_decomp_table(), tracing_mode="real")(*fakes)
+    outputs = [n for n in gm.graph.nodes if n.op == "output"][0].args[0]
+    for out in outputs:
+        val = out.meta.get("val") if hasattr(out, "meta") else None
+        if isinstance(val, torch.Tensor) and (val.layout != torch.strided or val.is_quantized):
+            raise CompileError(f"output layout {val.layout} is not strided")
+    return gm, fake_mode, shape_env, fakes, slots, len(outputs)
+
+
+@contextlib.contextmanager
+def _intercept_wrapper_source(on_source):
+    """Inductor hands the generated C++ wrapper to CppWrapperCodeCache.load_pybinding;
+    `on_source(kwargs)` may rewrite it (add entry points, drop the GIL release) before
+    it is compiled, and receives the loaded module's path afterwards."""
+    from torch._inductor.codecache import CppWrapperCodeCache
+
+    original = CppWrapperCodeCache.load_pybinding  # bound to the class (classmethod)
+
+    def load_pybinding(cls, *a, **kw):
+        on_source(kw)
+        fn = original(*a, **kw)
+        on_source.loaded = fn
+        return fn
+
+    CppWrapperCodeCache.load_pybinding = classmethod(load_pybinding)
+    try:
+        yield
+    finally:
+        del CppWrapperCodeCache.load_pybinding  # the inherited classmethod shows through again
+
+
+_ENTRY = """
+extern "C" void eagerc_entry(AtenTensorHandle* inputs, AtenTensorHandle* outputs) {
+  inductor_entry_impl(inputs, outputs);
+}
+"""
+_GIL_RELEASE = "py::gil_scoped_release_simple release;"
+
+
+def compile_call(op, args, specialize: bool) -> CompiledKernel:
+    """Traces and compiles one call of `op` (an OpOverload) on CPU tensors."""
+    import torch._inductor.config as inductor_config
+    from torch._guards import TracingContext, tracing
+    from torch._inductor.compile_fx import compile_fx_inner
+
+    start = time.perf_counter()
+    description = describe_call(op, args, specialize)
+    try:
+        gm, fake_mode, shape_env, fakes, slots, n_out = trace(op, args, specialize)
+    except CompileError:
+        raise
+    except Exception as e:  # noqa: BLE001 - any tracing failure is a reason to fall back
+        lifted = [v for _, v in walk_runtime_inputs(op._schema, args, specialize) if not isinstance(v, torch.Tensor)]
+        if lifted:
+            raise SpecializeValues(str(e)) from e
+        raise CompileError(f"tracing failed: {type(e).__name__}: {str(e).splitlines()[0][:200]}") from e
+
+    captured = {}
+
+    def on_source(kw):
+        code = kw["main_code"]
+        if "gil_scoped_acquire" in code or "PyObject_Call" in code:
+            raise CompileError("the generated kernel calls back into Python")
+        bindings, checks = _bindings_and_checks(slots)
+        checks = checks + [g.expr for g in shape_env.guards]
+        guard = guard_source(bindings, checks)
+        # The holder calls the entry without the GIL held: drop Inductor's release.
+        kw["main_code"] = code.replace(_GIL_RELEASE, "") + _ENTRY + guard
+        captured["guard"] = guard
+        captured["num_outputs"] = kw.get("num_outputs", n_out)
+
+    runtime_inputs = list(walk_runtime_inputs(op._schema, args, specialize))
+    patches = {"fx_graph_cache": False, "freezing": False}
+    if not is_parallel(runtime_inputs):
+        patches["cpp.threads"] = 1  # small calls: no OpenMP fork, as ATen does below its grain
+    try:
+        with _compile_lock, inductor_config.patch(patches), tracing(TracingContext(fake_mode)), \
+                _intercept_wrapper_source(on_source):
+            compile_fx_inner(gm, fakes, cpp_wrapper=True, is_inference=True)
+    except CompileError:
+        raise
+    except GuardError as e:
+        raise CompileError(str(e)) from e
+    except Exception as e:  # noqa: BLE001
+        cause = e
+        while cause.__cause__ is not None and not isinstance(cause, (CompileError, GuardError)):
+            cause = cause.__cause__
+        if isinstance(cause, (CompileError, GuardError)):
+            raise CompileError(str(cause)) from e
+        raise CompileError(f"Inductor failed: {type(e).__name__}: {str(e).splitlines()[0][:200]}") from e
+    loaded = getattr(on_source, "loaded", None)
+    if loaded is None or "guard" not in captured:
+        raise CompileError("Inductor produced no C++ wrapper for this graph")
+    path = getattr(getattr(loaded, "__self__", None), "__file__", None)
+    if path is None:
+        raise CompileError("cannot locate the compiled wrapper library")
+    with open(path, "rb") as f:
+        library = f.read()
+    return CompiledKernel(
+        library=library,
+        num_outputs=int(captured["num_outputs"]),
+        guard_source=captured["guard"],
+        description=description,
+        seconds=time.perf_counter() - start,
+    )

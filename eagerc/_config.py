@@ -1,0 +1,36 @@
+"""Settings read from the environment, in one place."""
+from __future__ import annotations
+
+import os
+
+# Where compiled kernels persist (kernel_cache reads the same variable).
+CACHE_DIR_ENV = "EAGERC_CACHE_DIR"
+# On a new device, run ops that cannot be compiled on CPU instead of raising.
+CPU_FALLBACK_ENV = "EAGERC_CPU_FALLBACK"
+
+# Bump when the artifact format (entry points, guard arrays) changes: old entries retire.
+FORMAT_VERSION = 1
+
+
+def cpu_fallback_enabled() -> bool:
+    return os.environ.get(CPU_FALLBACK_ENV, "0") not in ("", "0", "false", "False")
+
+
+# Device name -> the dispatch key eagerc registers its holders for.
+DISPATCH_KEYS = {"cpu": "CPU", "cuda": "CUDA", "eagerc": "PrivateUse1", "privateuse1": "PrivateUse1"}
+
+# Ops that are the device runtime itself: allocation, copies, metadata, scalar reads.
+# Compiled kernels call these (e.g. to allocate outputs), so they always stay native.
+RUNTIME_OPS = (
+    "aten::empty.memory_format", "aten::empty_strided", "aten::empty.out", "aten::empty_like",
+    "aten::_empty_affine_quantized", "aten::_empty_per_channel_affine_quantized",
+    "aten::resize_", "aten::resize_as_", "aten::set_", "aten::set_.source_Storage",
+    "aten::set_.source_Storage_storage_offset", "aten::set_.source_Tensor",
+    "aten::copy_", "aten::_copy_from", "aten::_copy_from_and_resize", "aten::_local_scalar_dense",
+    "aten::item", "aten::as_strided", "aten::view", "aten::_reshape_alias",
+    "aten::_pin_memory", "aten::is_pinned", "aten::record_stream", "aten::_to_copy",
+    "aten::_has_compatible_shallow_copy_type", "aten::_nnz", "aten::equal", "aten::is_set_to",
+    "aten::_make_per_tensor_quantized_tensor", "aten::_make_per_channel_quantized_tensor",
+    "aten::_assert_async", "aten::_assert_async.msg", "aten::_functional_assert_async.msg",
+    "aten::_print", "aten::_unsafe_set_version_counter",
+)

@@ -1,0 +1,127 @@
+"""Guards of a compiled kernel, as C++ compiled into the kernel's own library.
+
+Tracing with symbolic sizes assumes things (two sizes are equal because they broadcast,
+a row fits one reduction strategy, a stride equals the next size). Each assumption is a
+sympy expression over the call's size, stride, offset and scalar symbols. The holder
+fills two arrays per call, in runtime-input order: ``ints`` = for each tensor its sizes,
+strides and storage offset, for each int scalar its value; ``floats`` = float scalars.
+``eagerc_guard(ints, floats)`` is 1 when every assumption holds for that call.
+"""
+from __future__ import annotations
+
+import sympy
+
+from torch.utils._sympy.functions import (
+    CeilDiv,
+    CleanDiv,
+    FloorDiv,
+    FloatTrueDiv,
+    IntTrueDiv,
+    Max,
+    Min,
+    Mod,
+    ModularIndexing,
+    PythonMod,
+    ToFloat,
+    TruncToInt,
+)
+
+
+class GuardError(Exception):
+    """An assumption eagerc cannot express as a C++ guard (the op falls back)."""
+
+
+def _c(e) -> str:
+    if isinstance(e, bool) or e is sympy.true or e is sympy.false:
+        return "1" if bool(e) else "0"
+    if isinstance(e, int):
+        return f"int64_t({e}LL)"
+    if isinstance(e, float):
+        return repr(e)
+    if isinstance(e, sympy.Symbol):
+        return e.name
+    if isinstance(e, sympy.Integer):
+        return f"int64_t({int(e)}LL)"
+    if isinstance(e, (sympy.Float, sympy.Rational)):
+        return repr(float(e))
+    if e is sympy.oo:
+        return "INFINITY"
+    if e is sympy.S.NegativeInfinity:
+        return "(-INFINITY)"
+    a = [_c(x) for x in e.args]
+    if isinstance(e, sympy.Add):
+        return "(" + " + ".join(a) + ")"
+    if isinstance(e, sympy.Mul):
+        return "(" + " * ".join(a) + ")"
+    if isinstance(e, sympy.Pow) and isinstance(e.args[1], sympy.Integer) and int(e.args[1]) >= 0:
+        return "(" + " * ".join([a[0]] * int(e.args[1])) + ")" if int(e.args[1]) else "1"
+    rel = {sympy.Eq: "==", sympy.Ne: "!=", sympy.Lt: "<", sympy.Le: "<=", sympy.Gt: ">", sympy.Ge: ">="}
+    for cls, op in rel.items():
+        if isinstance(e, cls):
+            return f"({a[0]} {op} {a[1]})"
+    if isinstance(e, sympy.And):
+        return "(" + " && ".join(a) + ")"
+    if isinstance(e, sympy.Or):
+        return "(" + " || ".join(a) + ")"
+    if isinstance(e, sympy.Not):
+        return f"(!{a[0]})"
+    if isinstance(e, (FloorDiv, CleanDiv)):
+        return f"eagerc_floordiv({a[0]}, {a[1]})"
+    if isinstance(e, CeilDiv):
+        return f"(-eagerc_floordiv(-({a[0]}), {a[1]}))"
+    if isinstance(e, (PythonMod, Mod)):
+        return f"eagerc_mod({a[0]}, {a[1]})"
+    if isinstance(e, ModularIndexing):
+        return f"eagerc_mod(eagerc_floordiv({a[0]}, {a[1]}), {a[2]})"
+    if isinstance(e, (Max, sympy.Max)):
+        out = a[0]
+        for x in a[1:]:
+            out = f"std::max<double>({out}, {x})"
+        return out
+    if isinstance(e, (Min, sympy.Min)):
+        out = a[0]
+        for x in a[1:]:
+            out = f"std::min<double>({out}, {x})"
+        return out
+    if isinstance(e, (IntTrueDiv, FloatTrueDiv)):
+        return f"(double({a[0]}) / double({a[1]}))"
+    if isinstance(e, ToFloat):
+        return f"double({a[0]})"
+    if isinstance(e, TruncToInt):
+        return f"int64_t({a[0]})"
+    raise GuardError(f"cannot express guard term {type(e).__name__}: {e}")
+
+
+_PRELUDE = """
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+static inline int64_t eagerc_floordiv(int64_t a, int64_t b) {
+  int64_t q = a / b; return (q * b != a && ((a < 0) != (b < 0))) ? q - 1 : q; }
+static inline int64_t eagerc_mod(int64_t a, int64_t b) { int64_t r = a % b; return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r; }
+"""
+
+
+def guard_source(bindings: dict, checks: list) -> str:
+    """C++ for ``eagerc_guard``.
+
+    bindings: symbol name -> ("i", index) or ("f", index) into the guard arrays.
+    checks: sympy booleans, or (index, expr) pairs meaning ``ints[index] == expr``.
+    """
+    lines = [_PRELUDE, 'extern "C" int eagerc_guard(const int64_t* I, const double* F) {']
+    for name, (arr, idx) in sorted(bindings.items()):
+        ctype = "int64_t" if arr == "i" else "double"
+        lines.append(f"  const {ctype} {name} = {arr.upper()}[{idx}];")
+        lines.append(f"  (void){name};")
+    for check in checks:
+        if isinstance(check, tuple):
+            idx, expr = check
+            cond = f"(I[{idx}] == {_c(expr)})"
+        else:
+            if check is sympy.true or check is True:
+                continue
+            cond = _c(check)
+        lines.append(f"  if (!{cond}) return 0;")
+    lines.append("  return 1;")
+    lines.append("}")
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,99 @@
+"""The miss path, called from C++ (csrc/resolver_bridge.cpp) with the GIL held.
+
+L2 (kernel_cache on disk, plus a remote tier when configured) -> otherwise compile ->
+store in every tier -> hand the artifact's path back to C++, which loads it into L1.
+Concurrent misses of one key compile once: the second caller waits on the key's lock
+and then finds the first caller's variant.
+"""
+from __future__ import annotations
+
+import collections
+import hashlib
+import logging
+import threading
+
+import torch
+
+from eagerc import _config, _stats
+
+log = logging.getLogger("eagerc")
+
+_store = None
+_store_lock = threading.Lock()
+_key_locks: dict = collections.defaultdict(threading.Lock)
+
+
+def _namespace():
+    import kernel_cache
+    from torch._inductor import cpu_vec_isa
+
+    import eagerc
+
+    isa = str(cpu_vec_isa.pick_vec_isa()) or "novec"
+    settings = hashlib.sha256(repr((torch._inductor.config.cpp.simdlen,
+                                    torch._inductor.config.cpp.cxx)).encode()).hexdigest()[:16]
+    return kernel_cache.Namespace(
+        format_version=_config.FORMAT_VERSION,
+        torch_version=torch.__version__,
+        eagerc_version=eagerc.__version__,
+        target_arch=f"cpu-{isa}",
+        compiler_settings=settings,
+    )
+
+
+def store():
+    """The kernel store for this process (opened on the first miss, not at import)."""
+    global _store
+    with _store_lock:
+        if _store is None:
+            import kernel_cache
+
+            _store = kernel_cache.open_store(_namespace())
+        return _store
+
+
+def reset_store() -> None:
+    """Forget the open store (tests point EAGERC_CACHE_DIR elsewhere)."""
+    global _store
+    with _store_lock:
+        _store = None
+
+
+def _overload(op_name: str):
+    name, _, overload = op_name.split("::", 1)[-1].partition(".")
+    packet = getattr(torch.ops.aten, name)
+    return getattr(packet, overload or "default")
+
+
+def resolve(op_name: str, dispatch_key: str, key: bytes, args: tuple, specialize: bool, known: list):
+    """Returns ("kernel", variant_id, path, num_outputs) | ("specialize",) | ("fallback", reason)."""
+    from eagerc._compiler import CompileError, SpecializeValues, compile_call
+
+    stat_key = f"{op_name}@{dispatch_key}"
+    full_key = f"{dispatch_key}\0{op_name}\0".encode() + bytes(key)
+    with _key_locks[full_key]:
+        try:
+            entries = store().get(full_key)
+        except Exception as e:  # noqa: BLE001 - a broken store must not break the op
+            log.warning("eagerc: kernel cache unavailable (%s); compiling without it", e)
+            entries = []
+        for entry in entries:
+            if entry.variant_id not in known:
+                _stats.count(stat_key, "disk_loads")
+                return ("kernel", entry.variant_id, entry.artifact_path, int(entry.metadata["num_outputs"]))
+        op = _overload(op_name)
+        try:
+            kernel = compile_call(op, args, specialize)
+        except SpecializeValues:
+            log.info("eagerc: %s: lifted scalars did not trace; specializing scalar values", op_name)
+            return ("specialize",)
+        except CompileError as e:
+            log.info("eagerc: %s not compiled: %s", op_name, e)
+            return ("fallback", str(e))
+        _stats.count(stat_key, "compiles")
+        _stats.count(stat_key, "compile_seconds", kernel.seconds)
+        log.info("eagerc: compiled %s in %.2f s", kernel.description, kernel.seconds)
+        metadata = {"num_outputs": kernel.num_outputs, "op": op_name, "signature": kernel.description,
+                    "guard": kernel.guard_source, "compile_seconds": kernel.seconds}
+        entry = store().add(full_key, kernel.library, metadata)
+        return ("kernel", entry.variant_id, entry.artifact_path, kernel.num_outputs)

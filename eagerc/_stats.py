@@ -1,0 +1,23 @@
+"""Counters kept on the Python side of the miss path; hits/misses/fallbacks live in C++."""
+from __future__ import annotations
+
+import collections
+import threading
+
+_lock = threading.Lock()
+_per_op: dict = collections.defaultdict(lambda: {"compiles": 0, "disk_loads": 0, "compile_seconds": 0.0})
+
+
+def count(op_key: str, field: str, amount=1) -> None:
+    with _lock:
+        _per_op[op_key][field] += amount
+
+
+def snapshot() -> dict:
+    with _lock:
+        return {k: dict(v) for k, v in _per_op.items()}
+
+
+def reset() -> None:
+    with _lock:
+        _per_op.clear()
