@@ -68,7 +68,7 @@ def _describe_tensor(t: torch.Tensor) -> str:
 
 def _fake_inputs(op, args, specialize):
     """Fake tensors with symbolic sizes and SymInt/SymFloat scalars for the runtime
-    inputs; returns (fake_mode, shape_env, runtime paths, fakes, bindings, checks)."""
+    inputs; returns (fake_mode, shape_env, paths, fakes, slots, bindings, checks)."""
     from torch._dynamo.source import LocalSource
     from torch._subclasses.fake_tensor import FakeTensorMode
     from torch.fx.experimental.symbolic_shapes import DimDynamic, ShapeEnv, StatelessSymbolicContext
@@ -103,7 +103,10 @@ def _fake_inputs(op, args, specialize):
             n_floats += 1
         paths.append(path)
         fakes.append(fake)
-    return fake_mode, shape_env, paths, fakes, slots
+    # Read the symbols now: once tracing proves two of them equal, the fakes report
+    # the replacement, and the guard must still bind every original symbol.
+    bindings, checks = _bindings_and_checks(slots)
+    return fake_mode, shape_env, paths, fakes, slots, bindings, checks
 
 
 def _bindings_and_checks(slots):
@@ -161,7 +164,7 @@ def trace(op, args, specialize):
     from torch._inductor.decomposition import select_decomp_table
     from torch.fx.experimental.proxy_tensor import make_fx
 
-    fake_mode, shape_env, paths, fakes, slots = _fake_inputs(op, args, specialize)
+    fake_mode, shape_env, paths, fakes, slots, bindings, checks = _fake_inputs(op, args, specialize)
     fresh = _returns_plan(op)
     mutates = any(a.alias_info is not None and a.alias_info.is_write for a in op._schema.arguments)
     returns_list = len(op._schema.returns) == 1 and isinstance(op._schema.returns[0].type, torch._C.ListType)
@@ -191,7 +194,7 @@ def trace(op, args, specialize):
         val = out.meta.get("val") if hasattr(out, "meta") else None
         if isinstance(val, torch.Tensor) and (val.layout != torch.strided or val.is_quantized):
             raise CompileError(f"output layout {val.layout} is not strided")
-    return gm, fake_mode, shape_env, fakes, slots, len(outputs)
+    return gm, fake_mode, shape_env, fakes, slots, (bindings, checks), len(outputs)
 
 
 @contextlib.contextmanager
@@ -233,7 +236,7 @@ def compile_call(op, args, specialize: bool) -> CompiledKernel:
     start = time.perf_counter()
     description = describe_call(op, args, specialize)
     try:
-        gm, fake_mode, shape_env, fakes, slots, n_out = trace(op, args, specialize)
+        gm, fake_mode, shape_env, fakes, slots, (bindings, input_checks), n_out = trace(op, args, specialize)
     except CompileError:
         raise
     except Exception as e:  # noqa: BLE001 - any tracing failure is a reason to fall back
@@ -248,8 +251,7 @@ def compile_call(op, args, specialize: bool) -> CompiledKernel:
         code = kw["main_code"]
         if "gil_scoped_acquire" in code or "PyObject_Call" in code:
             raise CompileError("the generated kernel calls back into Python")
-        bindings, checks = _bindings_and_checks(slots)
-        checks = checks + [g.expr for g in shape_env.guards]
+        checks = input_checks + [g.expr for g in shape_env.guards]
         guard = guard_source(bindings, checks)
         # The holder calls the entry without the GIL held: drop Inductor's release.
         kw["main_code"] = code.replace(_GIL_RELEASE, "") + _ENTRY + guard

@@ -1,0 +1,27 @@
+"""Shared fixtures: every test process gets its own kernel cache directory, so tests
+never read or write the user's ~/.cache/eagerc, and compiled kernels are shared across
+the tests of one session (compiling is the slow part)."""
+from __future__ import annotations
+
+import os
+import tempfile
+
+import pytest
+
+_SESSION_CACHE = tempfile.mkdtemp(prefix="eagerc-test-cache-")
+os.environ.setdefault("EAGERC_CACHE_DIR", _SESSION_CACHE)
+
+
+@pytest.fixture
+def fresh_cache(tmp_path, monkeypatch):
+    """An empty kernel cache directory and empty in-memory tables for one test."""
+    import eagerc
+    from eagerc import _C, _resolver
+
+    monkeypatch.setenv("EAGERC_CACHE_DIR", str(tmp_path / "cache"))
+    _resolver.reset_store()
+    _C._clear_tables()
+    eagerc.reset_stats()
+    yield tmp_path / "cache"
+    _resolver.reset_store()
+    _C._clear_tables()

@@ -1,0 +1,194 @@
+"""Behaviour of the per-op compiled-kernel path: what compiles, what hits, what persists.
+
+Counts, not seconds: one compile for many sizes and scalar values, zero compiles in a
+fresh process, hits that never enter Python, broken cache entries rebuilt.
+"""
+from __future__ import annotations
+
+import glob
+import logging
+import os
+import subprocess
+import sys
+import textwrap
+import threading
+
+import pytest
+import torch
+
+import eagerc
+from eagerc import _C
+from eagerc.testing import assert_close
+
+ABS = "aten::abs@CPU"
+ADD = "aten::add.Tensor@CPU"
+
+
+def op_stats(name):
+    return eagerc.stats()["ops"].get(name, {"hits": 0, "misses": 0, "compiles": 0, "fallbacks": 0})
+
+
+def test_new_sizes_reuse_one_kernel(fresh_cache):
+    inputs = [torch.randn(n, n + 3) for n in (2, 3, 5, 8, 13, 21, 34, 55, 89, 144)]
+    with eagerc.enabled("cpu", ops=["aten::abs"]):
+        outputs = [torch.abs(x) for x in inputs]
+    for x, y in zip(inputs, outputs):
+        assert_close(y, x.abs())
+    s = op_stats(ABS)
+    assert s["compiles"] == 1
+    assert s["hits"] == 9 and s["misses"] == 1 and s["fallbacks"] == 0
+
+
+def test_scalar_values_are_runtime_inputs(fresh_cache):
+    x, y = torch.randn(16, 16), torch.randn(16, 16)
+    expected = {a: x + a * y for a in (0.5, 2.0, -3.25, 7.0, 1e-3)}
+    with eagerc.enabled("cpu", ops=["aten::add.Tensor"]):
+        got = {alpha: torch.add(x, y, alpha=alpha) for alpha in expected}
+    for alpha, want in expected.items():
+        assert_close(got[alpha], want)
+    assert op_stats(ADD)["compiles"] == 1
+    assert op_stats(ADD)["hits"] == 4
+
+
+def test_broadcast_guard_rejects_other_shapes(fresh_cache):
+    # The kernel for [s0,s1] + [s0,s1] assumes equal sizes; a broadcasting call must
+    # not run it (a guard fails, a second variant is compiled).
+    with eagerc.enabled("cpu", ops=["aten::add.Tensor"]):
+        a, b = torch.randn(4, 6), torch.randn(4, 6)
+        first = a + b
+        c = torch.randn(3, 6)
+        with pytest.raises(RuntimeError, match="size"):
+            a + c  # native raises; eagerc must not read out of bounds
+    assert_close(first, a.add(b))
+
+
+def test_hits_never_enter_python(fresh_cache):
+    x = torch.randn(64, 64)
+    with eagerc.enabled("cpu", ops=["aten::abs"]):
+        torch.abs(x)  # miss: compiles
+        calls_before = _C._resolver_calls()
+        python_calls = []
+        abs_ = torch.abs
+
+        def profiler(frame, event, arg):
+            if event == "call":  # a Python function started (C calls are c_call)
+                python_calls.append(frame.f_code.co_name)
+
+        sys.setprofile(profiler)
+        try:
+            for _ in range(1000):
+                abs_(x)
+        finally:
+            sys.setprofile(None)
+    assert python_calls == []
+    assert _C._resolver_calls() == calls_before
+    assert op_stats(ABS)["hits"] == 1000
+
+
+def test_concurrent_misses_compile_once(fresh_cache):
+    x = torch.randn(32, 8)
+    results, errors = [], []
+
+    def worker():
+        try:
+            results.append(torch.abs(x))
+        except Exception as e:  # pragma: no cover - reported below
+            errors.append(e)
+
+    with eagerc.enabled("cpu", ops=["aten::abs"]):
+        threads = [threading.Thread(target=worker) for _ in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    assert not errors
+    for r in results:
+        assert_close(r, x.abs())
+    assert op_stats(ABS)["compiles"] == 1
+
+
+FRESH_PROCESS = textwrap.dedent("""
+    import torch, eagerc
+    x = torch.randn(40, 24)
+    with eagerc.enabled("cpu", ops=["aten::abs", "aten::add.Tensor"]):
+        a = torch.abs(x); b = torch.add(x, x, alpha=3)
+    torch.testing.assert_close(a, x.abs()); torch.testing.assert_close(b, x * 4)
+    s = eagerc.stats()
+    print(s["compiles"], s["disk_loads"], s["fallbacks"])
+""")
+
+
+def _run_fresh_process(cache_dir):
+    env = dict(os.environ, EAGERC_CACHE_DIR=str(cache_dir))
+    out = subprocess.run([sys.executable, "-c", FRESH_PROCESS], env=env, capture_output=True, text=True,
+                         timeout=600)
+    assert out.returncode == 0, out.stderr[-3000:]
+    return tuple(int(v) for v in out.stdout.split())
+
+
+def test_fresh_process_compiles_nothing(fresh_cache):
+    assert _run_fresh_process(fresh_cache) == (2, 0, 0)
+    assert _run_fresh_process(fresh_cache) == (0, 2, 0)
+
+
+def test_corrupt_artifact_is_evicted_and_rebuilt(fresh_cache, caplog):
+    x = torch.randn(8, 8)
+    with eagerc.enabled("cpu", ops=["aten::abs"]):
+        torch.abs(x)
+    artifacts = glob.glob(str(fresh_cache / "**" / "*.so"), recursive=True)
+    assert len(artifacts) == 1
+    # A new file, not an in-place write: this process still maps the old one.
+    os.remove(artifacts[0])
+    with open(artifacts[0], "wb") as f:
+        f.write(b"garbage, not a shared library")
+    # A fresh L1 and store: the next miss reads the broken entry from disk.
+    from eagerc import _resolver
+
+    _C._clear_tables()
+    _resolver.reset_store()
+    eagerc.reset_stats()
+    with caplog.at_level(logging.WARNING), eagerc.enabled("cpu", ops=["aten::abs"]):
+        y = torch.abs(x)
+    assert_close(y, x.abs())
+    assert op_stats(ABS)["compiles"] == 1
+    assert op_stats(ABS)["fallbacks"] == 0
+    assert any("evicted" in r.getMessage() for r in caplog.records)
+
+
+def test_compile_is_logged_with_op_signature_and_time(fresh_cache, caplog):
+    with caplog.at_level(logging.INFO, logger="eagerc"), eagerc.enabled("cpu", ops=["aten::abs"]):
+        torch.abs(torch.randn(5, 7))
+    messages = [r.getMessage() for r in caplog.records if r.name == "eagerc"]
+    assert any("compiled aten::abs(float32[s,s] C)" in m and " s" in m for m in messages), messages
+
+
+def test_disable_restores_native_kernels(fresh_cache):
+    x = torch.randn(6, 6)
+    eagerc.enable("cpu", ops=["aten::abs"])
+    torch.abs(x)
+    eagerc.disable("cpu")
+    eagerc.reset_stats()
+    y = torch.abs(x)
+    assert_close(y, x.sign() * x)
+    assert op_stats(ABS)["hits"] == 0 and op_stats(ABS)["misses"] == 0
+
+
+def test_stats_keys(fresh_cache):
+    with eagerc.enabled("cpu", ops=["aten::abs"]):
+        torch.abs(torch.randn(3, 3))
+    s = eagerc.stats()
+    for key in ("hits", "misses", "compiles", "disk_loads", "fallbacks", "compile_seconds", "ops"):
+        assert key in s
+    assert s["compiles"] == 1 and s["compile_seconds"] > 0
+    eagerc.reset_stats()
+    assert eagerc.stats()["misses"] == 0
+
+
+def test_unknown_device_and_op_errors_name_the_fix():
+    with pytest.raises(ValueError, match="known devices"):
+        eagerc.enable("tpu")
+    with pytest.raises(ValueError, match="no such operator"):
+        eagerc.enable("cpu", ops=["aten::not_an_op"])
+    with pytest.raises(ValueError, match="device runtime"):
+        eagerc.enable("cpu", ops=["aten::copy_"])
+    eagerc.disable("cpu")
