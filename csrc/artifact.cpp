@@ -1,6 +1,6 @@
 #include "artifact.h"
 
-#include <ATen/ops/scalar_tensor.h>
+#include <ATen/ops/empty.h>
 #include <c10/util/Exception.h>
 #include <dlfcn.h>
 
@@ -22,20 +22,38 @@ Artifact::Artifact(std::string variant_id, const std::string& path, size_t num_o
               " lacks eagerc_guard/eagerc_entry; it was not built by this eagerc version.");
 }
 
+namespace {
+
+// Lifted scalars travel as 0-dim CPU tensors, as Inductor's wrapper expects. Reusing
+// one per position and thread makes passing a scalar a store instead of an
+// allocation; the wrapper reads it once (item) and keeps no reference.
+at::Tensor& scalar_slot(size_t index, bool integral, const c10::Scalar& value) {
+  thread_local std::vector<at::Tensor> longs, doubles;
+  auto& slots = integral ? longs : doubles;
+  while (slots.size() <= index) {
+    slots.push_back(at::empty({}, at::TensorOptions().dtype(integral ? at::kLong : at::kDouble)));
+  }
+  at::Tensor& slot = slots[index];
+  if (integral) *slot.data_ptr<int64_t>() = value.toLong();
+  else *slot.data_ptr<double>() = value.toDouble();
+  return slot;
+}
+
+}  // namespace
+
 c10::SmallVector<at::Tensor, 4> Artifact::run(const CallSignature& sig) const {
   // The entry steals the input handles (it deletes them), so each is a fresh
   // heap at::Tensor sharing the caller's TensorImpl: no data is copied.
   c10::SmallVector<AtenTensorOpaque*, 8> in;
   in.reserve(sig.inputs.size());
+  size_t n_scalars = 0;
   for (const RuntimeInput& input : sig.inputs) {
     at::Tensor* handle;
     if (input.tensor) {
       handle = new at::Tensor(*input.tensor);
     } else {
-      // Lifted scalars travel as 0-dim CPU tensors, as Inductor's wrapper expects.
       const c10::Scalar& s = input.scalar;
-      handle = new at::Tensor(at::scalar_tensor(
-          s, at::TensorOptions().dtype(s.isIntegral(false) ? at::kLong : at::kDouble)));
+      handle = new at::Tensor(scalar_slot(n_scalars++, s.isIntegral(false), s));
     }
     in.push_back(reinterpret_cast<AtenTensorOpaque*>(handle));
   }

@@ -48,7 +48,12 @@ void KernelHolder::operator()(const c10::OperatorHandle& op, c10::DispatchKeySet
     fallback(op, ks, stack, sig.unsupported);
     return;
   }
-  const Artifact* artifact = st.table.find(sig);
+  auto found = st.table.find(sig);
+  const Artifact* artifact = found.artifact;
+  if (found.fallback) {
+    fallback(op, ks, stack, found.fallback->c_str());
+    return;
+  }
   if (artifact) {
     st.counters.hits.fetch_add(1, std::memory_order_relaxed);
   } else {

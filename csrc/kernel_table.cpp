@@ -23,6 +23,11 @@ void KernelTable::insert(const std::string& key, const Artifact* artifact) {
   variants.push_back(artifact);
 }
 
+void KernelTable::mark_fallback(const std::string& key, const std::string& reason) {
+  std::unique_lock<std::shared_mutex> lock(mu_);
+  fallbacks_.emplace(key, reason);
+}
+
 size_t KernelTable::size() const {
   std::shared_lock<std::shared_mutex> lock(mu_);
   size_t n = 0;
@@ -33,6 +38,7 @@ size_t KernelTable::size() const {
 void KernelTable::clear() {
   std::unique_lock<std::shared_mutex> lock(mu_);
   map_.clear();
+  fallbacks_.clear();
 }
 
 }  // namespace eagerc

@@ -13,17 +13,31 @@ namespace eagerc {
 
 class KernelTable {
  public:
-  // The first variant under `sig.key` whose guard passes, or null. Lock-free for
-  // readers apart from a shared lock; safe to call from any thread.
-  const Artifact* find(const CallSignature& sig) const {
+  struct Lookup {
+    const Artifact* artifact = nullptr;       // a variant whose guard passes
+    const std::string* fallback = nullptr;    // or: this key is known not to compile
+  };
+
+  // The first variant under `sig.key` whose guard passes, or the recorded reason
+  // why the key runs natively, or neither (a miss). Readers take a shared lock.
+  Lookup find(const CallSignature& sig) const {
     std::shared_lock<std::shared_mutex> lock(mu_);
     auto it = map_.find(sig.key);
-    if (it == map_.end()) return nullptr;
-    for (const Artifact* a : it->second) {
-      if (a->guard(sig)) return a;
+    if (it != map_.end()) {
+      for (const Artifact* a : it->second) {
+        if (a->guard(sig)) return {a, nullptr};
+      }
     }
-    return nullptr;
+    if (!fallbacks_.empty()) {
+      auto f = fallbacks_.find(sig.key);
+      if (f != fallbacks_.end()) return {nullptr, &f->second};
+    }
+    return {};
   }
+
+  // Remembers that calls with this key cannot be compiled (they run natively
+  // without asking Python again). Reason strings are never removed.
+  void mark_fallback(const std::string& key, const std::string& reason);
 
   // Variant ids already present for a key (the resolver skips those).
   std::vector<std::string> variant_ids(const std::string& key) const;
@@ -37,6 +51,7 @@ class KernelTable {
  private:
   mutable std::shared_mutex mu_;
   std::unordered_map<std::string, std::vector<const Artifact*>> map_;
+  std::unordered_map<std::string, std::string> fallbacks_;
 };
 
 }  // namespace eagerc

@@ -47,6 +47,7 @@ const Artifact* resolve_miss(OpState& st, const torch::jit::Stack& stack,
       std::string kind = res[0].cast<std::string>();
       if (kind == "fallback") {
         *reason = res[1].cast<std::string>();
+        st.table.mark_fallback(sig->key, *reason);
         return nullptr;
       }
       if (kind == "specialize") {
@@ -56,7 +57,12 @@ const Artifact* resolve_miss(OpState& st, const torch::jit::Stack& stack,
           *reason = sig->unsupported;
           return nullptr;
         }
-        if (const Artifact* a = st.table.find(*sig)) return a;
+        auto found = st.table.find(*sig);
+        if (found.artifact) return found.artifact;
+        if (found.fallback) {
+          *reason = *found.fallback;
+          return nullptr;
+        }
         continue;
       }
       const Artifact* artifact = load_artifact(res[1].cast<std::string>(),

@@ -150,6 +150,10 @@ def _rebuild_call(op, args, paths, values):
     return pos, kw
 
 
+def _has_lifted_scalars(op, args, specialize) -> bool:
+    return any(not isinstance(v, torch.Tensor) for _, v in walk_runtime_inputs(op._schema, args, specialize))
+
+
 def _returns_plan(op):
     """Indices of returns that are new tensors (the graph's outputs); the others
     alias a mutated argument and are returned by the holder as that argument."""
@@ -235,13 +239,13 @@ def compile_call(op, args, specialize: bool) -> CompiledKernel:
 
     start = time.perf_counter()
     description = describe_call(op, args, specialize)
+    op_qualname = op._schema.name
     try:
         gm, fake_mode, shape_env, fakes, slots, (bindings, input_checks), n_out = trace(op, args, specialize)
     except CompileError:
         raise
     except Exception as e:  # noqa: BLE001 - any tracing failure is a reason to fall back
-        lifted = [v for _, v in walk_runtime_inputs(op._schema, args, specialize) if not isinstance(v, torch.Tensor)]
-        if lifted:
+        if _has_lifted_scalars(op, args, specialize):
             raise SpecializeValues(str(e)) from e
         raise CompileError(f"tracing failed: {type(e).__name__}: {str(e).splitlines()[0][:200]}") from e
 
@@ -251,6 +255,9 @@ def compile_call(op, args, specialize: bool) -> CompiledKernel:
         code = kw["main_code"]
         if "gil_scoped_acquire" in code or "PyObject_Call" in code:
             raise CompileError("the generated kernel calls back into Python")
+        if f'aoti_torch_call_dispatcher("{op_qualname}"' in code:
+            # No lowering: the "kernel" would only call this op again, slower.
+            raise CompileError("Inductor has no lowering for this op (it would call the op itself)")
         checks = input_checks + [g.expr for g in shape_env.guards]
         guard = guard_source(bindings, checks)
         # The holder calls the entry without the GIL held: drop Inductor's release.
@@ -276,6 +283,10 @@ def compile_call(op, args, specialize: bool) -> CompiledKernel:
             cause = cause.__cause__
         if isinstance(cause, (CompileError, GuardError)):
             raise CompileError(str(cause)) from e
+        if _has_lifted_scalars(op, args, specialize):
+            # Some Inductor paths (extern kernels such as addmm's beta/alpha) cannot
+            # take symbolic scalars; the op then compiles one kernel per value.
+            raise SpecializeValues(str(e)) from e
         raise CompileError(f"Inductor failed: {type(e).__name__}: {str(e).splitlines()[0][:200]}") from e
     loaded = getattr(on_source, "loaded", None)
     if loaded is None or "guard" not in captured:

@@ -78,6 +78,9 @@ def resolve(op_name: str, dispatch_key: str, key: bytes, args: tuple, specialize
             log.warning("eagerc: kernel cache unavailable (%s); compiling without it", e)
             entries = []
         for entry in entries:
+            if "fallback" in entry.metadata:
+                # A recorded failure: do not spend another compile on this signature.
+                return ("fallback", entry.metadata["fallback"])
             if entry.variant_id not in known:
                 _stats.count(stat_key, "disk_loads")
                 return ("kernel", entry.variant_id, entry.artifact_path, int(entry.metadata["num_outputs"]))
@@ -89,6 +92,7 @@ def resolve(op_name: str, dispatch_key: str, key: bytes, args: tuple, specialize
             return ("specialize",)
         except CompileError as e:
             log.info("eagerc: %s not compiled: %s", op_name, e)
+            _remember_failure(full_key, op_name, str(e))
             return ("fallback", str(e))
         _stats.count(stat_key, "compiles")
         _stats.count(stat_key, "compile_seconds", kernel.seconds)
@@ -97,3 +101,12 @@ def resolve(op_name: str, dispatch_key: str, key: bytes, args: tuple, specialize
                     "guard": kernel.guard_source, "compile_seconds": kernel.seconds}
         entry = store().add(full_key, kernel.library, metadata)
         return ("kernel", entry.variant_id, entry.artifact_path, kernel.num_outputs)
+
+
+def _remember_failure(full_key: bytes, op_name: str, reason: str) -> None:
+    """Record that this signature cannot be compiled, so no process tries again
+    (until the namespace changes or `python -m kernel_cache clear`)."""
+    try:
+        store().add(full_key, b"", {"fallback": reason, "op": op_name, "num_outputs": 0})
+    except Exception as e:  # noqa: BLE001 - best effort: losing it costs a compile
+        log.warning("eagerc: could not record the failure of %s in the cache: %s", op_name, e)

@@ -56,3 +56,13 @@ def stack_supported():
         return False
     frame = sys._getframe()
     return _read_ptr(_interp(frame) + _F_CODE).value == id(frame.f_code)
+
+
+# _PyInterpreterFrame's function object: f_func (3.11) / f_funcobj (3.12).
+_F_FUNC = {(3, 11): 0, (3, 12): 16}.get(sys.version_info[:2])
+
+
+def frame_function(frame):
+    """The function object `frame` is running (None for module-level code)."""
+    p = _read_ptr(_interp(frame) + _F_FUNC).value
+    return None if not p else PyObj_FromPtr(p)

@@ -1,0 +1,58 @@
+#include "device/device_bindings.h"
+
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <ATen/detail/PrivateUse1HooksInterface.h>
+#include <c10/core/DeviceType.h>
+#include <c10/core/impl/DeviceGuardImplInterface.h>
+#include <pybind11/stl.h>
+#include <torch/csrc/Generator.h>
+
+#include "device/runtime.h"
+
+namespace py = pybind11;
+
+namespace eagerc::device {
+namespace {
+
+// True when something other than eagerc has claimed PrivateUse1: a different backend
+// name, hooks, a device guard, or an allocation kernel. Registering over any of them
+// would replace half of that backend.
+bool claimed_by_other_backend() {
+  const std::string name = c10::get_privateuse1_backend(/*lower_case=*/true);
+  if (name != "privateuseone" && name != "eagerc") return true;
+  if (at::isPrivateUse1HooksRegistered()) return true;
+  if (c10::impl::hasDeviceGuardImpl(kDeviceType)) return true;
+  auto empty = c10::Dispatcher::singleton().findOp({"aten::empty", "memory_format"});
+  return empty.has_value() && empty->hasKernelForDispatchKey(c10::DispatchKey::PrivateUse1);
+}
+
+bool register_device() {
+  static bool registered = false;
+  if (registered) return true;
+  if (claimed_by_other_backend()) return false;
+  register_allocator();
+  register_guard();
+  register_hooks();
+  register_ops();
+  registered = true;
+  return true;
+}
+
+}  // namespace
+
+void init_bindings(py::module_& m) {
+  m.def("_device_register", &register_device,
+        "Register the eagerc device runtime for PrivateUse1 (once); False if another "
+        "backend owns PrivateUse1.");
+  m.def(
+      "_device_default_generator",
+      [](int index) {
+        return py::reinterpret_steal<py::object>(
+            THPGenerator_initDefaultGenerator(default_generator(static_cast<c10::DeviceIndex>(index))));
+      },
+      py::arg("index") = 0, "The default torch.Generator of eagerc device `index`.");
+  m.def("_device_runtime_ops", &runtime_op_names,
+        "The ATen ops the eagerc device runtime implements by hand.");
+}
+
+}  // namespace eagerc::device

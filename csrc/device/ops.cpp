@@ -1,0 +1,154 @@
+// The hand-written ATen kernels of the eagerc device: allocation, copies, scalar reads,
+// storage mutation and the view ops whose only kernels are per-backend (CPU, CUDA, ...).
+// Every other op is compiled by eagerc, or reaches these through a composite kernel
+// (clone, _to_copy, t, transpose, select, slice, expand, alias, _unsafe_view, ...).
+// The table in runtime_ops() is the one list of them.
+#include <ATen/EmptyTensor.h>
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <ATen/ops/_local_scalar_dense.h>
+#include <ATen/ops/_reshape_alias_native.h>
+#include <ATen/ops/as_strided_native.h>
+#include <ATen/ops/resize_native.h>
+#include <ATen/ops/set_native.h>
+#include <ATen/ops/unfold_native.h>
+#include <ATen/ops/view_as_complex_native.h>
+#include <ATen/ops/view_as_real_native.h>
+#include <ATen/ops/view_native.h>
+#include <torch/library.h>
+
+#include "device/alias.h"
+#include "device/runtime.h"
+
+namespace eagerc::device {
+namespace {
+
+constexpr c10::DispatchKeySet kKeySet(c10::DispatchKey::PrivateUse1);
+
+void check_options(std::optional<c10::Layout> layout, std::optional<c10::Device> device,
+                   std::optional<bool> pin_memory) {
+  TORCH_CHECK(c10::layout_or_default(layout) == c10::Layout::Strided,
+              "eagerc: only strided tensors are supported, got layout ", *layout);
+  const c10::Device d = c10::device_or_default(device);
+  TORCH_CHECK(d.type() == kDeviceType && d.index() <= 0, "eagerc: cannot allocate on ", d,
+              ": the eagerc device has exactly one device, index 0");
+  TORCH_CHECK(!c10::pinned_memory_or_default(pin_memory),
+              "eagerc: pin_memory=True only applies to CPU tensors");
+}
+
+at::Tensor empty_memory_format(at::IntArrayRef size, std::optional<at::ScalarType> dtype,
+                               std::optional<c10::Layout> layout,
+                               std::optional<c10::Device> device, std::optional<bool> pin_memory,
+                               std::optional<c10::MemoryFormat> memory_format) {
+  check_options(layout, device, pin_memory);
+  return at::detail::empty_generic(size, host_allocator(), kKeySet,
+                                   c10::dtype_or_default(dtype), memory_format);
+}
+
+at::Tensor empty_strided(at::IntArrayRef size, at::IntArrayRef stride,
+                         std::optional<at::ScalarType> dtype, std::optional<c10::Layout> layout,
+                         std::optional<c10::Device> device, std::optional<bool> pin_memory) {
+  check_options(layout, device, pin_memory);
+  return at::detail::empty_strided_generic(size, stride, host_allocator(), kKeySet,
+                                           c10::dtype_or_default(dtype));
+}
+
+// set_() with no source: an empty tensor over a fresh, empty eagerc storage
+// (CPU's kernel would give it a CPU storage).
+at::Tensor& set_empty(at::Tensor& self) {
+  c10::Storage storage(c10::Storage::use_byte_size_t(), 0, host_allocator(), /*resizable=*/true);
+  return self.set_(storage, 0, {0}, {});
+}
+
+// Both copy directions, and eagerc -> eagerc, run CPU copy_ on zero-copy aliases: it does
+// dtype conversion, any strides on either side, conj/neg bits and overlap checks. A
+// source or destination on a third device (e.g. CUDA) is handled by its own copy_.
+at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_blocking) {
+  const at::Tensor src = self.device().type() == kDeviceType ? cpu_alias(self) : self;
+  if (dst.device().type() == kDeviceType) {
+    cpu_alias(dst).copy_(src, non_blocking);
+  } else {
+    dst.copy_(src, non_blocking);
+  }
+  return dst;
+}
+
+at::Tensor copy_from_and_resize(const at::Tensor& self, const at::Tensor& dst) {
+  dst.resize_(self.sizes());
+  return copy_from(self, dst, /*non_blocking=*/false);
+}
+
+at::Scalar local_scalar_dense(const at::Tensor& self) {
+  return at::_local_scalar_dense(cpu_alias(self));
+}
+
+struct RuntimeOp {
+  const char* name;
+  torch::CppFunction kernel;
+};
+
+template <class Fn>
+void add(std::vector<RuntimeOp>& ops, const char* name, Fn fn) {
+  ops.push_back(RuntimeOp{name, torch::CppFunction(fn)});
+}
+
+// The runtime ops, and why each is hand-written rather than compiled. Views are kept
+// here because their only ATen kernels are per backend; the at::native ones used below
+// build the view from self's storage and key set, so any device may share them.
+std::vector<RuntimeOp> runtime_ops() {
+  std::vector<RuntimeOp> ops;
+  // Allocation: what memory is, is the runtime's job.
+  add(ops, "empty.memory_format", TORCH_FN(empty_memory_format));
+  add(ops, "empty_strided", TORCH_FN(empty_strided));
+  // Copies between devices: copy_ on a non-native device re-dispatches to _copy_from.
+  add(ops, "_copy_from", TORCH_FN(copy_from));
+  add(ops, "_copy_from_and_resize", TORCH_FN(copy_from_and_resize));
+  // Reading a value back to the host (.item(), bool(t), printing).
+  add(ops, "_local_scalar_dense", TORCH_FN(local_scalar_dense));
+  // Storage mutation: reallocates or rebinds storage, no data computation.
+  add(ops, "resize_", TORCH_FN(at::native::resize_));
+  add(ops, "set_", TORCH_FN(set_empty));
+  add(ops, "set_.source_Storage", TORCH_FN(at::native::set_));
+  add(ops, "set_.source_Storage_storage_offset", TORCH_FN(at::native::set_storage_cpu_));
+  add(ops, "set_.source_Tensor", TORCH_FN(at::native::set_tensor_));
+  // Views (metadata only, share storage with their base; no composite kernel exists).
+  add(ops, "as_strided", TORCH_FN(at::native::as_strided_tensorimpl));
+  add(ops, "view", TORCH_FN(at::native::view));
+  add(ops, "_reshape_alias", TORCH_FN(at::native::_reshape_alias));
+  add(ops, "unfold", TORCH_FN(at::native::unfold));
+  add(ops, "view_as_real", TORCH_FN(at::native::view_as_real));
+  add(ops, "view_as_complex", TORCH_FN(at::native::view_as_complex));
+  return ops;
+}
+
+}  // namespace
+
+std::vector<std::string> runtime_op_names() {
+  std::vector<std::string> names;
+  for (const auto& op : runtime_ops()) names.emplace_back(std::string("aten::") + op.name);
+  return names;
+}
+
+void register_ops() {
+  // Created here, not by a static TORCH_LIBRARY_IMPL, so that importing eagerc registers
+  // nothing when another backend owns PrivateUse1. Never destroyed: destroying a Library
+  // removes its kernels.
+  static auto* library = new torch::Library(torch::Library::IMPL, "aten",
+                                            c10::DispatchKey::PrivateUse1, __FILE__, __LINE__);
+  for (auto& op : runtime_ops()) library->impl(op.name, std::move(op.kernel));
+
+  // copy_ of a conj/neg view re-dispatches to _copy_from, whose schema does not mark dst
+  // as written, so the Conjugate/Negative fallbacks would materialize the view with
+  // clone(), i.e. copy_, i.e. _copy_from again: endless recursion. CPU and CUDA never
+  // reach _copy_from; eagerc's kernel resolves the bits itself (its CPU aliases carry
+  // them), so let these two ops fall through to the device kernel.
+  for (auto key : {c10::DispatchKey::Conjugate, c10::DispatchKey::Negative}) {
+    auto* math_bits = new torch::Library(torch::Library::IMPL, "aten", key, __FILE__, __LINE__);
+    for (const char* name : {"_copy_from", "_copy_from_and_resize"}) {
+      const auto op = c10::Dispatcher::singleton().findOp({std::string("aten::") + name, ""});
+      if (op.has_value() && op->hasKernelForDispatchKey(key)) continue;
+      math_bits->impl(name, torch::CppFunction::makeFallthrough());
+    }
+  }
+}
+
+}  // namespace eagerc::device

@@ -1,0 +1,34 @@
+// Internal pieces of the eagerc reference-device runtime (PrivateUse1).
+// Each .cpp in csrc/device/ owns one concept (allocator, guard, generator + hooks, ops);
+// device_bindings.cpp calls the register_* functions once, in order.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include <ATen/core/Generator.h>
+#include <c10/core/Allocator.h>
+#include <c10/core/Device.h>
+
+namespace eagerc::device {
+
+constexpr c10::DeviceType kDeviceType = c10::DeviceType::PrivateUse1;
+// Inductor's C++ kernels assume 64-byte aligned buffers (as from CPU's allocator).
+constexpr size_t kAlignment = 64;
+
+// allocator.cpp: 64-byte-aligned host memory tagged with the eagerc device.
+c10::Allocator* host_allocator();
+void register_allocator();
+
+// guard.cpp: one device, index 0, synchronous.
+void register_guard();
+
+// hooks.cpp: PrivateUse1 hooks and the per-device default generator.
+const at::Generator& default_generator(c10::DeviceIndex index);
+void register_hooks();
+
+// ops.cpp: the hand-written ATen kernels (the table of runtime ops).
+void register_ops();
+std::vector<std::string> runtime_op_names();  // "aten::name.overload"
+
+}  // namespace eagerc::device

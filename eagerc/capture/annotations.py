@@ -1,0 +1,221 @@
+"""Property annotations of native functions (paper §5.2), as data tables.
+
+Python functions need no annotation: the monitor follows into them. A native function is
+looked up here; with no entry, capture stops (we cannot see what it reads or writes).
+
+- `pure` (PureClosure): same result for the same inputs and no hidden external effect;
+  False for time, randomness outside torch, I/O.
+- `value_read` (ValueRead): the function reads its arguments' values. A tensor passed at such
+  a position (outside a torch op) means the result depends on tensor data: capture stops.
+- `inplace` (InPlace): argument positions the call may update in place (0 is `self`).
+- `relation` (Relation): the reference the call reads or writes, for natives that act like
+  `obj.attr` (getattr, hasattr, setattr, delattr, object.__setattr__ ...).
+- `as_op` (AsOpNode): a torch API; the op recorder turns it into an operator-graph node.
+
+Tables apply one annotation to many functions at once: all methods of immutable builtin types
+are pure, every list/dict/set method that mutates is InPlace on `self`, all of `math` is pure.
+
+    >>> lookup(len).pure, lookup([].append).inplace
+    (True, (0,))
+    >>> lookup(lambda: 0) is FOLLOW
+    True
+"""
+import builtins
+import collections
+import functools
+import itertools
+import math
+import operator
+import types
+from typing import NamedTuple
+
+import torch
+
+
+class Annotation(NamedTuple):
+    pure: bool = True
+    value_read: bool = True
+    inplace: tuple = ()
+    relation: str = None
+    as_op: bool = False
+
+
+FOLLOW = Annotation(value_read=False)  # a Python function: the monitor runs into it
+PURE = Annotation()
+PURE_REF = Annotation(value_read=False)  # builds/returns references without reading values
+IMPURE = Annotation(pure=False)
+MUTATES_SELF = Annotation(inplace=(0,))
+TORCH = Annotation(as_op=True, value_read=False)
+
+_BY_OBJ = {}  # function or class object -> Annotation
+_BY_METHOD = {}  # (class, method name) -> Annotation, self at position 0
+
+
+def _annotate(objs, ann):
+    for obj in objs:
+        _BY_OBJ[obj] = ann
+
+
+def _annotate_methods(cls, names, ann):
+    for name in names:
+        _BY_METHOD[(cls, name)] = ann
+
+
+def _all_methods(cls, ann, except_=()):
+    for name in dir(cls):
+        if name not in except_ and callable(getattr(cls, name, None)):
+            _BY_METHOD.setdefault((cls, name), ann)
+
+
+# Builtins. Constructors of containers only take references (ValueRead False: a tensor argument
+# is iterated through torch ops, which the op recorder sees).
+_annotate([len, isinstance, issubclass, type, abs, min, max, sum, any, all, hash, callable,
+           round, divmod, pow, ord, chr, format, repr, ascii, bin, hex, oct, sorted,
+           int, float, bool, str, bytes, complex, slice, range, object, property,
+           classmethod, staticmethod, super, NotImplementedError, ValueError, TypeError,
+           KeyError, IndexError, AttributeError, RuntimeError, StopIteration], PURE)
+_annotate([tuple, list, dict, set, frozenset, enumerate, zip, map, filter, reversed, iter,
+           collections.OrderedDict, collections.defaultdict, collections.deque,
+           collections.namedtuple, types.SimpleNamespace, functools.partial,
+           itertools.chain, itertools.product, itertools.repeat, itertools.islice,
+           itertools.accumulate, itertools.zip_longest, itertools.starmap], PURE_REF)
+# next() advances an iterator: in place on it.
+_annotate([next], Annotation(inplace=(0,)))
+_annotate([getattr], Annotation(relation="getattr"))
+_annotate([hasattr], Annotation(relation="hasattr"))
+_annotate([setattr], Annotation(relation="setattr", value_read=False))
+_annotate([delattr], Annotation(relation="delattr"))
+_annotate([vars], Annotation(relation="vars"))
+_annotate([id, print, input, open, globals, locals, exec, eval, compile, breakpoint], IMPURE)
+_annotate([getattr(math, n) for n in dir(math) if callable(getattr(math, n))], PURE)
+_annotate([getattr(operator, n) for n in dir(operator)
+           if callable(getattr(operator, n)) and not n.startswith(("i", "set", "del", "__i",
+                                                                    "__set", "__del"))], PURE)
+_annotate([operator.setitem, operator.delitem], MUTATES_SELF)
+_annotate([getattr(operator, n) for n in dir(operator) if n.startswith("i")], MUTATES_SELF)
+_BY_METHOD[(object, "__setattr__")] = Annotation(relation="setattr", value_read=False)
+_BY_METHOD[(object, "__getattribute__")] = Annotation(relation="getattr")
+_BY_METHOD[(object, "__delattr__")] = Annotation(relation="delattr")
+_annotate_methods(object, ["__init__", "__new__", "__init_subclass__", "__subclasshook__",
+                           "__eq__", "__ne__", "__hash__", "__repr__", "__str__", "__format__",
+                           "__dir__", "__sizeof__", "__reduce_ex__"], PURE)
+
+# Immutable values: every method reads and returns new values.
+for _cls in (str, bytes, int, float, bool, complex, tuple, frozenset, range, slice,
+             type(None), torch.Size, torch.dtype, torch.device, torch.finfo, torch.iinfo):
+    _all_methods(_cls, PURE, except_=("__setattr__", "__delattr__"))
+
+# Mutable containers: the listed methods update `self` in place, every other one only reads.
+_MUTATORS = {
+    list: ["append", "extend", "insert", "pop", "remove", "clear", "sort", "reverse",
+           "__setitem__", "__delitem__", "__iadd__", "__imul__", "__init__"],
+    dict: ["update", "setdefault", "pop", "popitem", "clear", "__setitem__", "__delitem__",
+           "__ior__", "__init__"],
+    set: ["add", "discard", "remove", "pop", "clear", "update", "difference_update",
+          "intersection_update", "symmetric_difference_update", "__ior__", "__iand__",
+          "__isub__", "__ixor__", "__init__"],
+    collections.OrderedDict: ["update", "setdefault", "pop", "popitem", "clear",
+                              "move_to_end", "__setitem__", "__delitem__", "__init__"],
+    collections.deque: ["append", "appendleft", "extend", "extendleft", "pop", "popleft",
+                        "remove", "clear", "rotate", "__setitem__", "__delitem__", "__init__"],
+}
+for _cls, _names in _MUTATORS.items():
+    _annotate_methods(_cls, _names, MUTATES_SELF)
+    _all_methods(_cls, PURE_REF)
+
+# Iterators advance in place when called through `next`/`__next__`.
+for _it in (iter([]), iter(()), iter({}), iter(range(0)), enumerate([]), zip(), map(id, [])):
+    _BY_METHOD[(type(_it), "__next__")] = Annotation(inplace=(0,))
+    _BY_METHOD[(type(_it), "__iter__")] = PURE_REF
+
+# torch utilities that are not ops: they read global torch state that the guard checks
+# (grad mode) or that capture treats as fixed for a process (tracing, scripting, defaults).
+_annotate([torch._C._get_tracing_state, torch.is_grad_enabled, torch.get_default_dtype,
+           torch._C._is_torch_function_enabled, torch._C._has_torch_function,
+           torch._C._has_torch_function_unary, torch._C._has_torch_function_variadic,
+           torch.is_tensor, torch.is_floating_point, torch.is_complex,
+           torch._C._get_cudnn_enabled, torch.is_autocast_enabled,
+           torch._C._get_autograd_fallback_mode, torch.is_inference_mode_enabled,
+           torch._C._is_any_autocast_enabled, torch.get_autocast_dtype,
+           torch._C._functorch.is_functorch_wrapped_tensor,
+           torch._C._get_privateuse1_backend_name, torch.finfo, torch.iinfo,
+           torch.device, torch.Size, torch._C._are_functorch_transforms_active,
+           torch._C._is_torch_function_mode_enabled, torch._C._get_function_stack_at,
+           torch._C._len_torch_function_stack, torch.overrides.has_torch_function,
+           torch.jit.is_scripting, torch._C._jit_is_script_object], PURE)
+# Entering no_grad inside a captured region changes grad mode only for its duration.
+_annotate([torch._C._set_grad_enabled, torch.set_grad_enabled], PURE)
+
+
+def _torch_native(fn):
+    mod = getattr(fn, "__module__", None) or ""
+    if mod.startswith("torch"):
+        return True
+    owner = getattr(fn, "__objclass__", None) or type(getattr(fn, "__self__", None))
+    return owner is not None and issubclass(owner, torch._C.TensorBase)
+
+
+def _method_key(cls, name):
+    for klass in cls.__mro__:
+        ann = _BY_METHOD.get((klass, name))
+        if ann is not None:
+            return ann
+    return None
+
+
+def lookup(fn):
+    """The annotation of callable `fn`, FOLLOW for Python code, None when unknown."""
+    t = type(fn)
+    if t is types.FunctionType:
+        return FOLLOW
+    if t is types.MethodType:
+        return FOLLOW if type(fn.__func__) is types.FunctionType else lookup(fn.__func__)
+    if t is types.BuiltinFunctionType:  # also bound methods of builtin objects
+        owner = fn.__self__
+        if owner is None or isinstance(owner, types.ModuleType):
+            ann = _BY_OBJ.get(fn)
+        elif isinstance(owner, type):  # classmethod of a builtin class, e.g. dict.fromkeys
+            ann = _method_key(owner, fn.__name__) or PURE_REF
+        else:
+            ann = _method_key(type(owner), fn.__name__)
+        if ann is None and _torch_native(fn):
+            return TORCH
+        return ann
+    if t in (types.MethodDescriptorType, types.WrapperDescriptorType,
+             types.ClassMethodDescriptorType):
+        ann = _method_key(fn.__objclass__, fn.__name__)
+        return TORCH if ann is None and _torch_native(fn) else ann
+    if t is types.MethodWrapperType:
+        return _method_key(type(fn.__self__), fn.__name__)
+    if isinstance(fn, type):
+        try:
+            ann = _BY_OBJ.get(fn)
+        except TypeError:
+            ann = None
+        if ann is not None:
+            return ann
+        if issubclass(fn, BaseException) or _python_class(fn):
+            return FOLLOW
+        return TORCH if _torch_native(fn) else None
+    if isinstance(fn, functools.partial):
+        return lookup(fn.func)
+    call = getattr(type(fn), "__call__", None)
+    if type(call) is types.FunctionType:
+        return FOLLOW
+    try:
+        return _BY_OBJ.get(fn) or (TORCH if _torch_native(fn) else None)
+    except TypeError:
+        return None
+
+
+def _python_class(cls):
+    """A class whose instances are built by Python code or plain object/container allocation."""
+    for attr in ("__new__", "__init__"):
+        impl = getattr(cls, attr)
+        if isinstance(impl, types.FunctionType) or isinstance(impl, staticmethod):
+            continue
+        owner = next((k for k in cls.__mro__ if attr in k.__dict__), object)
+        if owner.__module__ not in ("builtins", "collections") and owner is not object:
+            if not isinstance(owner.__dict__[attr], (types.FunctionType, staticmethod)):
+                return False
+    return True

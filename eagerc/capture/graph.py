@@ -1,0 +1,178 @@
+"""The operator graph: torch calls of a monitored run recorded into a torch.fx graph (§4.3).
+
+`OpRecorder` is a TorchFunctionMode, the AsOpNode rule for every torch API at once: each call
+that reaches it (torch.*, torch.nn.functional.*, Tensor methods and operators, factories)
+becomes one FX node. Tensor-metadata reads (shape, dtype, size()) are answered eagerly and not
+recorded: the guard fixes the metadata. Calls whose result depends on tensor *values*
+(`.item()`, `bool(t)`, `.tolist()`) stop capture.
+
+Graph inputs are placeholders for tensors the run read from outside; which outputs the graph
+has is decided at the end by the mock (only tensors that outlive the run).
+"""
+import operator
+
+import torch
+import torch.fx as fx
+from torch.overrides import TorchFunctionMode
+
+# Metadata reads: fixed by the tensor guard, so they are answered and not recorded.
+_META = frozenset("""size dim shape dtype device ndim numel __len__ is_floating_point
+    is_complex layout element_size nelement ndimension is_cuda is_cpu requires_grad
+    is_sparse is_quantized is_meta names is_leaf is_mkldnn is_nested get_device is_neg
+    is_conj is_inference __hash__ itemsize nbytes is_mps is_xpu is_signed""".split())
+# Metadata reads that depend on the memory layout: the tensor's strides get guarded too.
+_STRIDE_META = frozenset("stride is_contiguous storage_offset dim_order".split())
+# Reads of tensor data (or of state the guard does not cover): the result may change
+# between calls with the same guard, so capture stops.
+_VALUE_READS = frozenset("""item tolist __bool__ __int__ __float__ __index__ __complex__
+    numpy __array__ __repr__ __str__ __format__ data_ptr __reduce_ex__ __deepcopy__
+    untyped_storage storage grad data _version __contains__ backward register_hook
+    retain_grad _base grad_fn""".split())
+# Attribute getters that are ops.
+_VIEW_ATTRS = frozenset("T mT H mH real imag".split())
+
+
+def func_name(func):
+    """The name a torch API goes by; property getters are named after their property."""
+    name = getattr(func, "__name__", "")
+    if name == "__get__" and hasattr(func, "__self__"):
+        return getattr(func.__self__, "__name__", ""), True
+    return name, False
+
+
+class CaptureStop(Exception):
+    """Raised inside the recorder to say capture must stop; never escapes to the user."""
+
+
+class OpRecorder(TorchFunctionMode):
+    """Records torch calls into `self.graph` while a monitor run is active."""
+
+    def __init__(self, monitor):
+        super().__init__()
+        self.monitor = monitor
+        self.graph = fx.Graph()
+        self.nodes = {}  # id(tensor) -> fx.Node holding its current value
+        self.keep = []  # strong references: ids stay unique for the run
+        self.placeholders = []  # (ShadowNode, fx.Node) of graph inputs, in order
+        self.calls = 0  # torch calls seen, so the monitor can tell a call reached us
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        mon = self.monitor
+        if mon.stopped is not None:
+            return func(*args, **kwargs)
+        self.calls += 1
+        mon.suspend += 1
+        try:
+            return self._handle(func, args, kwargs)
+        finally:
+            mon.suspend -= 1
+
+    def _handle(self, func, args, kwargs):
+        name, is_getter = func_name(func)
+        if name in _META or name in _STRIDE_META:
+            if name in _STRIDE_META and args:
+                self.monitor.note_stride_read(args[0])
+            return func(*args, **kwargs)
+        if name in _VALUE_READS:
+            self.monitor.stop(f"tensor value read: Tensor.{name}")
+            return func(*args, **kwargs)
+        if name == "__iter__" and args and isinstance(args[0], torch.Tensor):
+            return iter(self._handle(torch.Tensor.unbind, (args[0], 0), {}))
+        if is_getter and name not in _VIEW_ATTRS:
+            self.monitor.stop(f"unknown tensor attribute: Tensor.{name}")
+            return func(*args, **kwargs)
+        if torch.is_grad_enabled() and _needs_grad(args, kwargs):
+            self.monitor.stop("autograd: grad mode on and an input requires grad")
+            return func(*args, **kwargs)
+        try:
+            fx_args, fx_kwargs = self._to_fx((args, kwargs))
+        except CaptureStop as e:
+            self.monitor.stop(str(e))
+            return func(*args, **kwargs)
+        out = func(*args, **kwargs)
+        if is_getter:
+            node = self.graph.call_function(getattr, (fx_args[0], name))
+        elif _is_tensor_method(func, name):
+            node = self.graph.call_method(name, fx_args, fx_kwargs)
+        else:
+            node = self.graph.call_function(func, fx_args, fx_kwargs)
+        if not self._bind(out, node):
+            self.monitor.stop(f"non-tensor result of {name}: {type(out).__name__}")
+        if name.endswith("_") or name.startswith("__i") or name == "__setitem__":
+            self.monitor.note_tensor_write(args[0] if args else None)
+        return out
+
+    def _bind(self, out, node):
+        """Make `out` (a tensor, a tuple of tensors or None) refer to `node`."""
+        if isinstance(out, torch.Tensor):
+            self.nodes[id(out)] = node
+            self.keep.append(out)
+            return True
+        if out is None:
+            return True
+        if isinstance(out, (tuple, list)) and all(isinstance(o, torch.Tensor) for o in out):
+            for i, o in enumerate(out):
+                self._bind(o, self.graph.call_function(operator.getitem, (node, i)))
+            return True
+        return False
+
+    def _to_fx(self, value):
+        """Replace tensors by graph nodes; keep values FX can embed as constants."""
+        if isinstance(value, torch.Tensor):
+            node = self.nodes.get(id(value))
+            if node is None:
+                node = self._placeholder(value)
+            return node
+        if isinstance(value, (tuple, list)):
+            seq = [self._to_fx(v) for v in value]
+            return type(value)(seq) if type(value) in (tuple, list) else tuple(seq)
+        if isinstance(value, dict):
+            return {k: self._to_fx(v) for k, v in value.items()}
+        if isinstance(value, _CONSTANTS) or value is None or value is Ellipsis:
+            return value
+        if isinstance(value, slice):
+            return slice(self._to_fx(value.start), self._to_fx(value.stop),
+                         self._to_fx(value.step))
+        raise CaptureStop(f"cannot put a {type(value).__name__} into the operator graph")
+
+    def _placeholder(self, tensor):
+        sn = self.monitor.external_node(tensor)
+        if sn is None:
+            raise CaptureStop("tensor of unknown origin (not read from outside, not an op "
+                              "result)")
+        node = self.graph.placeholder(f"in{len(self.placeholders)}")
+        self.placeholders.append((sn, node))
+        self.nodes[id(tensor)] = node
+        self.keep.append(tensor)
+        return node
+
+    def node_of(self, tensor):
+        return self.nodes.get(id(tensor))
+
+
+_CONSTANTS = (int, float, bool, str, complex, torch.dtype, torch.device, torch.layout,
+              torch.memory_format)
+
+
+def _is_tensor_method(func, name):
+    return getattr(torch.Tensor, name, None) is func or (
+        getattr(func, "__objclass__", None) is torch._C.TensorBase)
+
+
+def _needs_grad(args, kwargs):
+    for a in list(args) + list(kwargs.values()):
+        if isinstance(a, torch.Tensor) and a.requires_grad:
+            return True
+        if isinstance(a, (list, tuple)) and _needs_grad(a, {}):
+            return True
+    return False
+
+
+def build_module(graph, outputs):
+    """A GraphModule returning `outputs` (fx nodes) as a tuple; dead nodes removed."""
+    graph.output(tuple(outputs))
+    gm = fx.GraphModule(torch.nn.Module(), graph)
+    gm.graph.eliminate_dead_code()
+    gm.recompile()
+    return gm

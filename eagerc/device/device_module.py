@@ -1,0 +1,117 @@
+"""``torch.eagerc``: the device module of the eagerc reference device.
+
+One device (index 0) whose kernels run synchronously on the calling thread; its random
+numbers come from one CPU-style (mt19937) default generator, which torch.manual_seed
+also seeds.
+
+    >>> import torch, eagerc.device
+    >>> _ = eagerc.device.register()
+    >>> torch.eagerc.manual_seed(0); state = torch.eagerc.get_rng_state()
+    >>> torch.eagerc.set_rng_state(state); torch.eagerc.initial_seed()
+    0
+"""
+from __future__ import annotations
+
+import torch
+
+__all__ = [
+    "current_device",
+    "device_count",
+    "get_rng_state",
+    "initial_seed",
+    "is_available",
+    "is_initialized",
+    "manual_seed",
+    "manual_seed_all",
+    "seed",
+    "seed_all",
+    "set_device",
+    "set_rng_state",
+    "synchronize",
+]
+
+_generator: torch.Generator | None = None
+
+
+def _default_generator(device=None) -> torch.Generator:
+    global _generator
+    _check_device(device)
+    if _generator is None:
+        from eagerc import _C
+
+        _generator = _C._device_default_generator(0)
+    return _generator
+
+
+def _check_device(device) -> None:
+    if device is None:
+        return
+    index = device if isinstance(device, int) else torch.device(device).index
+    if index not in (None, -1, 0):
+        raise ValueError(f"eagerc has exactly one device, index 0; got device {device!r}")
+
+
+def is_available() -> bool:
+    return True
+
+
+def is_initialized() -> bool:
+    return True
+
+
+def _is_in_bad_fork() -> bool:
+    # Host memory and a synchronous runtime survive fork.
+    return False
+
+
+def device_count() -> int:
+    return 1
+
+
+def current_device() -> int:
+    return 0
+
+
+def set_device(device) -> None:
+    _check_device(device)
+
+
+def synchronize(device=None) -> None:
+    """No-op: every eagerc kernel has finished when its call returns."""
+    _check_device(device)
+
+
+def manual_seed(seed: int) -> None:
+    _default_generator().manual_seed(int(seed))
+
+
+def manual_seed_all(seed: int) -> None:
+    manual_seed(seed)
+
+
+def seed() -> None:
+    _default_generator().seed()
+
+
+def seed_all() -> None:
+    seed()
+
+
+def initial_seed() -> int:
+    return _default_generator().initial_seed()
+
+
+def get_rng_state(device="eagerc") -> torch.Tensor:
+    """The default generator's state, as a CPU uint8 tensor (as torch.cuda's)."""
+    return _default_generator(device).get_state()
+
+
+def set_rng_state(new_state: torch.Tensor, device="eagerc") -> None:
+    _default_generator(device).set_state(new_state)
+
+
+def __getattr__(name: str):
+    # torch.eagerc.default_generators, like torch.cuda.default_generators.
+    if name == "default_generators":
+        return (_default_generator(),)
+    raise AttributeError(f"module 'torch.eagerc' has no attribute {name!r}")
