@@ -7,6 +7,7 @@
 #include <mutex>
 #include <set>
 
+#include "device/alias.h"
 #include "resolver_bridge.h"
 
 namespace eagerc {
@@ -33,9 +34,57 @@ bool ActivityGuard::active() { return tls_depth > 0; }
 
 void set_cpu_fallback(bool enabled) { g_cpu_fallback.store(enabled); }
 
+namespace {
+
+// The eagerc device keeps its memory on the host, so its target is the CPU: its
+// tensors are swapped for zero-copy CPU aliases, the CPU kernel runs on them, and
+// fresh outputs are handed back as eagerc tensors over the same memory.
+bool swap_to_cpu_aliases(size_t n, torch::jit::Stack* stack) {
+  bool swapped = false;
+  auto alias = [&](c10::IValue& v) {
+    if (v.isTensor() && v.toTensor().defined() && v.toTensor().device().is_privateuseone()) {
+      v = device::cpu_alias(v.toTensor());
+      swapped = true;
+    }
+  };
+  for (size_t i = stack->size() - n; i < stack->size(); ++i) {
+    c10::IValue& v = (*stack)[i];
+    if (v.isTensor()) {
+      alias(v);
+    } else if (v.isTensorList()) {
+      auto list = v.toTensorList();
+      c10::List<at::Tensor> out;
+      for (const at::Tensor& t : list) {
+        out.push_back(t.defined() && t.device().is_privateuseone() ? device::cpu_alias(t) : t);
+      }
+      v = out;
+      swapped = true;
+    } else if (v.isList()) {  // Tensor?[]
+      auto list = v.toList();
+      c10::impl::GenericList out(list.elementType());
+      for (const c10::IValue& e : list) {
+        c10::IValue copy = e;
+        alias(copy);
+        out.push_back(copy);
+      }
+      v = out;
+    } else if (v.isDevice() && v.toDevice().is_privateuseone()) {
+      v = c10::Device(c10::kCPU);
+      swapped = true;
+    }
+  }
+  return swapped;
+}
+
+}  // namespace
+
 void KernelHolder::operator()(const c10::OperatorHandle& op, c10::DispatchKeySet ks,
                               torch::jit::Stack* stack) {
   OpState& st = *state_;
+  if (st.dispatch_key == c10::DispatchKey::PrivateUse1) {
+    run_on_cpu_aliases(op, ks, stack);
+    return;
+  }
   if (ActivityGuard::active()) {
     fallback(op, ks, stack, nullptr);
     return;
@@ -66,6 +115,60 @@ void KernelHolder::operator()(const c10::OperatorHandle& op, c10::DispatchKeySet
     }
   }
   run_and_push(*artifact, sig, stack);
+}
+
+void KernelHolder::run_on_cpu_aliases(const c10::OperatorHandle& op, c10::DispatchKeySet ks,
+                                      torch::jit::Stack* stack) {
+  OpState& st = *state_;
+  const size_t n = st.plan.kinds.size();
+  // Keep the caller's arguments: returns that alias an argument must be the eagerc tensor.
+  c10::SmallVector<c10::IValue, 8> original(stack->end() - n, stack->end());
+  swap_to_cpu_aliases(n, stack);
+  auto restore_outputs = [&](size_t num_returns) {
+    for (size_t r = 0; r < num_returns; ++r) {
+      c10::IValue& v = (*stack)[stack->size() - num_returns + r];
+      int alias = r < st.plan.return_alias.size() ? st.plan.return_alias[r] : -1;
+      if (alias >= 0) {
+        v = original[alias];
+      } else if (v.isTensor() && v.toTensor().defined() && v.toTensor().device().is_cpu()) {
+        v = device::device_alias_of_cpu(v.toTensor());
+      } else if (v.isTensorList()) {
+        c10::List<at::Tensor> out;
+        for (const at::Tensor& t : v.toTensorList()) out.push_back(device::device_alias_of_cpu(t));
+        v = out;
+      }
+    }
+  };
+  if (ActivityGuard::active()) {
+    // An extern call made by a compiled kernel: run the CPU kernel on the aliases.
+    op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), stack);
+    restore_outputs(st.plan.num_returns);
+    return;
+  }
+  thread_local CallSignature sig;
+  compute_signature(st.plan, *stack, st.specialize_values.load(std::memory_order_relaxed), &sig);
+  const Artifact* artifact = nullptr;
+  std::string reason = sig.unsupported ? sig.unsupported : "";
+  if (!sig.unsupported) {
+    auto found = st.table.find(sig);
+    artifact = found.artifact;
+    if (found.fallback) reason = *found.fallback;
+    if (artifact) {
+      st.counters.hits.fetch_add(1, std::memory_order_relaxed);
+    } else if (!found.fallback) {
+      st.counters.misses.fetch_add(1, std::memory_order_relaxed);
+      artifact = resolve_miss(st, *stack, &sig, &reason);
+    }
+  }
+  if (artifact) {
+    run_and_push(*artifact, sig, stack);
+    restore_outputs(st.plan.returns_tensor_list ? 1 : st.plan.num_returns);
+    return;
+  }
+  // Not compilable: put the caller's arguments back and take the new-device fallback.
+  torch::jit::drop(*stack, n);
+  for (auto& v : original) stack->push_back(std::move(v));
+  fallback(op, ks, stack, reason.c_str());
 }
 
 void KernelHolder::run_and_push(const Artifact& artifact, const CallSignature& sig,

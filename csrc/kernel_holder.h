@@ -21,6 +21,9 @@ class KernelHolder final : public c10::OperatorKernel {
  private:
   void fallback(const c10::OperatorHandle& op, c10::DispatchKeySet ks,
                 torch::jit::Stack* stack, const char* reason);
+  // The eagerc device (PrivateUse1): its target is the CPU, run on zero-copy aliases.
+  void run_on_cpu_aliases(const c10::OperatorHandle& op, c10::DispatchKeySet ks,
+                          torch::jit::Stack* stack);
   void run_and_push(const Artifact& artifact, const CallSignature& sig,
                     torch::jit::Stack* stack);
 

@@ -55,7 +55,12 @@ std::vector<std::string> servable_ops(c10::DispatchKey key, bool new_device,
     auto handle = c10::Dispatcher::singleton().findOp(opname);
     if (!handle || !handle->hasSchema()) continue;
     if (!new_device && !handle->hasKernelForDispatchKey(key)) continue;
-    if (new_device && handle->hasKernelForDispatchKey(key)) continue;  // hand-written
+    // A new device compiles what the CPU target has kernels for (composite ops
+    // decompose into those), except what its runtime hand-writes.
+    if (new_device && (handle->hasKernelForDispatchKey(key) ||
+                       !handle->hasKernelForDispatchKey(c10::DispatchKey::CPU))) {
+      continue;
+    }
     const auto& schema = handle->schema();
     if (returns_view(schema)) continue;
     if (handle->hasTag(at::Tag::inplace_view) || handle->hasTag(at::Tag::data_dependent_output) ||

@@ -16,6 +16,19 @@ from eagerc._api import disable, enable, enabled, reset_stats, stats
 
 __version__ = "0.1.0"
 
+
+def _register_device() -> None:
+    """`import eagerc` makes the eagerc device usable: its hand-written runtime is
+    registered, and every other op on it is served by compiled kernels (registering
+    takes milliseconds; nothing compiles until an op runs)."""
+    from eagerc import device
+
+    if device.register():
+        enable(device.NAME)
+
+
+_register_device()
+
 __all__ = [
     "enable",
     "disable",

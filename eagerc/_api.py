@@ -58,7 +58,8 @@ def enable(device: str = "cpu", ops: Optional[Iterable[str]] = None) -> list:
     key = _dispatch_key(device)
     new_device = key == "PrivateUse1"
     if ops is None:
-        names = _C._servable_ops(key, new_device, new_device, list(_config.RUNTIME_OPS))
+        deny = list(_config.RUNTIME_OPS) + (list(_C._device_runtime_ops()) if new_device else [])
+        names = _C._servable_ops(key, new_device, new_device, deny)
     else:
         names = [_normalize(o) for o in ops]
         unknown_runtime = [n for n in names if n in _config.RUNTIME_OPS]

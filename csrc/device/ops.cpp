@@ -129,11 +129,11 @@ std::vector<std::string> runtime_op_names() {
 }
 
 void register_ops() {
-  // Created here, not by a static TORCH_LIBRARY_IMPL, so that importing eagerc registers
-  // nothing when another backend owns PrivateUse1. Never destroyed: destroying a Library
-  // removes its kernels.
-  static auto* library = new torch::Library(torch::Library::IMPL, "aten",
-                                            c10::DispatchKey::PrivateUse1, __FILE__, __LINE__);
+  // Called once (device_bindings.cpp). Created here, not by a static TORCH_LIBRARY_IMPL, so
+  // that importing eagerc registers nothing when another backend owns PrivateUse1. Never
+  // destroyed: destroying a Library removes its kernels.
+  auto* library = new torch::Library(torch::Library::IMPL, "aten",
+                                     c10::DispatchKey::PrivateUse1, __FILE__, __LINE__);
   for (auto& op : runtime_ops()) library->impl(op.name, std::move(op.kernel));
 
   // copy_ of a conj/neg view re-dispatches to _copy_from, whose schema does not mark dst

@@ -1,0 +1,311 @@
+"""DiskStore: the local, persistent tier, a diskcache index plus one file per artifact.
+
+The folders are described in ``kernel_cache.layout``. Artifacts live in plain files rather than
+in diskcache values because the caller ``dlopen``s them by path. Naming them by content hash
+means a path never changes content: a rewrite puts back identical bytes, and a process that
+mapped the old inode keeps it.
+
+    >>> import tempfile
+    >>> store = DiskStore(tempfile.mkdtemp(), namespace=Namespace(1, "2.13", "0.1", "cpu", "0"))
+    >>> store.get(b"aten::neg|f32")
+    []
+    >>> entry = store.add(b"aten::neg|f32", b"\\x7fELF...", {"guards": []})
+    >>> open(entry.artifact_path, "rb").read()
+    b'\\x7fELF...'
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sqlite3
+import time
+
+import diskcache
+
+from kernel_cache.interface import Entry, KernelStore
+from kernel_cache.layout import ARTIFACT_SUFFIX, DIGEST_NAME, default_directory
+from kernel_cache.namespace import Namespace
+from kernel_cache.records import (atomic_write, check_key, file_problem, is_record, log_evicted,
+                                  logger, make_record)
+
+_INDEX_SETTINGS = {
+    # diskcache culls by size by default; losing an index record silently would orphan its
+    # artifact and force a rebuild, so the index never evicts on its own.
+    "eviction_policy": "none",
+    # Keep every record inside sqlite, so one transaction covers it (no side files).
+    "disk_min_file_size": 1 << 24,
+}
+
+
+def _unlink(path: str) -> None:
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        pass
+
+
+class DiskStore(KernelStore):
+    """The on-disk kernel store of one namespace; safe to share between processes.
+
+    Args:
+        directory: the cache root; default :func:`default_directory`.
+        namespace: a :class:`Namespace`, or the digest of an existing one (used by the CLI).
+    """
+
+    def __init__(self, directory: str | None = None, *, namespace: Namespace | str):
+        self.directory = os.path.abspath(os.path.expanduser(directory or default_directory()))
+        self.namespace = namespace if isinstance(namespace, Namespace) else None
+        self.digest = namespace.digest() if isinstance(namespace, Namespace) else namespace
+        if not DIGEST_NAME.match(self.digest):
+            raise ValueError(f"not a namespace digest: {self.digest!r}")
+        self.root = os.path.join(self.directory, self.digest)
+        self.artifact_dir = os.path.join(self.root, "artifacts")
+        self._index_dir = os.path.join(self.root, "index")
+        self._cache: diskcache.Cache | None = None  # opened on first use: construction is free
+        self._opened_id: tuple[int, int] | None = None
+        self.counters = {"hits": 0, "misses": 0, "adds": 0, "evicted": 0}
+
+    # -- the index -------------------------------------------------------------------------
+
+    def _index(self) -> diskcache.Cache:
+        if self._cache is not None and self._index_file_id() != self._opened_id:
+            # Deleted or replaced by another process (prune, a reset after corruption): an
+            # open sqlite connection would go on using the unlinked file, unseen by others.
+            self.close()
+        if self._cache is None:
+            os.makedirs(self.artifact_dir, exist_ok=True)
+            meta = os.path.join(self.root, "namespace.json")
+            if self.namespace is not None and not os.path.exists(meta):
+                atomic_write(meta, json.dumps(self.namespace.to_dict(), indent=1).encode())
+            try:
+                self._cache = diskcache.Cache(self._index_dir, **_INDEX_SETTINGS)
+            except sqlite3.OperationalError:
+                raise  # busy or locked: transient, the file itself is fine
+            except sqlite3.DatabaseError as exc:  # "file is not a database" and the like
+                self._reset_index(exc)
+                self._cache = diskcache.Cache(self._index_dir, **_INDEX_SETTINGS)
+            self._opened_id = self._index_file_id()
+        return self._cache
+
+    def _index_file_id(self) -> tuple[int, int] | None:
+        try:
+            info = os.stat(os.path.join(self._index_dir, "cache.db"))
+        except FileNotFoundError:
+            return None
+        return info.st_dev, info.st_ino
+
+    def _reset_index(self, exc: Exception) -> None:
+        logger.warning("cache index %s is corrupt (%s); starting an empty one, entries will be "
+                       "rebuilt", self._index_dir, exc)
+        if self._cache is not None:
+            self._cache.close()
+            self._cache = None
+        shutil.rmtree(self._index_dir, ignore_errors=True)
+
+    def _guarded(self, action: str, fallback, fn):
+        """Run ``fn(index)``; index trouble is logged and yields ``fallback``, never raises.
+
+        A corrupt index is replaced by an empty one and ``fn`` tried once more on it.
+        """
+        for attempt in range(2):
+            try:
+                return fn(self._index())
+            # Locked past the timeout, an I/O error, an unwritable folder: not worth a crash.
+            except (sqlite3.OperationalError, diskcache.Timeout, OSError) as exc:
+                logger.warning("cache index %s unavailable while %s (%s); treating it as empty",
+                               self._index_dir, action, exc)
+                self.close()  # reconnect next time, e.g. after the folder was deleted
+                return fallback
+            except sqlite3.DatabaseError as exc:
+                if attempt:
+                    return fallback
+                self._reset_index(exc)
+        return fallback
+
+    def _records(self, index: diskcache.Cache, key: bytes) -> list[dict]:
+        raw = index.get(key)
+        if raw is None:
+            return []
+        try:
+            records = json.loads(raw)
+            if isinstance(records, list) and all(map(is_record, records)):
+                return records
+        except (ValueError, TypeError):
+            pass
+        # Unreadable: behave as a miss; the next add for this key overwrites it.
+        logger.warning("unreadable cache record for key %s; it will be rebuilt", key.hex()[:16])
+        return []
+
+    def _put_records(self, index: diskcache.Cache, key: bytes, records: list[dict]) -> None:
+        if records:
+            index.set(key, json.dumps(records), retry=True)
+        else:
+            index.delete(key, retry=True)
+
+    def artifact_path(self, sha256: str) -> str:
+        return os.path.join(self.artifact_dir, sha256 + ARTIFACT_SUFFIX)
+
+    def _entry(self, key: bytes, record: dict) -> Entry:
+        return Entry(key, record["variant_id"], self.artifact_path(record["sha256"]),
+                     record["metadata"])
+
+    # -- KernelStore -----------------------------------------------------------------------
+
+    def get(self, key: bytes) -> list[Entry]:
+        key = check_key(key)
+        entries = []
+        for record in self._guarded("reading", [], lambda index: self._records(index, key)):
+            if file_problem(self.artifact_path(record["sha256"]), record) is None \
+                    or not self._evict_broken(key, record):
+                entries.append(self._entry(key, record))
+        self.counters["hits" if entries else "misses"] += 1
+        return entries
+
+    def _evict_broken(self, key: bytes, record: dict) -> bool:
+        """Evict a variant whose artifact failed its check; False if it was repaired since."""
+        path = self.artifact_path(record["sha256"])
+
+        def evict(index):
+            # Check again under the lock: another process may have re-added the same bytes.
+            with index.transact(retry=True):
+                why = file_problem(path, record)
+                if why is not None:
+                    others = [r for r in self._records(index, key)
+                              if r["variant_id"] != record["variant_id"]]
+                    self._put_records(index, key, others)
+                    _unlink(path)  # named by content: every record using it is broken too
+                return why
+
+        why = self._guarded("evicting", "index unavailable", evict)
+        if why is None:
+            return False
+        self.counters["evicted"] += 1
+        log_evicted(key, record["variant_id"], why)
+        return True
+
+    def add(self, key: bytes, artifact: bytes, metadata: dict) -> Entry:
+        """Store a variant; raises OSError if the artifact cannot be written (disk full...).
+
+        Nothing partial is left behind on failure.
+        """
+        key = check_key(key)
+        record = make_record(artifact, metadata)
+        path = self.artifact_path(record["sha256"])
+
+        def store(index):
+            # The file is written inside the transaction so an evict or clear in another
+            # process cannot unlink it between our write and our record.
+            with index.transact(retry=True):
+                atomic_write(path, bytes(artifact))
+                records = self._records(index, key)
+                if all(r["variant_id"] != record["variant_id"] for r in records):
+                    self._put_records(index, key, records + [record])
+            return True
+
+        if not self._guarded("adding", False, store):
+            # The caller can still load this artifact; it is just not indexed for next time.
+            atomic_write(path, bytes(artifact))
+        self.counters["adds"] += 1
+        return self._entry(key, record)
+
+    def evict(self, key: bytes, variant_id: str) -> None:
+        key = check_key(key)
+
+        def drop(index):
+            with index.transact(retry=True):
+                records = self._records(index, key)
+                gone = [r for r in records if r["variant_id"] == variant_id]
+                if not gone:
+                    return
+                self._put_records(index, key, [r for r in records if r not in gone])
+                # Another key may hold the same bytes; only unlink the last reference.
+                if gone[0]["sha256"] not in self._referenced(index):
+                    _unlink(self.artifact_path(gone[0]["sha256"]))
+
+        self._guarded("evicting", None, drop)
+
+    def clear(self) -> None:
+        def wipe(index):
+            with index.transact(retry=True):
+                index.clear(retry=True)
+                self._remove_files(lambda name: True)
+            return True
+
+        if not self._guarded("clearing", False, wipe):
+            self._remove_files(lambda name: True)  # the index was unusable: files still go
+
+    def stats(self) -> dict:
+        items = self.items()
+        return {"directory": self.directory, "namespace": self.digest, "keys": len(items),
+                "variants": sum(len(records) for _, records in items),
+                "artifact_bytes": self._artifact_bytes(), **self.counters}
+
+    def close(self) -> None:
+        if self._cache is not None:
+            self._cache.close()
+            self._cache = None
+
+    # -- maintenance (used by the CLI) -----------------------------------------------------
+
+    def items(self) -> list[tuple[bytes, list[dict]]]:
+        """Every key with its raw records, unverified."""
+        return self._guarded("listing", [], lambda index: [
+            (key, self._records(index, key)) for key in index.iterkeys()])
+
+    def verify(self) -> dict:
+        """Check every artifact, evict broken ones and delete stray files; returns counts."""
+        evicted_before = self.counters["evicted"]
+        items = self.items()
+        for key, _ in items:
+            self.get(key)
+        checked = sum(len(records) for _, records in items)
+        evicted = self.counters["evicted"] - evicted_before
+        return {"checked": checked, "ok": checked - evicted, "evicted": evicted,
+                "stray_files_removed": self.collect_garbage()}
+
+    def collect_garbage(self, min_age_s: float = 60.0) -> int:
+        """Remove artifacts no record references and temporary files left by a crash.
+
+        Runs under the index lock, so no add is mid-write; ``min_age_s`` spares files an add
+        wrote while the index was unavailable (those are in use but never indexed).
+        """
+        def sweep(index):
+            with index.transact(retry=True):
+                keep = {sha + ARTIFACT_SUFFIX for sha in self._referenced(index)}
+                cutoff = time.time() - min_age_s
+                return self._remove_files(lambda name: name not in keep, older_than=cutoff)
+
+        return self._guarded("collecting garbage", 0, sweep)
+
+    def _referenced(self, index: diskcache.Cache) -> set[str]:
+        return {r["sha256"] for key in index.iterkeys() for r in self._records(index, key)}
+
+    def _remove_files(self, should_remove, older_than: float | None = None) -> int:
+        removed = 0
+        for name in self._artifact_names():
+            path = os.path.join(self.artifact_dir, name)
+            try:
+                if should_remove(name) and (older_than is None
+                                            or os.path.getmtime(path) < older_than):
+                    os.unlink(path)
+                    removed += 1
+            except FileNotFoundError:
+                pass
+        return removed
+
+    def _artifact_names(self) -> list[str]:
+        try:
+            return [name for name in os.listdir(self.artifact_dir)
+                    if name.endswith(ARTIFACT_SUFFIX) or name.startswith(".tmp-")]
+        except FileNotFoundError:
+            return []
+
+    def _artifact_bytes(self) -> int:
+        total = 0
+        for name in self._artifact_names():
+            try:
+                total += os.path.getsize(os.path.join(self.artifact_dir, name))
+            except FileNotFoundError:
+                pass
+        return total

@@ -1,0 +1,113 @@
+"""Variant records and artifact files, shared by every store.
+
+A record is the JSON-serializable dict a store keeps per variant::
+
+    {"variant_id": "5b0f...", "sha256": "<64 hex>", "size": 102400, "metadata": {...}}
+
+The artifact's hash and size are recorded at ``add`` and checked on every load, so a file that
+went missing, was truncated by a crash or was overwritten with garbage is caught before the
+caller ``dlopen``s it.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import tempfile
+
+logger = logging.getLogger("eagerc.kernel_cache")
+
+VARIANT_ID_LENGTH = 16
+_RECORD_FIELDS = frozenset({"variant_id", "sha256", "size", "metadata"})
+
+
+def is_record(value) -> bool:
+    """Whether ``value`` (parsed from a store) has the shape :func:`make_record` gives."""
+    return isinstance(value, dict) and _RECORD_FIELDS <= value.keys()
+
+
+def check_key(key: bytes) -> bytes:
+    """Keys are bytes so that no store has to guess an encoding."""
+    if not isinstance(key, bytes):
+        raise TypeError(f"cache keys must be bytes, got {type(key).__name__}; encode it first")
+    return key
+
+
+def make_record(artifact: bytes, metadata: dict) -> dict:
+    """The record for one variant; its id depends only on the artifact and the metadata.
+
+    >>> a = make_record(b"code", {"guard": 1})
+    >>> a["variant_id"] == make_record(b"code", {"guard": 1})["variant_id"]
+    True
+    >>> a["variant_id"] == make_record(b"code", {"guard": 2})["variant_id"]
+    False
+    """
+    if not isinstance(artifact, (bytes, bytearray, memoryview)):
+        raise TypeError(f"artifact must be bytes, got {type(artifact).__name__}")
+    try:
+        canonical = json.dumps(metadata, sort_keys=True, separators=(",", ":"))
+    except (TypeError, ValueError) as exc:
+        raise TypeError(f"cache metadata must be JSON-serializable ({exc}); "
+                        "store strings, numbers, lists and dicts only") from exc
+    sha = hashlib.sha256(artifact).hexdigest()
+    # Deterministic ids let every tier and every process agree on a variant, which makes
+    # add idempotent and back-filling one tier from another a plain add.
+    variant_id = hashlib.sha256(f"{sha}:{canonical}".encode()).hexdigest()[:VARIANT_ID_LENGTH]
+    return {"variant_id": variant_id, "sha256": sha, "size": len(artifact),
+            "metadata": json.loads(canonical)}
+
+
+def artifact_problem(data: bytes | None, record: dict) -> str | None:
+    """Why ``data`` is not the artifact ``record`` describes, or None if it is."""
+    if data is None:
+        return "artifact missing"
+    if len(data) != record["size"]:
+        what = "truncated" if len(data) < record["size"] else "has the wrong size"
+        return f"artifact {what} ({len(data)} of {record['size']} bytes)"
+    if hashlib.sha256(data).hexdigest() != record["sha256"]:
+        return "artifact content does not match its sha256 (corrupted)"
+    return None
+
+
+def file_problem(path: str, record: dict) -> str | None:
+    """Like :func:`artifact_problem` for a file, reading it once."""
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+    except FileNotFoundError:
+        data = None
+    except OSError as exc:
+        return f"artifact unreadable ({exc.strerror or exc})"
+    return artifact_problem(data, record)
+
+
+def log_evicted(key: bytes, variant_id: str, why: str) -> None:
+    logger.warning("evicted broken cache entry %s variant %s: %s; it will be rebuilt",
+                   key.hex()[:16], variant_id, why)
+
+
+def atomic_write(path: str, data: bytes) -> None:
+    """Write ``data`` to ``path`` so that readers see either nothing or all of it.
+
+    The temporary file sits in the same directory, so ``os.replace`` is a rename within one
+    file system (atomic on POSIX and Windows). On any failure the temporary file is removed.
+    """
+    directory = os.path.dirname(path)
+    # Cheap next to compiling a kernel, and it survives the folder being deleted under a
+    # running process (`python -m kernel_cache prune` from another shell).
+    os.makedirs(directory, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=directory, prefix=".tmp-", suffix=".part")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            # Without fsync a power loss after the rename can leave a named but empty file.
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+        raise
