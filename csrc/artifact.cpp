@@ -62,6 +62,10 @@ c10::SmallVector<at::Tensor, 4> Artifact::run(const CallSignature& sig) const {
   c10::SmallVector<at::Tensor, 4> results;
   results.reserve(num_outputs_);
   for (AtenTensorOpaque* h : out) {
+    if (!h) {  // an output the op leaves undefined (e.g. a gradient not asked for)
+      results.emplace_back();
+      continue;
+    }
     at::Tensor* t = reinterpret_cast<at::Tensor*>(h);
     results.push_back(std::move(*t));
     delete t;

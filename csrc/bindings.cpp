@@ -21,6 +21,7 @@ py::dict op_stats(const eagerc::OpState& st) {
   d["hits"] = st.counters.hits.load();
   d["misses"] = st.counters.misses.load();
   d["fallbacks"] = st.counters.fallbacks.load();
+  d["aliased"] = st.counters.aliased.load();
   d["kernels"] = st.table.size();
   py::dict reasons;
   for (const auto& kv : st.fallback_reasons()) reasons[py::str(kv.first)] = kv.second;
@@ -37,9 +38,11 @@ PYBIND11_MODULE(_C, m) {
                             const std::vector<std::string>& deny) {
     return eagerc::servable_ops(parse_key(key), new_device, include_random, deny);
   });
-  m.def("_enable_ops", [](const std::string& key, const std::vector<std::string>& ops) {
-    return eagerc::enable_ops(parse_key(key), ops);
-  });
+  m.def("_enable_ops", [](const std::string& key, const std::vector<std::string>& ops,
+                          bool run_on_aliases) {
+    return eagerc::enable_ops(parse_key(key), ops, run_on_aliases);
+  }, py::arg("key"), py::arg("ops"), py::arg("run_on_aliases") = false);
+  m.def("_data_dependent_ops", &eagerc::data_dependent_ops);
   m.def("_disable_key", [](const std::string& key) { eagerc::disable_key(parse_key(key)); });
   m.def("_is_enabled", [](const std::string& key) { return eagerc::is_enabled(parse_key(key)); });
   m.def("_set_resolver", &eagerc::set_resolver);
@@ -57,6 +60,7 @@ PYBIND11_MODULE(_C, m) {
       st->counters.hits = 0;
       st->counters.misses = 0;
       st->counters.fallbacks = 0;
+      st->counters.aliased = 0;
     }
   });
   m.def("_clear_tables", []() {

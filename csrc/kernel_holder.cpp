@@ -1,6 +1,7 @@
 #include "kernel_holder.h"
 
 #include <ATen/native/CPUFallback.h>
+#include <ATen/native/Resize.h>
 #include <c10/util/Exception.h>
 
 #include <atomic>
@@ -81,12 +82,16 @@ bool swap_to_cpu_aliases(size_t n, torch::jit::Stack* stack) {
 void KernelHolder::operator()(const c10::OperatorHandle& op, c10::DispatchKeySet ks,
                               torch::jit::Stack* stack) {
   OpState& st = *state_;
-  if (st.dispatch_key == c10::DispatchKey::PrivateUse1) {
-    run_on_cpu_aliases(op, ks, stack);
+  if (ActivityGuard::active() && st.native) {
+    fallback(op, ks, stack, nullptr);
     return;
   }
-  if (ActivityGuard::active()) {
-    fallback(op, ks, stack, nullptr);
+  if (st.functional && !st.run_on_aliases && !ActivityGuard::active()) {
+    run_out_variant(stack);
+    return;
+  }
+  if (st.dispatch_key == c10::DispatchKey::PrivateUse1) {
+    run_on_cpu_aliases(op, ks, stack);
     return;
   }
   // One signature buffer per thread: its strings and vectors keep their
@@ -117,6 +122,28 @@ void KernelHolder::operator()(const c10::OperatorHandle& op, c10::DispatchKeySet
   run_and_push(*artifact, sig, stack);
 }
 
+void KernelHolder::run_out_variant(torch::jit::Stack* stack) {
+  OpState& st = *state_;
+  const size_t n = st.plan.kinds.size();
+  c10::SmallVector<c10::IValue, 8> args(stack->end() - n, stack->end());
+  torch::jit::drop(*stack, n);
+  torch::jit::Stack call;
+  for (size_t i = 0; i < n; ++i) {
+    if (std::find(st.out_args.begin(), st.out_args.end(), static_cast<int>(i)) == st.out_args.end()) {
+      call.push_back(args[i]);
+    }
+  }
+  st.functional->callBoxed(&call);  // dispatched: its own compiled kernel serves it
+  st.counters.hits.fetch_add(1, std::memory_order_relaxed);
+  for (size_t r = 0; r < st.out_args.size(); ++r) {
+    const at::Tensor& out = args[st.out_args[r]].toTensor();
+    const at::Tensor& result = call[r].toTensor();
+    at::native::resize_output(out, result.sizes());
+    out.copy_(result);
+  }
+  for (int index : st.out_args) stack->push_back(args[index]);
+}
+
 void KernelHolder::run_on_cpu_aliases(const c10::OperatorHandle& op, c10::DispatchKeySet ks,
                                       torch::jit::Stack* stack) {
   OpState& st = *state_;
@@ -139,8 +166,11 @@ void KernelHolder::run_on_cpu_aliases(const c10::OperatorHandle& op, c10::Dispat
       }
     }
   };
-  if (ActivityGuard::active()) {
-    // An extern call made by a compiled kernel: run the CPU kernel on the aliases.
+  if (ActivityGuard::active() || st.run_on_aliases) {
+    // An extern call made by a compiled kernel, or an op whose output shape depends
+    // on values: run ATen's CPU kernel on the aliases (the memory is host memory).
+    if (st.run_on_aliases) st.counters.aliased.fetch_add(1, std::memory_order_relaxed);
+    ActivityGuard guard;
     op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), stack);
     restore_outputs(st.plan.num_returns);
     return;

@@ -21,6 +21,8 @@ class KernelHolder final : public c10::OperatorKernel {
  private:
   void fallback(const c10::OperatorHandle& op, c10::DispatchKeySet ks,
                 torch::jit::Stack* stack, const char* reason);
+  // out= overloads: the functional op's kernel, then copy into the (resized) outs.
+  void run_out_variant(torch::jit::Stack* stack);
   // The eagerc device (PrivateUse1): its target is the CPU, run on zero-copy aliases.
   void run_on_cpu_aliases(const c10::OperatorHandle& op, c10::DispatchKeySet ks,
                           torch::jit::Stack* stack);

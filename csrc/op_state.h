@@ -19,6 +19,7 @@ struct OpCounters {
   std::atomic<uint64_t> hits{0};
   std::atomic<uint64_t> misses{0};
   std::atomic<uint64_t> fallbacks{0};
+  std::atomic<uint64_t> aliased{0};  // ATen CPU kernel run on zero-copy aliases
 };
 
 struct OpState {
@@ -31,6 +32,13 @@ struct OpState {
   // The kernel the device had before eagerc; empty on a new device.
   std::optional<c10::SafeKernelFunction> native;
   KernelTable table;
+  // For an out= overload: its functional overload and which arguments are the outs.
+  // The holder runs the functional op (compiled) and copies into the outs, resizing
+  // them as ATen does, since a compiled kernel cannot resize its inputs.
+  std::optional<c10::OperatorHandle> functional;
+  std::vector<int> out_args;
+  // Data-dependent-shape ops on the eagerc device: always the CPU kernel on aliases.
+  bool run_on_aliases = false;
   OpCounters counters;
   // Set when tracing with lifted scalars failed for this op: values then go
   // into the key (one kernel per value) instead of being runtime inputs.

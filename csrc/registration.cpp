@@ -58,7 +58,9 @@ std::vector<std::string> servable_ops(c10::DispatchKey key, bool new_device,
     // A new device compiles what the CPU target has kernels for (composite ops
     // decompose into those), except what its runtime hand-writes.
     if (new_device && (handle->hasKernelForDispatchKey(key) ||
-                       !handle->hasKernelForDispatchKey(c10::DispatchKey::CPU))) {
+                       handle->hasKernelForDispatchKey(c10::DispatchKey::CompositeImplicitAutograd) ||
+                       !(handle->hasKernelForDispatchKey(c10::DispatchKey::CPU) ||
+                         handle->hasKernelForDispatchKey(c10::DispatchKey::CompositeExplicitAutograd)))) {
       continue;
     }
     const auto& schema = handle->schema();
@@ -74,8 +76,26 @@ std::vector<std::string> servable_ops(c10::DispatchKey key, bool new_device,
   return out;
 }
 
+std::vector<std::string> data_dependent_ops(const std::vector<std::string>& deny) {
+  std::set<std::string> denied(deny.begin(), deny.end());
+  std::vector<std::string> out;
+  for (const auto& opname : c10::Dispatcher::singleton().getAllOpNames()) {
+    if (opname.name.rfind("aten::", 0) != 0) continue;
+    std::string qualified =
+        opname.name + (opname.overload_name.empty() ? "" : "." + opname.overload_name);
+    if (denied.count(qualified)) continue;
+    auto handle = c10::Dispatcher::singleton().findOp(opname);
+    if (!handle || !handle->hasSchema() || !handle->hasKernelForDispatchKey(c10::DispatchKey::CPU)) continue;
+    if (returns_view(handle->schema())) continue;
+    if (handle->hasTag(at::Tag::dynamic_output_shape) || handle->hasTag(at::Tag::data_dependent_output)) {
+      out.push_back(qualified);
+    }
+  }
+  return out;
+}
+
 std::pair<std::vector<std::string>, std::vector<std::pair<std::string, std::string>>>
-enable_ops(c10::DispatchKey key, const std::vector<std::string>& ops) {
+enable_ops(c10::DispatchKey key, const std::vector<std::string>& ops, bool run_on_aliases) {
   std::lock_guard<std::mutex> lock(g_mu);
   std::vector<std::string> registered;
   std::vector<std::pair<std::string, std::string>> skipped;
@@ -85,6 +105,7 @@ enable_ops(c10::DispatchKey key, const std::vector<std::string>& ops) {
   }
   SilentWarnings silent;
   c10::WarningUtils::WarningHandlerGuard guard(&silent);
+  std::set<std::string> registered_here(ops.begin(), ops.end());
   for (const auto& qualified : ops) {
     auto handle = find_op(qualified);
     if (!handle) {
@@ -93,7 +114,8 @@ enable_ops(c10::DispatchKey key, const std::vector<std::string>& ops) {
     }
     auto& state = g_states[{qualified, key}];
     if (!state) state = std::make_shared<OpState>(*handle, key);
-    if (!state->plan.unsupported.empty()) {
+    state->run_on_aliases = run_on_aliases;
+    if (!state->plan.unsupported.empty() && !run_on_aliases) {
       skipped.emplace_back(qualified, "unsupported " + state->plan.unsupported);
       continue;
     }
@@ -101,6 +123,24 @@ enable_ops(c10::DispatchKey key, const std::vector<std::string>& ops) {
     lib->impl(name.c_str(), torch::CppFunction::makeFromBoxedFunctor(
                                 std::make_unique<KernelHolder>(state)));
     registered.push_back(qualified);
+    // An out= op runs through its functional op, which must be served too.
+    if (state->functional) {
+      const auto& f = state->functional->operator_name();
+      std::string fq = f.name + (f.overload_name.empty() ? "" : "." + f.overload_name);
+      auto& fstate = g_states[{fq, key}];
+      if (!fstate) fstate = std::make_shared<OpState>(*state->functional, key);
+      // A CompositeImplicitAutograd op must keep decomposing (its autograd comes from
+      // the pieces), so it never gets a backend kernel.
+      bool has_kernel =
+          !state->functional->hasKernelForDispatchKey(c10::DispatchKey::CompositeImplicitAutograd) &&
+          (key == c10::DispatchKey::PrivateUse1 || state->functional->hasKernelForDispatchKey(key));
+      if (fstate->plan.unsupported.empty() && has_kernel && !registered_here.count(fq)) {
+        std::string fname = fq.substr(fq.find("::") + 2);
+        lib->impl(fname.c_str(), torch::CppFunction::makeFromBoxedFunctor(
+                                     std::make_unique<KernelHolder>(fstate)));
+        registered_here.insert(fq);
+      }
+    }
   }
   return {registered, skipped};
 }

@@ -20,10 +20,16 @@ std::vector<std::string> servable_ops(c10::DispatchKey key, bool new_device,
                                       bool include_random,
                                       const std::vector<std::string>& deny);
 
+// Ops with a CPU kernel whose output shape depends on tensor values (nonzero,
+// masked_select, unique...): no kernel with symbolic sizes can be compiled for them.
+std::vector<std::string> data_dependent_ops(const std::vector<std::string>& deny);
+
 // Registers holders for `ops` ("aten::add.Tensor") on `key`. Returns the ops
-// that were registered and, for the others, why not.
+// that were registered and, for the others, why not. With `run_on_aliases`, the
+// holders never compile: they run the CPU kernel on zero-copy aliases (only for a
+// device whose memory is host memory).
 std::pair<std::vector<std::string>, std::vector<std::pair<std::string, std::string>>>
-enable_ops(c10::DispatchKey key, const std::vector<std::string>& ops);
+enable_ops(c10::DispatchKey key, const std::vector<std::string>& ops, bool run_on_aliases = false);
 
 // Removes every holder registered for `key`.
 void disable_key(c10::DispatchKey key);

@@ -70,6 +70,12 @@ def enable(device: str = "cpu", ops: Optional[Iterable[str]] = None) -> list:
                 "Leave them out of ops=."
             )
     registered, skipped = _C._enable_ops(key, names)
+    if new_device and ops is None:
+        # Output shapes that depend on values (nonzero, masked_select) cannot be
+        # compiled with symbolic sizes; the device's memory is host memory, so ATen's
+        # CPU kernels run on zero-copy aliases instead (counted as "aliased").
+        aliased, _ = _C._enable_ops(key, _C._data_dependent_ops(deny), True)
+        registered += aliased
     if ops is not None and skipped:
         raise ValueError(
             "eagerc cannot serve: " + "; ".join(f"{n} ({why})" for n, why in skipped)
@@ -116,13 +122,14 @@ def stats() -> dict:
     py_side = _stats.snapshot()
     for name, counters in _C._op_stats().items():
         entry = {"hits": counters["hits"], "misses": counters["misses"], "fallbacks": counters["fallbacks"],
+                 "aliased": counters["aliased"],
                  "kernels": counters["kernels"], "fallback_reasons": dict(counters["fallback_reasons"]),
                  "compiles": 0, "disk_loads": 0, "compile_seconds": 0.0}
         entry.update(py_side.get(name, {}))
         per_op[name] = entry
     totals = {k: sum(v[k] for v in per_op.values())
-              for k in ("hits", "misses", "compiles", "disk_loads", "fallbacks", "compile_seconds")}
-    active = {k: v for k, v in per_op.items() if v["hits"] or v["misses"] or v["fallbacks"]}
+              for k in ("hits", "misses", "compiles", "disk_loads", "fallbacks", "aliased", "compile_seconds")}
+    active = {k: v for k, v in per_op.items() if v["hits"] or v["misses"] or v["fallbacks"] or v["aliased"]}
     return {**totals, "ops": active}
 
 

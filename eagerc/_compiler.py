@@ -191,8 +191,20 @@ def trace(op, args, specialize):
         # Functionalize: the op becomes its functional form plus copy_ into the
         # mutated inputs, which Inductor fuses into one kernel writing in place.
         fn = torch.func.functionalize(call, remove="mutations_and_views")
-    with fake_mode:
+    from torch._dispatch.python import enable_python_dispatcher
+
+    # The Python dispatcher lets meta functions with symbolic sizes (expand in
+    # addcmul's broadcasting) take their SymInt-aware Python paths.
+    with fake_mode, enable_python_dispatcher():
         gm = make_fx(fn, decomposition_table=select_decomp_table(), tracing_mode="real")(*fakes)
+        if op._schema.name and torch.Tag.nondeterministic_seeded in op.tags:
+            # Random ops lower only after Inductor's seed pass (compile_fx runs it
+            # for whole graphs; compile_fx_inner does not).
+            from torch._inductor.fx_passes.replace_random import replace_random_passes
+            from torch._inductor.virtualized import V
+
+            with V.set_fake_mode(fake_mode):
+                replace_random_passes(gm)
     outputs = [n for n in gm.graph.nodes if n.op == "output"][0].args[0]
     for out in outputs:
         val = out.meta.get("val") if hasattr(out, "meta") else None

@@ -44,7 +44,7 @@ FOLLOW = Annotation(value_read=False)  # a Python function: the monitor runs int
 PURE = Annotation()
 PURE_REF = Annotation(value_read=False)  # builds/returns references without reading values
 IMPURE = Annotation(pure=False)
-MUTATES_SELF = Annotation(inplace=(0,))
+MUTATES_SELF = Annotation(inplace=(0,), value_read=False)
 TORCH = Annotation(as_op=True, value_read=False)
 
 _BY_OBJ = {}  # function or class object -> Annotation
@@ -69,7 +69,8 @@ def _all_methods(cls, ann, except_=()):
 
 # Builtins. Constructors of containers only take references (ValueRead False: a tensor argument
 # is iterated through torch ops, which the op recorder sees).
-_annotate([len, isinstance, issubclass, type, abs, min, max, sum, any, all, hash, callable,
+_annotate([isinstance, issubclass, type, callable, id.__class__], PURE_REF)
+_annotate([len, abs, min, max, sum, any, all, hash,
            round, divmod, pow, ord, chr, format, repr, ascii, bin, hex, oct, sorted,
            int, float, bool, str, bytes, complex, slice, range, object, property,
            classmethod, staticmethod, super, NotImplementedError, ValueError, TypeError,
@@ -86,16 +87,33 @@ _annotate([hasattr], Annotation(relation="hasattr"))
 _annotate([setattr], Annotation(relation="setattr", value_read=False))
 _annotate([delattr], Annotation(relation="delattr"))
 _annotate([vars], Annotation(relation="vars"))
-_annotate([id, print, input, open, globals, locals, exec, eval, compile, breakpoint], IMPURE)
+# id() only serves as an identity key (memo dicts in inspect, caches); the objects whose
+# identity matters are guarded by identity.
+import _abc  # noqa: E402
+
+_annotate([id, _abc._abc_instancecheck, _abc._abc_subclasscheck, _abc._get_dump], PURE_REF)
+_annotate([print, input, open, globals, locals, exec, eval, compile, breakpoint], IMPURE)
+# Impure: randomness outside torch's generators, clocks, the OS, I/O.
+import os as _os  # noqa: E402
+import random as _random  # noqa: E402
+import time as _time  # noqa: E402
+
+for _cls in (_random.Random, _random.SystemRandom):
+    for _name in dir(_cls):
+        if callable(getattr(_cls, _name, None)) and not _name.startswith("__"):
+            _BY_METHOD[(_cls, _name)] = IMPURE
+_annotate([getattr(_time, n) for n in dir(_time) if callable(getattr(_time, n))], IMPURE)
+_annotate([getattr(_os, n) for n in ("getpid", "urandom", "listdir", "stat", "getcwd",
+                                     "getenv", "system")], IMPURE)
 _annotate([getattr(math, n) for n in dir(math) if callable(getattr(math, n))], PURE)
 _annotate([getattr(operator, n) for n in dir(operator)
            if callable(getattr(operator, n)) and not n.startswith(("i", "set", "del", "__i",
                                                                     "__set", "__del"))], PURE)
 _annotate([operator.setitem, operator.delitem], MUTATES_SELF)
 _annotate([getattr(operator, n) for n in dir(operator) if n.startswith("i")], MUTATES_SELF)
-_BY_METHOD[(object, "__setattr__")] = Annotation(relation="setattr", value_read=False)
+_BY_METHOD[(object, "__setattr__")] = Annotation(relation="object_setattr", value_read=False)
 _BY_METHOD[(object, "__getattribute__")] = Annotation(relation="getattr")
-_BY_METHOD[(object, "__delattr__")] = Annotation(relation="delattr")
+_BY_METHOD[(object, "__delattr__")] = Annotation(relation="object_delattr")
 _annotate_methods(object, ["__init__", "__new__", "__init_subclass__", "__subclasshook__",
                            "__eq__", "__ne__", "__hash__", "__repr__", "__str__", "__format__",
                            "__dir__", "__sizeof__", "__reduce_ex__"], PURE)
@@ -123,6 +141,20 @@ for _cls, _names in _MUTATORS.items():
     _annotate_methods(_cls, _names, MUTATES_SELF)
     _all_methods(_cls, PURE_REF)
 
+# Python functions annotated so the monitor need not run through them (paper §5.2): they
+# only inspect code objects and signatures, which identity guards on functions fix.
+import inspect  # noqa: E402
+
+_annotate([inspect.signature, inspect.getfullargspec, inspect.isclass, inspect.isfunction,
+           inspect.ismethod, inspect.iscoroutinefunction, inspect.unwrap], PURE_REF)
+
+# Context variables: transformers sets and resets them around a forward. Capture assumes a
+# value set during the call is reset before it returns (set/reset pairs), so they are pure.
+import contextvars  # noqa: E402
+
+_all_methods(contextvars.ContextVar, PURE_REF)
+_all_methods(contextvars.Token, PURE_REF)
+
 # Iterators advance in place when called through `next`/`__next__`.
 for _it in (iter([]), iter(()), iter({}), iter(range(0)), enumerate([]), zip(), map(id, [])):
     _BY_METHOD[(type(_it), "__next__")] = Annotation(inplace=(0,))
@@ -142,9 +174,14 @@ _annotate([torch._C._get_tracing_state, torch.is_grad_enabled, torch.get_default
            torch.device, torch.Size, torch._C._are_functorch_transforms_active,
            torch._C._is_torch_function_mode_enabled, torch._C._get_function_stack_at,
            torch._C._len_torch_function_stack, torch.overrides.has_torch_function,
-           torch.jit.is_scripting, torch._C._jit_is_script_object], PURE)
+           torch.jit.is_scripting, torch._C._jit_is_script_object], PURE_REF)
 # Entering no_grad inside a captured region changes grad mode only for its duration.
 _annotate([torch._C._set_grad_enabled, torch.set_grad_enabled], PURE)
+
+
+# torch natives named like queries read process-wide torch settings (tracing, autocast, SDPA
+# backends, determinism) that capture treats as fixed for the process: pure, no tensor reads.
+_QUERY_PREFIXES = ("_get_", "_is_", "is_", "_has_", "get_", "_are_", "are_", "_jit_is_")
 
 
 def _torch_native(fn):
@@ -153,6 +190,21 @@ def _torch_native(fn):
         return True
     owner = getattr(fn, "__objclass__", None) or type(getattr(fn, "__self__", None))
     return owner is not None and issubclass(owner, torch._C.TensorBase)
+
+
+_BACKEND_PREFIXES = ("cuda_", "cudnn_", "xpu_", "mps_", "mkldnn_", "mtia_")
+
+
+def _torch_query(fn):
+    name = getattr(fn, "__name__", "")
+    bare = name.lstrip("_")
+    for prefix in _BACKEND_PREFIXES:
+        if bare.startswith(prefix):
+            bare = bare[len(prefix):]
+    if (name.startswith(_QUERY_PREFIXES) or ("_" + bare).startswith(_QUERY_PREFIXES)) and \
+            getattr(fn, "__objclass__", None) is not torch._C.TensorBase:
+        return PURE_REF
+    return None
 
 
 def _method_key(cls, name):
@@ -167,19 +219,22 @@ def lookup(fn):
     """The annotation of callable `fn`, FOLLOW for Python code, None when unknown."""
     t = type(fn)
     if t is types.FunctionType:
-        return FOLLOW
+        return _BY_OBJ.get(fn, FOLLOW)
     if t is types.MethodType:
-        return FOLLOW if type(fn.__func__) is types.FunctionType else lookup(fn.__func__)
+        return lookup(fn.__func__)
     if t is types.BuiltinFunctionType:  # also bound methods of builtin objects
         owner = fn.__self__
+        ann = _BY_OBJ.get(fn) if _hashable(owner) else None
+        if ann is not None:
+            return ann
         if owner is None or isinstance(owner, types.ModuleType):
-            ann = _BY_OBJ.get(fn)
+            pass
         elif isinstance(owner, type):  # classmethod of a builtin class, e.g. dict.fromkeys
             ann = _method_key(owner, fn.__name__) or PURE_REF
         else:
             ann = _method_key(type(owner), fn.__name__)
         if ann is None and _torch_native(fn):
-            return TORCH
+            return _torch_query(fn) or TORCH
         return ann
     if t in (types.MethodDescriptorType, types.WrapperDescriptorType,
              types.ClassMethodDescriptorType):
@@ -206,6 +261,11 @@ def lookup(fn):
         return _BY_OBJ.get(fn) or (TORCH if _torch_native(fn) else None)
     except TypeError:
         return None
+
+
+def _hashable(obj):
+    return obj is None or type(obj).__hash__ is not None and not isinstance(obj, (list, dict,
+                                                                                  set))
 
 
 def _python_class(cls):

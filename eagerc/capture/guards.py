@@ -42,7 +42,7 @@ def snapshot(obj):
     return ("type", t)
 
 
-def access(expr, rel, holder_obj, consts):
+def access(expr, rel, holder_obj, child_obj, consts):
     """Python source that re-reads reference `rel` of the object in `expr`."""
     kind, key = rel
     if kind == "args":
@@ -50,13 +50,14 @@ def access(expr, rel, holder_obj, consts):
     if kind == "kw":
         return f"kwargs[{key!r}]"
     if kind in ("const", "fn"):
-        return consts.add(holder_obj)
+        return consts.add(child_obj)
     if kind == "cell":
         return f"{expr}.cell_contents"
     if kind == "global":
         return f"{expr}[{key!r}]"
     if kind == "attr":
-        if isinstance(key, str) and key.isidentifier() and not key.startswith("__"):
+        if isinstance(key, str) and key.isidentifier() and (
+                not key.startswith("__") or key == "__dict__"):
             return f"{expr}.{key}"
         return f"_getattr({expr}, {key!r})"
     if kind == "item":

@@ -76,6 +76,7 @@ class RefGraph:
     def __init__(self):
         self.sn = [ShadowNode(0, None, new=False)]
         self._by_obj = {}
+        self.on_external = None  # called with each node made for state from outside
 
     @property
     def root(self):
@@ -98,7 +99,7 @@ class RefGraph:
         node = self._by_obj.get(id(obj))
         return node if node is not None else self._make(obj, new=True)
 
-    def read(self, holder, rel, obj):
+    def read(self, holder, rel, obj, expand=True):
         """The program read `obj` through `holder`'s reference `rel` (paper §5.3.2, read rule).
 
         When the last version already holds that reference, nothing changes; otherwise the
@@ -110,7 +111,9 @@ class RefGraph:
             return last[rel]
         if node is None:
             node = self._make(obj, new=holder.new)
-            if not node.new and expandable(obj):
+            if not node.new and self.on_external is not None:
+                self.on_external(node)
+            if not node.new and expand and expandable(obj):
                 for r, item in contents(obj):
                     self.read(node, r, item)
         if rel in holder.written:

@@ -1,0 +1,112 @@
+"""Public entry points: `capture` and `capture_stats`."""
+import collections
+import threading
+
+from .records import RecordCache, build_record
+
+_state = threading.local()  # .active: a monitor run or a mock is in progress on this thread
+
+
+def _eager_backend(gm, example_inputs):
+    return gm
+
+
+_BACKENDS = {"eager": _eager_backend}
+
+
+class Captured:
+    """A function (or nn.Module) whose calls are captured; made by `capture`."""
+
+    def __init__(self, fn, backend):
+        self.fn = fn
+        self._backend = backend
+        self.cache = RecordCache()
+        self.stats = {"hits": 0, "misses": 0, "graphs": 0, "eager_runs": 0,
+                      "stop_reasons": collections.Counter()}
+        self.__wrapped__ = fn
+
+    def _compile(self, gm, example_inputs):
+        backend = self._backend
+        if backend is None or backend == "inductor":
+            from .backend import _compile_graph
+            return _compile_graph(gm, example_inputs)
+        if isinstance(backend, str):
+            try:
+                backend = _BACKENDS[backend]
+            except KeyError:
+                raise ValueError(f"unknown capture backend {backend!r}: use 'inductor', "
+                                 f"'eager' or a callable (gm, example_inputs) -> fn") from None
+        return backend(gm, example_inputs)
+
+    def __call__(self, *args, **kwargs):
+        if getattr(_state, "active", False):
+            return self.fn(*args, **kwargs)  # nested: part of the outer capture
+        _state.active = True
+        try:
+            record, slots = self.cache.match(args, kwargs)
+            if record is not None:
+                self.stats["hits"] += 1
+                if record.eager:
+                    self.stats["eager_runs"] += 1
+                    return self.fn(*args, **kwargs)
+                return record.mock(slots)
+            self.stats["misses"] += 1
+            return self._monitor_run(args, kwargs)
+        finally:
+            _state.active = False
+
+    def _monitor_run(self, args, kwargs):
+        from .monitor import Monitor  # imports torch.fx: only when capture runs
+        mon = Monitor(self.fn, args, kwargs)
+        result = mon.run()
+        record = build_record(mon, result, self._compile)
+        self.cache.add(record)
+        if record.eager:
+            self.stats["eager_runs"] += 1
+            self.stats["stop_reasons"][record.stop_reason] += 1
+        elif record.graph_module is not None:
+            self.stats["graphs"] += 1
+        return result
+
+    def __repr__(self):
+        return f"eagerc.capture({self.fn!r})"
+
+
+def capture(fn=None, *, dynamic=None, backend=None):
+    """Capture whole calls of `fn` (a function or nn.Module) into guarded compiled records.
+
+    The first call with new external state runs `fn` under the monitor and makes a record
+    (guard + mock + one operator graph, compiled by TorchInductor); later calls whose guard
+    passes run the mock. Calls that cannot be captured run eagerly, and the reason is counted
+    (see `capture_stats`). `backend` is "inductor" (default), "eager" (run the recorded FX
+    graph as is) or a callable `(gm, example_inputs) -> fn`. `dynamic` is accepted for
+    interface compatibility; shapes are specialized (see docs/capture.md).
+
+    >>> import torch, eagerc.capture as ec
+    >>> f = ec.capture(lambda x, s: torch.relu(x) * s, backend="eager")
+    >>> x = torch.randn(4)
+    >>> torch.equal(f(x, 2.0), torch.relu(x) * 2.0), torch.equal(f(x, 2.0), torch.relu(x) * 2.0)
+    (True, True)
+    >>> ec.capture_stats(f)["hits"]
+    1
+    """
+    if fn is None:
+        return lambda f: capture(f, dynamic=dynamic, backend=backend)
+    return Captured(fn, backend)
+
+
+def capture_stats(captured):
+    """Counters of a captured function: records, hits, misses, graphs, eager_runs and
+    stop_reasons (reason -> count).
+
+    >>> import eagerc.capture as ec
+    >>> sorted(ec.capture_stats(ec.capture(abs)))
+    ['eager_runs', 'graphs', 'hits', 'misses', 'records', 'stop_reasons']
+    """
+    if not isinstance(captured, Captured):
+        raise TypeError(f"capture_stats expects what eagerc.capture returned, got "
+                        f"{type(captured).__name__}")
+    out = dict(captured.stats)
+    out["stop_reasons"] = dict(out["stop_reasons"])
+    out["records"] = len(captured.cache)
+    return out

@@ -1,0 +1,177 @@
+"""Mocks (paper §4.2): reproduce the final state of the monitored run without running it.
+
+After the run, the last version of each node is read off the real objects (the run really
+happened, so their state *is* the final state): the full contents of new objects and of
+containers updated in place, the written attributes and keys of other objects. Algorithm 1
+then gives the mock nodes, and `MockBuilder` emits Python source that
+1. runs the compiled operator graph on the guard's slots,
+2. applies the in-place updates of objects from outside (list contents, dict keys,
+   attributes, closure cells),
+3. builds the new objects that outlive the run (the return value, objects stored outside).
+"""
+import collections
+import types
+
+import torch
+
+from .guards import _literal
+from .refgraph import Relation, contents, expandable
+
+_IMMUTABLE = (int, float, bool, str, bytes, complex, type(None), torch.dtype, torch.device,
+              torch.layout, torch.memory_format, torch.Size, range, slice, type(Ellipsis),
+              types.FunctionType, types.BuiltinFunctionType, types.ModuleType, type,
+              types.MethodDescriptorType, types.WrapperDescriptorType)
+
+
+class CannotMock(Exception):
+    """The final state holds something the mock cannot rebuild."""
+
+
+def _builtin_base(cls):
+    for klass in cls.__mro__:
+        if klass.__module__ == "builtins" or klass is collections.OrderedDict:
+            return klass
+    return object
+
+
+def _object_state(obj):
+    """(Relation, value) pairs of a new object's final state."""
+    refs = []
+    if isinstance(obj, (list, tuple, dict)):
+        refs += contents(obj)
+    d = getattr(obj, "__dict__", None)
+    if isinstance(d, dict) and not isinstance(obj, (types.FunctionType, type)):
+        refs += [(Relation("attr", k), v) for k, v in d.items()]
+    return refs
+
+
+def materialize_final(graph):
+    """Set the last version of reachable nodes from the real objects' final state."""
+    seen, queue = {0}, [graph.root]
+    while queue:
+        node = queue.pop(0)
+        obj = node.obj
+        if node.node_id != 0 and not isinstance(obj, (torch.Tensor,) + _IMMUTABLE):
+            if node.new:
+                node.versions[-1].refs = {r: graph.new_node(v) for r, v in _object_state(obj)}
+            elif node.rewrite:
+                if not expandable(obj) and not isinstance(obj, set):
+                    raise CannotMock(f"in-place update of a {type(obj).__name__}")
+                node.versions[-1].refs = {r: graph.new_node(v) for r, v in contents(obj)}
+        for child in node.versions[-1].refs.values():
+            if child.node_id not in seen:
+                seen.add(child.node_id)
+                queue.append(child)
+
+
+class MockBuilder:
+    """Emits the mock's source. `slot_of(node_id)` names guard slots; `consts` holds objects."""
+
+    def __init__(self, graph, recorder, slot_of, consts):
+        self.graph, self.recorder = graph, recorder
+        self.slot_of, self.consts = slot_of, consts
+        self.lines, self.memo = [], {}
+        self.outputs = []  # fx nodes the compiled graph must return, in order
+        self._out_index = {}
+
+    def value(self, node):
+        """An expression for the final value of `node`."""
+        if node.node_id in self.memo:
+            return self.memo[node.node_id]
+        slot = self.slot_of(node.node_id)
+        if slot is not None:
+            return slot
+        obj = node.obj
+        if isinstance(obj, torch.Tensor):
+            fx_node = self.recorder.node_of(obj)
+            if fx_node is None:
+                raise CannotMock("a tensor in the final state was not made by a torch op")
+            idx = self._out_index.get(id(fx_node))
+            if idx is None:
+                idx = self._out_index[id(fx_node)] = len(self.outputs)
+                self.outputs.append(fx_node)
+            return f"O[{idx}]"
+        if isinstance(obj, _IMMUTABLE) and type(obj) is not tuple:
+            return repr(obj) if _literal(obj) else self.consts.add(obj)
+        if not node.new:
+            raise CannotMock(f"object from outside without a guard path: {type(obj).__name__}")
+        refs = node.versions[-1].refs
+        if isinstance(obj, tuple):
+            items = ", ".join(self.value(refs[Relation("item", i)]) for i in range(len(obj)))
+            expr = f"({items},)" if type(obj) is tuple else \
+                f"{self.consts.add(tuple.__new__)}({self.consts.add(type(obj))}, ({items},))"
+            name = f"n{node.node_id}"
+            self.lines.append(f"{name} = {expr}")
+            self.memo[node.node_id] = name
+            return name
+        return self._new_mutable(node, obj, refs)
+
+    def _new_mutable(self, node, obj, refs):
+        cls = type(obj)
+        base = _builtin_base(cls)
+        if base not in (object, list, dict, collections.OrderedDict, set) or \
+                hasattr(cls, "__slots__") and not hasattr(obj, "__dict__"):
+            raise CannotMock(f"cannot rebuild a new {cls.__qualname__}")
+        name = f"n{node.node_id}"
+        self.memo[node.node_id] = name  # before the children: cycles refer to the name
+        if cls is list or cls is dict:
+            self.lines.append(f"{name} = {'[]' if cls is list else '{}'}")
+        else:
+            self.lines.append(f"{name} = {self.consts.add(base.__new__)}"
+                              f"({self.consts.add(cls)})")
+        items = [(r, self.value(child)) for r, child in refs.items()]
+        elems = [v for r, v in items if r.kind == "item"]
+        if isinstance(obj, list):
+            self.lines.append(f"{name}.extend([{', '.join(elems)}])")
+        elif isinstance(obj, dict):
+            setitem = self.consts.add(base.__setitem__)
+            for r, v in items:
+                if r.kind == "item":
+                    self.lines.append(f"{setitem}({name}, {self._key(r.key)}, {v})")
+        attrs = [f"{r.key!r}: {v}" for r, v in items if r.kind == "attr"]
+        if attrs:
+            self.lines.append(f"{name}.__dict__.update({{{', '.join(attrs)}}})")
+        return name
+
+    def _key(self, key):
+        return repr(key) if _literal(key) else self.consts.add(key)
+
+    def update(self, node):
+        """Statements that bring object `node` from outside to its final state."""
+        obj = node.obj
+        if isinstance(obj, torch.Tensor) or node.node_id == 0:
+            return  # the compiled graph updates tensors in place itself
+        slot = self.slot_of(node.node_id)
+        last = node.versions[-1].refs
+        if node.rewrite:
+            if isinstance(obj, list):
+                vals = [self.value(last[Relation("item", i)]) for i in range(len(obj))]
+                self.lines.append(f"{slot}[:] = [{', '.join(vals)}]")
+                return
+            if isinstance(obj, dict):
+                base = _builtin_base(type(obj))
+                self.lines.append(f"{self.consts.add(base.clear)}({slot})")
+                setitem = self.consts.add(base.__setitem__)
+                for r, child in last.items():
+                    self.lines.append(f"{setitem}({slot}, {self._key(r.key)}, "
+                                      f"{self.value(child)})")
+                return
+            raise CannotMock(f"in-place update of a {type(obj).__name__}")
+        for rel, is_set in node.written.items():
+            if rel.kind == "attr":
+                if is_set:
+                    self.lines.append(f"{self.consts.add(object.__setattr__)}({slot}, "
+                                      f"{rel.key!r}, {self.value(last[rel])})")
+                else:
+                    self.lines.append(f"{self.consts.add(object.__delattr__)}({slot}, "
+                                      f"{rel.key!r})")
+            elif rel.kind in ("item", "global"):
+                key = self._key(rel.key)
+                if is_set:
+                    self.lines.append(f"{slot}[{key}] = {self.value(last[rel])}")
+                else:
+                    self.lines.append(f"{slot}.pop({key}, None)")
+            elif rel.kind == "cell":
+                self.lines.append(f"{slot}.cell_contents = {self.value(last[rel])}")
+            else:
+                raise CannotMock(f"write through relation {rel.kind}")

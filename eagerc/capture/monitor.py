@@ -1,0 +1,558 @@
+"""The monitor run (paper §5): run the program for real, watching every bytecode instruction.
+
+`sys.settrace` with `frame.f_trace_opcodes` calls us before each instruction of every Python
+frame; `frames.peek` reads the instruction's inputs from the value stack, and the next event of
+the same frame sees its output on top of the stack. The instructions that read or write state
+(attribute, subscript, global and closure access, calls) update the RefGraph; calls of native
+functions are checked against the annotation tables; torch calls reach the OpRecorder.
+
+When capture must stop (an unannotated native, an impure call, a read of tensor values) the
+monitor records the reason and stops watching: the program finishes normally, so the call's
+result is correct, and the record made from it runs the function eagerly.
+"""
+import dis
+import os
+import sys
+import types
+
+import torch
+
+from . import annotations, frames
+from .frames import NULL, peek, peek_many
+from .graph import OpRecorder
+from .guards import snapshot
+from .refgraph import RefGraph, Relation, expandable
+
+_OWN_DIR = os.path.dirname(os.path.abspath(__file__))
+# torch's __torch_function__ dispatch plumbing: it only routes calls to the op recorder.
+_TORCH_DIR = os.path.dirname(torch.__file__)
+_PLUMBING = tuple(os.path.join(_TORCH_DIR, *p) for p in [
+    ("overrides.py",), ("utils", "_python_dispatch.py"), ("_jit_internal.py",)])
+_SKIP = object()
+_PY312 = sys.version_info >= (3, 12)
+_INPLACE_BINARY = set(range(13, 26))  # NB_INPLACE_* operand of BINARY_OP
+_MUTABLE = (list, dict, set, bytearray)
+_NATIVE_SLOT = (types.GetSetDescriptorType, types.MemberDescriptorType)
+
+
+class Monitor:
+    """One monitor run of `fn(*args, **kwargs)`; see the module docstring."""
+
+    def __init__(self, fn, args, kwargs):
+        self.fn, self.args, self.kwargs = fn, args, kwargs
+        self.graph = RefGraph()
+        self.graph.on_external = self._on_external
+        self.recorder = OpRecorder(self)
+        self.stopped = None  # the reason capture stopped, or None
+        self.suspend = 0  # >0 while our own code (the op recorder) runs
+        self.snapshots = {}  # node_id -> snapshot(obj) taken when first reached
+        self.absent = {}  # node_id -> names that must stay absent (globals / instance dict)
+        self.stride_nodes = set()  # node_ids of tensors whose strides the program read
+        self.lazy = set()  # node_ids of namespace dicts (globals, __dict__): read per key
+        self._consts = {}  # id(obj) -> node of constant roots (globals dicts, cells)
+        self._new_funcs = {}  # id -> function made by the run (its cells are new)
+        self._infos = {}
+
+    # -- running --------------------------------------------------------------------------
+    def run(self):
+        g = self.graph
+        self.grad_mode = torch.is_grad_enabled()
+        g.read(g.root, Relation("fn"), self.fn)
+        for i, a in enumerate(self.args):
+            g.read(g.root, Relation("args", i), a)
+        for k, v in self.kwargs.items():
+            g.read(g.root, Relation("kw", k), v)
+        with self.recorder:
+            # 3.12 turns on per-instruction events only for threads whose settrace comes
+            # after some frame asked for them.
+            sys._getframe().f_trace_opcodes = True
+            sys.settrace(self._call_event)
+            try:
+                return self.fn(*self.args, **self.kwargs)
+            finally:
+                sys.settrace(None)
+
+    def stop(self, reason):
+        if self.stopped is None:
+            self.stopped = reason
+
+    def _call_event(self, frame, event, arg):
+        if self.suspend or self.stopped is not None:
+            return None
+        info = self._infos.get(frame.f_code)
+        if info is None:
+            info = self._infos[frame.f_code] = _analyze(frame.f_code)
+        if info is _SKIP:
+            return None
+        frame.f_trace_lines = False
+        frame.f_trace_opcodes = True
+        return _FrameWatch(self, info).safe_trace
+
+    # -- RefGraph helpers -----------------------------------------------------------------
+    def _on_external(self, node):
+        self.snapshots[node.node_id] = snapshot(node.obj)
+
+    def holder(self, obj):
+        """The node of `obj` when it is state from outside the run, else None."""
+        node = self.graph.get_node_by_var(obj)
+        return node if node is not None and not node.new else None
+
+    external_node = holder
+
+    def const_node(self, obj):
+        """A node for an object the guard can hold on to directly (globals dict, cell)."""
+        node = self._consts.get(id(obj))
+        if node is None:
+            node = self.graph.read(self.graph.root, Relation("const", id(obj)), obj,
+                                   expand=False)
+            self._consts[id(obj)] = node
+            if isinstance(obj, dict):
+                self.lazy.add(node.node_id)
+        return node
+
+    def note_stride_read(self, tensor):
+        node = self.holder(tensor)
+        if node is not None:
+            self.stride_nodes.add(node.node_id)
+
+    def note_tensor_write(self, tensor):
+        node = self.holder(tensor)
+        if node is not None:
+            self.graph.bump(node)
+
+    def add_absent(self, node, name):
+        self.absent.setdefault(node.node_id, set()).add(name)
+
+    def read_attr(self, obj, name, result):
+        """`result = obj.name` happened; add the reference if it is state of `obj`."""
+        holder = self.holder(obj)
+        if holder is None or isinstance(obj, torch.Tensor):
+            return
+        source = attr_source(obj, name, result)
+        if source == "attr":
+            # An instance __dict__ is a namespace: its keys are read one by one.
+            lazy = name == "__dict__" and isinstance(result, dict)
+            node = self.graph.read(holder, Relation("attr", name), result, expand=not lazy)
+            if lazy:
+                self.lazy.add(node.node_id)
+        elif source == "class" and hasattr(obj, "__dict__") and not isinstance(obj, type):
+            self.add_absent(holder, name)
+
+    def write_attr(self, obj, name, value, delete=False):
+        holder = self.holder(obj)
+        if holder is None:
+            return
+        setter = type(obj).__delattr__ if delete else type(obj).__setattr__
+        if isinstance(setter, types.FunctionType):
+            return  # a Python __setattr__ runs under the monitor and does the real write
+        if delete and setter is object.__delattr__:
+            setter = object.__setattr__
+        if setter is not object.__setattr__ and not isinstance(obj, types.ModuleType):
+            self.stop(f"attribute write through native __setattr__ of {type(obj).__name__}")
+            return
+        self.graph.write(holder, Relation("attr", name), value, delete=delete)
+
+    def write_item(self, container, key, value, delete=False):
+        holder = self.holder(container)
+        if holder is None or isinstance(container, torch.Tensor):
+            return
+        if type(container).__setitem__ is not getattr(_base(container), "__setitem__", None):
+            return  # a Python __setitem__ runs under the monitor
+        if isinstance(container, dict):
+            self.graph.write(holder, Relation("item", key), value, delete=delete)
+        else:
+            self.rewrite(holder)
+
+    def read_key(self, container, key, present):
+        """The program looked `key` up in a namespace dict (a lazily expanded node)."""
+        node = self.graph.get_node_by_var(container)
+        if node is None or node.node_id not in self.lazy:
+            return
+        if present:
+            self.graph.read(node, Relation("item", key), dict.__getitem__(container, key))
+        else:
+            self.add_absent(node, key)
+
+    def expand_lazy(self, node):
+        """A namespace dict used as a whole (iterated, copied): guard all of it."""
+        self.lazy.discard(node.node_id)
+        for k, v in list(dict.items(node.obj)):
+            self.graph.read(node, Relation("item", k), v)
+
+    def rewrite(self, node):
+        self.graph.bump(node)
+        node.rewrite = True
+
+    # -- calls ----------------------------------------------------------------------------
+    def before_call(self, fn, args):
+        """Apply `fn`'s annotation; returns a post-call action or None."""
+        ann = annotations.lookup(fn)
+        if ann is None:
+            self.stop(f"unannotated native call: {_qualname(fn)}")
+            return None
+        if ann is annotations.FOLLOW:
+            return None
+        if not ann.pure:
+            self.stop(f"impure call: {_qualname(fn)}")
+            return None
+        for pos in ann.inplace:
+            if pos < len(args):
+                node = self.holder(args[pos])
+                if node is not None:
+                    if not isinstance(args[pos], _MUTABLE):
+                        self.stop(f"in-place update of a {type(args[pos]).__name__} "
+                                  f"from outside by {_qualname(fn)}")
+                    self.rewrite(node)
+        if ann.relation is not None:
+            return self._relation_call(ann.relation, args)
+        for a in args:
+            node = self.graph.get_node_by_var(a) if isinstance(a, dict) else None
+            if node is not None and node.node_id in self.lazy:
+                name = getattr(fn, "__name__", "")
+                if name in ("get", "__getitem__", "__contains__", "pop", "setdefault") and \
+                        a is args[0] and len(args) > 1 and _hashable_key(args[1]):
+                    self.read_key(a, args[1], args[1] in a)
+                else:
+                    self.expand_lazy(node)
+        calls = self.recorder.calls
+        if ann.as_op:
+            return lambda out: self._check_torch_call(fn, calls, out)
+        if ann.value_read and any(isinstance(a, torch.Tensor) for a in args):
+            return lambda out: self._check_value_read(fn, calls)
+        return None
+
+    def _check_torch_call(self, fn, calls, out):
+        if self.recorder.calls == calls:
+            self.stop(f"torch native not seen by the op recorder: {_qualname(fn)}")
+
+    def _check_value_read(self, fn, calls):
+        if self.recorder.calls == calls:
+            self.stop(f"native call reads tensor values: {_qualname(fn)}")
+
+    def _relation_call(self, relation, args):
+        if relation in ("getattr", "hasattr") and len(args) >= 2 and isinstance(args[1], str):
+            obj, name = args[0], args[1]
+
+            def after(out):
+                if relation == "getattr":
+                    self.read_attr(obj, name, out)
+                    return
+                holder = self.holder(obj)
+                if holder is None or isinstance(obj, torch.Tensor):
+                    return
+                d = getattr(obj, "__dict__", None)
+                if isinstance(d, dict) and name in d:
+                    self.graph.read(holder, Relation("attr", name), d[name])
+                elif not out and isinstance(d, dict):
+                    self.add_absent(holder, name)
+            return after
+        if relation in ("setattr", "delattr") and len(args) >= 2:
+            # Through the type's __setattr__/__delattr__: a Python one runs under the monitor.
+            self.write_attr(args[0], args[1], args[2] if len(args) > 2 else None,
+                            delete=relation == "delattr")
+            return None
+        if relation in ("object_setattr", "object_delattr") and len(args) >= 2:
+            holder = self.holder(args[0])
+            if holder is not None:
+                self.graph.write(holder, Relation("attr", args[1]),
+                                 args[2] if len(args) > 2 else None,
+                                 delete=relation == "object_delattr")
+            return None
+        if relation == "vars" and args:
+            obj = args[0]
+            return lambda out: self.read_attr(obj, "__dict__", out)
+        self.stop(f"relation call with unexpected arguments: {relation}")
+        return None
+
+    def new_function(self, fn):
+        self._new_funcs[id(fn)] = fn
+
+    def is_new_function(self, fn):
+        return id(fn) in self._new_funcs
+
+
+def _hashable_key(key):
+    try:
+        hash(key)
+        return True
+    except TypeError:
+        return False
+
+
+def attr_source(obj, name, result):
+    """Where `obj.name` came from: 'attr' (state of obj), 'class' (its class) or None
+    (computed by Python code the monitor already watched, or not a reference)."""
+    if isinstance(obj, types.ModuleType):
+        return "attr"
+    if isinstance(obj, type):
+        return "class"
+    cls_attr = _MISSING
+    for klass in type(obj).__mro__:
+        if name in klass.__dict__:
+            cls_attr = klass.__dict__[name]
+            break
+    if cls_attr is not _MISSING and hasattr(type(cls_attr), "__set__"):
+        return "attr" if isinstance(cls_attr, _NATIVE_SLOT) else None
+    d = getattr(obj, "__dict__", None)
+    if isinstance(d, dict) and name in d:
+        return "attr" if d[name] is result else None
+    if name == "__dict__":
+        return "attr"
+    return "class" if cls_attr is not _MISSING else None
+
+
+_MISSING = object()
+
+
+def _base(obj):
+    for klass in type(obj).__mro__:
+        if klass.__module__ in ("builtins", "collections"):
+            return klass
+    return object
+
+
+def _qualname(fn):
+    owner = getattr(fn, "__objclass__", None) or getattr(fn, "__self__", None)
+    mod = getattr(fn, "__module__", None) or (type(owner).__name__ if owner is not None else "")
+    return f"{mod}.{getattr(fn, '__qualname__', getattr(fn, '__name__', repr(fn)))}"
+
+
+def _analyze(code):
+    """Per instruction index: (handler, argval, arg) for instructions that need one."""
+    if code.co_filename.startswith(_OWN_DIR) or code.co_filename in _PLUMBING:
+        return _SKIP
+    table = [None] * (len(code.co_code) // 2)
+    for ins in dis.get_instructions(code):
+        h = _HANDLERS.get(ins.opname)
+        if h is not None:
+            table[ins.offset // 2] = (h, ins.argval, ins.arg)
+    n = frames.n_localsplus(code)
+    tops = [None if d is None else n + d for d in frames.stack_depths(code)]
+    return table, tops
+
+
+class _FrameWatch:
+    """Per-frame trace function: runs the handler of each instruction and its post action."""
+
+    __slots__ = ("mon", "table", "tops", "post", "kwnames", "resume")
+
+    def __init__(self, mon, info):
+        self.mon, self.post, self.kwnames = mon, None, ()
+        self.table, self.tops = info
+        self.resume = False  # this frame suspended watching for one call (an annotated
+        # Python function or an import): watch again at its next event, whatever it is
+
+    def trace(self, frame, event, arg):
+        mon = self.mon
+        if self.resume:
+            self.resume = False
+            mon.suspend -= 1
+        if mon.stopped is not None:
+            return None
+        if event != "opcode":
+            self.post = None
+            return self.safe_trace
+        idx = frame.f_lasti >> 1
+        top = self.tops[idx]
+        post = self.post
+        if post is not None:
+            self.post = None
+            if top is not None:
+                post(frame, top)
+        if mon.stopped is not None:
+            return None
+        entry = self.table[idx]
+        if entry is not None and top is not None and not mon.suspend:
+            entry[0](self, frame, entry[1], entry[2], top)
+        return self.safe_trace
+
+    def safe_trace(self, frame, event, arg):
+        # A fault of the monitor must never change the program: stop capturing instead.
+        try:
+            return self.trace(frame, event, arg)
+        except Exception as e:  # noqa: BLE001 - any fault, reported as the stop reason
+            self.mon.stop(f"monitor error: {type(e).__name__}: {e}")
+            return None
+
+
+# -- instruction handlers: (watch, frame, argval, arg) ---------------------------------------
+def _load_attr(w, frame, name, arg, top):
+    if _PY312 and arg & 1:
+        return _load_method(w, frame, name, arg, top)
+    obj = peek(frame, top, 0)
+    if w.mon.holder(obj) is not None:
+        w.post = lambda f, t: w.mon.read_attr(obj, name, peek(f, t, 0))
+
+
+def _load_method(w, frame, name, arg, top):
+    obj = peek(frame, top, 0)
+    if w.mon.holder(obj) is None:
+        return
+
+    def after(f, t):
+        meth, value = peek_many(f, t, 2)
+        if meth is NULL:
+            w.mon.read_attr(obj, name, value)
+        else:
+            w.mon.read_attr(obj, name, meth)
+    w.post = after
+
+
+def _load_global(w, frame, name, arg, top):
+    mon, g = w.mon, frame.f_globals
+    if name in g:
+        mon.graph.read(mon.const_node(g), Relation("global", name), g[name])
+    else:
+        mon.add_absent(mon.const_node(g), name)
+        b = frame.f_builtins
+        if name in b:
+            mon.graph.read(mon.const_node(b), Relation("global", name), b[name])
+
+
+def _external_cell(w, frame, name, arg):
+    code = frame.f_code
+    if name not in code.co_freevars or w.mon.is_new_function(frames.frame_function(frame)):
+        return None
+    cell = frames.local_slot(frame, arg)
+    return None if cell is NULL else cell
+
+
+def _load_deref(w, frame, name, arg, top):
+    cell = _external_cell(w, frame, name, arg)
+    if cell is not None:
+        try:
+            value = cell.cell_contents
+        except ValueError:
+            return
+        w.mon.graph.read(w.mon.const_node(cell), Relation("cell"), value)
+
+
+def _store_deref(w, frame, name, arg, top):
+    cell = _external_cell(w, frame, name, arg)
+    if cell is not None:
+        w.mon.graph.write(w.mon.const_node(cell), Relation("cell"), peek(frame, top, 0))
+
+
+def _store_global(w, frame, name, arg, top):
+    mon = w.mon
+    value = peek(frame, top, 0)
+    mon.graph.write(mon.const_node(frame.f_globals), Relation("global", name), value)
+
+
+def _delete_global(w, frame, name, arg, top):
+    mon = w.mon
+    mon.graph.write(mon.const_node(frame.f_globals), Relation("global", name), None, True)
+
+
+def _store_attr(w, frame, name, arg, top):
+    obj, value = peek(frame, top, 0), peek(frame, top, 1)
+    w.mon.write_attr(obj, name, value)
+
+
+def _delete_attr(w, frame, name, arg, top):
+    w.mon.write_attr(peek(frame, top, 0), name, None, delete=True)
+
+
+def _store_subscr(w, frame, name, arg, top):
+    value, container, key = peek_many(frame, top, 3)
+    w.mon.write_item(container, key, value)
+
+
+def _delete_subscr(w, frame, name, arg, top):
+    container, key = peek_many(frame, top, 2)
+    w.mon.write_item(container, key, None, delete=True)
+
+
+def _binary_op(w, frame, name, arg, top):
+    if arg in _INPLACE_BINARY:
+        target = peek(frame, top, 1)
+        node = w.mon.holder(target)
+        if node is not None and isinstance(target, _MUTABLE):
+            w.mon.rewrite(node)
+
+
+def _binary_subscr(w, frame, name, arg, top):
+    container, key = peek_many(frame, top, 2)
+    if type(container) is dict or isinstance(container, dict):
+        node = w.mon.graph.get_node_by_var(container)
+        if node is not None and node.node_id in w.mon.lazy and _hashable_key(key):
+            w.mon.read_key(container, key, key in container)
+
+
+def _contains_op(w, frame, name, arg, top):
+    key, container = peek_many(frame, top, 2)
+    if isinstance(container, dict) and _hashable_key(key):
+        w.mon.read_key(container, key, key in container)
+
+
+def _get_iter(w, frame, name, arg, top):
+    obj = peek(frame, top, 0)
+    if isinstance(obj, dict):
+        node = w.mon.graph.get_node_by_var(obj)
+        if node is not None and node.node_id in w.mon.lazy:
+            w.mon.expand_lazy(node)
+
+
+def _store_slice(w, frame, name, arg, top):
+    container = peek(frame, top, 2)
+    node = w.mon.holder(container)
+    if node is not None and isinstance(container, _MUTABLE):
+        w.mon.rewrite(node)
+
+
+def _kw_names(w, frame, name, arg, top):
+    w.kwnames = frame.f_code.co_consts[arg]
+
+
+def _call(w, frame, name, argc, top):
+    items = peek_many(frame, top, argc + 2)
+    w.kwnames = ()
+    if items[0] is NULL:
+        fn, args = items[1], items[2:]
+    else:
+        fn, args = items[0], items[1:]
+    owner = getattr(fn, "__self__", None)
+    if type(fn) in (types.BuiltinFunctionType, types.MethodWrapperType) and owner is not None \
+            and not isinstance(owner, (types.ModuleType, type)):
+        args = [owner] + list(args)
+    _apply_call(w, fn, args)
+
+
+def _apply_call(w, fn, args):
+    post = w.mon.before_call(fn, args)
+    if post is not None:
+        w.post = lambda f, t: post(peek(f, t, 0))
+    if type(fn) in (types.FunctionType, types.MethodType) and \
+            annotations.lookup(fn) is not annotations.FOLLOW and w.mon.stopped is None:
+        w.mon.suspend += 1  # annotated Python code: its annotation stands for its body
+        w.resume = True
+
+
+def _call_function_ex(w, frame, name, flags, top):
+    has_kw = flags & 1
+    fn = peek(frame, top, 1 + has_kw)
+    args = list(peek(frame, top, has_kw))
+    _apply_call(w, fn, args)
+
+
+def _make_function(w, frame, name, arg, top):
+    w.post = lambda f, t: w.mon.new_function(peek(f, t, 0))
+
+
+def _import_name(w, frame, name, arg, top):
+    # Importing an already imported module is a sys.modules lookup; the import machinery
+    # itself is not part of the program's behaviour.
+    w.mon.suspend += 1
+    w.resume = True
+
+
+_HANDLERS = {
+    "LOAD_ATTR": _load_attr, "LOAD_METHOD": _load_method, "LOAD_GLOBAL": _load_global,
+    "LOAD_DEREF": _load_deref, "LOAD_CLASSDEREF": _load_deref, "STORE_DEREF": _store_deref,
+    "STORE_GLOBAL": _store_global, "DELETE_GLOBAL": _delete_global,
+    "STORE_ATTR": _store_attr, "DELETE_ATTR": _delete_attr, "STORE_SUBSCR": _store_subscr,
+    "DELETE_SUBSCR": _delete_subscr, "BINARY_OP": _binary_op, "KW_NAMES": _kw_names,
+    "CALL": _call, "CALL_FUNCTION_EX": _call_function_ex, "MAKE_FUNCTION": _make_function,
+    "IMPORT_NAME": _import_name, "BINARY_SUBSCR": _binary_subscr,
+    "CONTAINS_OP": _contains_op, "GET_ITER": _get_iter, "STORE_SLICE": _store_slice,
+}

@@ -1,0 +1,271 @@
+"""Records (paper §2.2): a guard, a mock and an operator graph made from one monitor run.
+
+`build_record` turns a finished `Monitor` into a `Record`: Algorithm 1 on its RefGraph gives
+guard and mock nodes, both become generated straight-line Python functions (a flat list of
+checks; no interpretation at call time), and the operator graph is compiled as a unit.
+A run whose capture stopped gives an eager record: its guard covers what the run read up to
+the stop, and a hit runs the function eagerly without monitoring it again.
+"""
+import collections
+import types
+
+import torch
+
+from .graph import build_module
+from .guards import Consts, access, check_source, grad_mode, tensor_guard
+from .mock import _IMMUTABLE, CannotMock, MockBuilder, materialize_final
+from .refgraph import Relation
+
+
+class Record:
+    """guard(args, kwargs) -> slots or None; mock(slots) -> the call's result."""
+
+    def __init__(self, guard, mock=None, graph_module=None, stop_reason=None, source=""):
+        self.guard = guard
+        self.mock = mock
+        self.graph_module = graph_module
+        self.stop_reason = stop_reason
+        self.source = source  # the generated guard and mock, for debugging
+
+    @property
+    def eager(self):
+        return self.mock is None
+
+
+class RecordCache:
+    """Records of one function, most recently matched first (paper §6.1)."""
+
+    def __init__(self):
+        self.records = []
+
+    def match(self, args, kwargs):
+        for i, rec in enumerate(self.records):
+            slots = rec.guard(args, kwargs)
+            if slots is not None:
+                if i:
+                    self.records.insert(0, self.records.pop(i))
+                return rec, slots
+        return None, None
+
+    def add(self, record):
+        self.records.insert(0, record)
+
+    def __len__(self):
+        return len(self.records)
+
+
+def build_record(mon, result, compile_graph):
+    """A Record for the finished monitor run `mon` that returned `result`."""
+    g = mon.graph
+    if mon.stopped is None:
+        g.write(g.root, Relation("return"), result)
+        try:
+            materialize_final(g)
+        except CannotMock as e:
+            mon.stop(f"cannot mock: {e}")
+    consts = Consts()
+    plan = _plan_guard(mon, g.guard_nodes(), consts)
+    if mon.stopped is not None:
+        return _make(mon, plan, [], consts, None, None, set())
+    returned = set(plan.var_of)
+    out_slots = []  # guard slots the mock reads, in order
+
+    def slot_of(node_id):
+        if node_id not in returned or node_id == 0:
+            return None
+        name = f"s{node_id}"
+        if name not in out_slots:
+            out_slots.append(name)
+        return f"S[{out_slots.index(name)}]"
+
+    builder = MockBuilder(g, mon.recorder, slot_of, consts)
+    written = set()
+    try:
+        inputs = [slot_of(sn.node_id) for sn, _ in mon.recorder.placeholders]
+        for node in g.mock_nodes():
+            if node.node_id in returned:
+                builder.update(node)
+                if node.written or node.rewrite:
+                    written.add(node.node_id)
+        ret = builder.value(g.root.versions[-1].refs[Relation("return")])
+    except CannotMock as e:
+        mon.stop(f"cannot mock: {e}")
+        return _make(mon, plan, [], consts, None, None, set())
+    gm, run_line = None, []
+    if any(n.op in ("call_function", "call_method") for n in mon.recorder.graph.nodes):
+        gm = build_module(mon.recorder.graph, builder.outputs)
+        examples = [sn.obj for sn, _ in mon.recorder.placeholders]
+        with torch.set_grad_enabled(mon.grad_mode):
+            consts.env["_run"] = compile_graph(gm, examples)
+        run_line = [f"O = _run({', '.join(inputs)})"]
+    mock_lines = run_line + builder.lines + [f"return {ret}"]
+    return _make(mon, plan, out_slots, consts, mock_lines, gm, written)
+
+
+class _GuardPlan:
+    """Guard statements, split by whether they depend on the call's arguments.
+
+    `full` resolves and checks everything. `fast` is what still has to run when every
+    versioned dict of the static part (state reached from the called object, globals and
+    closures) is unchanged since the last full pass: argument checks, aliasing checks and
+    identity checks of static references no dict version covers (lists, cells, slots).
+    """
+
+    def __init__(self):
+        self.full, self.fast = [], []
+        self.var_of = {}  # node_id -> variable name
+        self.static = []  # variables of the static part, in resolution order
+        self.versioned = []  # (variable, expression of the dict whose version covers it)
+        self.tensors, self.strides = [], []
+
+
+def _plan_guard(mon, nodes, consts):
+    g = mon.graph
+    plan = _GuardPlan()
+    head = [f"if len(args) != {len(mon.args)} or len(kwargs) != {len(mon.kwargs)}: "
+            "return None",
+            f"if _grad() is not {mon.grad_mode}: return None"]
+    plan.full += head
+    plan.fast += head
+    plan.var_of[0] = "None"
+    origin = {0: "static"}
+    placeholder_ids = {sn.node_id for sn, _ in mon.recorder.placeholders}
+    queue = [g.root]
+    while queue:
+        holder = queue.pop(0)
+        hvar = plan.var_of[holder.node_id]
+        hdict = _version_source(holder, hvar, mon)
+        for rel, child in holder.versions[0].refs.items():
+            expr = access(hvar, rel, holder.obj, child.obj, consts)
+            if child.node_id in plan.var_of:
+                if not isinstance(child.obj, _IMMUTABLE):
+                    line = f"if {expr} is not {plan.var_of[child.node_id]}: return None"
+                    plan.full.append(line)
+                    plan.fast.append(line)
+                continue
+            var = plan.var_of[child.node_id] = f"s{child.node_id}"
+            kind = "arg" if rel.kind in ("args", "kw") or origin[holder.node_id] == "arg" \
+                else "static"
+            origin[child.node_id] = kind
+            queue.append(child)
+            plan.full.append(f"{var} = {expr}")
+            if kind == "arg":
+                plan.fast.append(f"{var} = {expr}")
+            else:
+                plan.static.append(var)
+                hsnap = mon.snapshots.get(holder.node_id, ("const",))
+                if holder.node_id and hdict is None and hsnap[0] not in ("is", "eq") and \
+                        not isinstance(holder.obj, tuple):
+                    # no dict version covers this reference: check it is still the same
+                    op = "!=" if isinstance(child.obj, _IMMUTABLE) else "is not"
+                    plan.fast.append(f"if {expr} {op} {var}: return None")
+            if rel.kind == "const" or child.node_id in mon.lazy:
+                continue
+            snap = mon.snapshots.get(child.node_id)
+            if snap is None:
+                continue
+            cond = check_source(var, snap, consts, plan.strides)
+            if cond is not None:
+                plan.full.append(f"if {cond}: return None")
+                if kind == "arg":
+                    plan.fast.append(f"if {cond}: return None")
+            else:
+                plan.tensors.append((var, snap[1]))
+                plan.strides.append(child.node_id in placeholder_ids or
+                                    child.node_id in mon.stride_nodes)
+        if hdict is not None and holder.node_id and origin[holder.node_id] == "static":
+            plan.versioned.append((holder.node_id, hdict))
+        for name in sorted(mon.absent.get(holder.node_id, ())):
+            if holder.node_id:
+                target = hvar if isinstance(holder.obj, dict) else f"{hvar}.__dict__"
+                line = f"if {name!r} in {target}: return None"
+                plan.full.append(line)
+                if origin[holder.node_id] == "arg":
+                    plan.fast.append(line)
+    return plan
+
+
+def _version_source(node, var, mon):
+    """Expression of the dict whose version tag covers `node`'s references, or None."""
+    obj = node.obj
+    if node.node_id == 0:
+        return None
+    if type(obj) in (dict, collections.OrderedDict):
+        return var
+    if isinstance(obj, dict):
+        return None  # a subclass may keep state outside its items
+    if isinstance(obj, (list, set, tuple, types.CellType)) or isinstance(obj, torch.Tensor):
+        return None
+    d = getattr(obj, "__dict__", None)
+    if type(d) is dict and all(r.kind == "attr" and r.key in d
+                               for r in node.versions[0].refs):
+        return f"{var}.__dict__"
+    return None
+
+
+def _make(mon, plan, out_slots, consts, mock_lines, gm, written):
+    env = dict(consts.env)
+    env["_grad"] = grad_mode
+    env["_getattr"] = getattr
+    full, fast = list(plan.full), list(plan.fast)
+    if plan.tensors:
+        env["_tg"] = tensor_guard([t for _, t in plan.tensors], plan.strides)
+        tg = f"if not _tg.check({', '.join(v for v, _ in plan.tensors)}): return None"
+        full.append(tg)
+        fast.append(tg)
+    ret = f"({', '.join(out_slots)}{',' if out_slots else ''})"
+    static = ", ".join(plan.static) + ("," if plan.static else "")
+    versioned = [(plan.var_of[n], d) for n, d in plan.versioned]
+    src = (f"def guard_full(args, kwargs):\n    try:\n        "
+           + "\n        ".join(full)
+           + f"\n        return {ret}, ({static})\n    except Exception:\n        return None\n"
+           f"def guard_fast(args, kwargs, ST):\n    try:\n        ({static}) = ST\n        "
+           + "\n        ".join(fast)
+           + f"\n        return {ret}\n    except Exception:\n        return None\n"
+           f"def versioned_dicts(ST):\n    ({static}) = ST\n"
+           f"    return ({', '.join(d for _, d in versioned)}{',' if versioned else ''})\n")
+    if mock_lines is not None:
+        src += "def mock(S):\n    " + "\n    ".join(mock_lines) + "\n"
+    exec(compile(src, "<eagerc.capture record>", "exec"), env)
+    # Writes of the mock to the static part change dict versions on every call: those
+    # records always take the full guard.
+    volatile = any(plan.var_of.get(n) in plan.static for n in written)
+    guard = StaticVersionGuard(env["guard_full"], env["guard_fast"], env["versioned_dicts"],
+                               enabled=not volatile and _dict_version is not None)
+    return Record(guard, env.get("mock"), gm, mon.stopped, src)
+
+
+class StaticVersionGuard:
+    """guard(args, kwargs) -> slots or None, skipping the static part while its dicts'
+    version tags are the ones seen at the last full pass (CPython bumps a dict's version
+    on every change)."""
+
+    def __init__(self, full, fast, versioned_dicts, enabled):
+        self.full, self.fast, self.versioned_dicts = full, fast, versioned_dicts
+        self.enabled = enabled
+        self.static = None
+        self.dicts = ()  # non-empty versioned dicts
+        self.empty = ()  # versioned dicts that were empty: checking len is cheaper
+        self.versions = None
+
+    def __call__(self, args, kwargs):
+        if self.versions is not None and not any(map(len, self.empty)) and \
+                tuple(map(_dict_version, self.dicts)) == self.versions:
+            return self.fast(args, kwargs, self.static)
+        res = self.full(args, kwargs)
+        if res is None:
+            return None
+        slots, static = res
+        if self.enabled:
+            self.static = static
+            dicts = self.versioned_dicts(static)
+            self.empty = tuple(d for d in dicts if not d)
+            self.dicts = tuple(d for d in dicts if d)
+            self.versions = tuple(map(_dict_version, self.dicts))
+        return slots
+
+
+try:
+    from torch._C._dynamo.guards import dict_version as _dict_version
+except ImportError:  # an older torch: always the full guard
+    _dict_version = None
