@@ -91,8 +91,14 @@ void KernelHolder::operator()(const c10::OperatorHandle& op, c10::DispatchKeySet
     return;
   }
   if (st.dispatch_key == c10::DispatchKey::PrivateUse1) {
-    run_on_cpu_aliases(op, ks, stack);
-    return;
+    if (ActivityGuard::active() || st.run_on_aliases) {
+      run_on_cpu_aliases(op, stack);
+      return;
+    }
+    if (st.needs_cpu_aliases.load(std::memory_order_relaxed)) {
+      compiled_on_cpu_aliases(op, ks, stack);
+      return;
+    }
   }
   // One signature buffer per thread: its strings and vectors keep their
   // capacity, so a hit allocates nothing for the key.
@@ -114,6 +120,10 @@ void KernelHolder::operator()(const c10::OperatorHandle& op, c10::DispatchKeySet
     st.counters.misses.fetch_add(1, std::memory_order_relaxed);
     std::string reason;
     artifact = resolve_miss(st, *stack, &sig, &reason);
+    if (!artifact && reason == kRetryOnCpuAliases) {
+      compiled_on_cpu_aliases(op, ks, stack);
+      return;
+    }
     if (!artifact) {
       fallback(op, ks, stack, reason.c_str());
       return;
@@ -144,58 +154,65 @@ void KernelHolder::run_out_variant(torch::jit::Stack* stack) {
   for (int index : st.out_args) stack->push_back(args[index]);
 }
 
-void KernelHolder::run_on_cpu_aliases(const c10::OperatorHandle& op, c10::DispatchKeySet ks,
-                                      torch::jit::Stack* stack) {
+void KernelHolder::restore_device_outputs(const c10::SmallVector<c10::IValue, 8>& original,
+                                          size_t num_returns, torch::jit::Stack* stack) {
+  const OpPlan& plan = state_->plan;
+  for (size_t r = 0; r < num_returns; ++r) {
+    c10::IValue& v = (*stack)[stack->size() - num_returns + r];
+    int alias = r < plan.return_alias.size() ? plan.return_alias[r] : -1;
+    if (alias >= 0) {
+      v = original[alias];  // in-place / out=: the caller's eagerc tensor itself
+    } else if (v.isTensor() && v.toTensor().defined() && v.toTensor().device().is_cpu()) {
+      v = device::device_alias_of_cpu(v.toTensor());
+    } else if (v.isTensorList()) {
+      c10::List<at::Tensor> out;
+      for (const at::Tensor& t : v.toTensorList()) {
+        out.push_back(t.defined() && t.device().is_cpu() ? device::device_alias_of_cpu(t) : t);
+      }
+      v = out;
+    }
+  }
+}
+
+void KernelHolder::run_on_cpu_aliases(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   OpState& st = *state_;
   const size_t n = st.plan.kinds.size();
-  // Keep the caller's arguments: returns that alias an argument must be the eagerc tensor.
   c10::SmallVector<c10::IValue, 8> original(stack->end() - n, stack->end());
   swap_to_cpu_aliases(n, stack);
-  auto restore_outputs = [&](size_t num_returns) {
-    for (size_t r = 0; r < num_returns; ++r) {
-      c10::IValue& v = (*stack)[stack->size() - num_returns + r];
-      int alias = r < st.plan.return_alias.size() ? st.plan.return_alias[r] : -1;
-      if (alias >= 0) {
-        v = original[alias];
-      } else if (v.isTensor() && v.toTensor().defined() && v.toTensor().device().is_cpu()) {
-        v = device::device_alias_of_cpu(v.toTensor());
-      } else if (v.isTensorList()) {
-        c10::List<at::Tensor> out;
-        for (const at::Tensor& t : v.toTensorList()) out.push_back(device::device_alias_of_cpu(t));
-        v = out;
-      }
-    }
-  };
-  if (ActivityGuard::active() || st.run_on_aliases) {
-    // An extern call made by a compiled kernel, or an op whose output shape depends
-    // on values: run ATen's CPU kernel on the aliases (the memory is host memory).
-    if (st.run_on_aliases) st.counters.aliased.fetch_add(1, std::memory_order_relaxed);
-    ActivityGuard guard;
-    op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), stack);
-    restore_outputs(st.plan.num_returns);
-    return;
-  }
+  if (st.run_on_aliases) st.counters.aliased.fetch_add(1, std::memory_order_relaxed);
+  ActivityGuard guard;
+  op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), stack);
+  restore_device_outputs(original, st.plan.num_returns, stack);
+}
+
+void KernelHolder::compiled_on_cpu_aliases(const c10::OperatorHandle& op, c10::DispatchKeySet ks,
+                                           torch::jit::Stack* stack) {
+  OpState& st = *state_;
+  const size_t n = st.plan.kinds.size();
+  c10::SmallVector<c10::IValue, 8> original(stack->end() - n, stack->end());
+  swap_to_cpu_aliases(n, stack);
+  // A separate buffer: the caller's signature buffer may point into the old stack.
   thread_local CallSignature sig;
   compute_signature(st.plan, *stack, st.specialize_values.load(std::memory_order_relaxed), &sig);
-  const Artifact* artifact = nullptr;
   std::string reason = sig.unsupported ? sig.unsupported : "";
+  const Artifact* artifact = nullptr;
   if (!sig.unsupported) {
     auto found = st.table.find(sig);
     artifact = found.artifact;
-    if (found.fallback) reason = *found.fallback;
-    if (artifact) {
+    if (found.fallback) {
+      reason = *found.fallback;
+    } else if (artifact) {
       st.counters.hits.fetch_add(1, std::memory_order_relaxed);
-    } else if (!found.fallback) {
+    } else {
       st.counters.misses.fetch_add(1, std::memory_order_relaxed);
       artifact = resolve_miss(st, *stack, &sig, &reason);
     }
   }
   if (artifact) {
     run_and_push(*artifact, sig, stack);
-    restore_outputs(st.plan.returns_tensor_list ? 1 : st.plan.num_returns);
+    restore_device_outputs(original, st.plan.returns_tensor_list ? 1 : st.plan.num_returns, stack);
     return;
   }
-  // Not compilable: put the caller's arguments back and take the new-device fallback.
   torch::jit::drop(*stack, n);
   for (auto& v : original) stack->push_back(std::move(v));
   fallback(op, ks, stack, reason.c_str());

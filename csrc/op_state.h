@@ -39,6 +39,9 @@ struct OpState {
   std::vector<int> out_args;
   // Data-dependent-shape ops on the eagerc device: always the CPU kernel on aliases.
   bool run_on_aliases = false;
+  // Set when this op's kernels call ATen CPU functions (extern mm, convolution):
+  // on the eagerc device they then run on zero-copy CPU aliases of its tensors.
+  std::atomic<bool> needs_cpu_aliases{false};
   OpCounters counters;
   // Set when tracing with lifted scalars failed for this op: values then go
   // into the key (one kernel per value) instead of being runtime inputs.

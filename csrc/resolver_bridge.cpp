@@ -50,6 +50,11 @@ const Artifact* resolve_miss(OpState& st, const torch::jit::Stack& stack,
         st.table.mark_fallback(sig->key, *reason);
         return nullptr;
       }
+      if (kind == "aliases") {
+        st.needs_cpu_aliases.store(true);
+        *reason = kRetryOnCpuAliases;
+        return nullptr;
+      }
       if (kind == "specialize") {
         st.specialize_values.store(true);
         compute_signature(st.plan, stack, true, sig);

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import re
 import threading
 import time
 
@@ -28,6 +29,12 @@ class CompileError(Exception):
 
 class SpecializeValues(Exception):
     """Tracing failed with lifted scalars; retry with scalar values in the key."""
+
+
+class NeedsCpuAliases(Exception):
+    """The kernel calls ATen CPU functions directly (extern kernels such as mm or
+    convolution through the C shim), which take CPU tensors only: on the eagerc
+    device this op must run on zero-copy CPU aliases of its tensors."""
 
 
 @dataclasses.dataclass
@@ -243,8 +250,58 @@ extern "C" void eagerc_entry(AtenTensorHandle* inputs, AtenTensorHandle* outputs
 _GIL_RELEASE = "py::gil_scoped_release_simple release;"
 
 
-def compile_call(op, args, specialize: bool) -> CompiledKernel:
-    """Traces and compiles one call of `op` (an OpOverload) on CPU tensors."""
+def _cpu_standin(value):
+    """A CPU tensor with the metadata of `value` (tracing reads nothing else)."""
+    if isinstance(value, torch.Tensor) and value.device.type != "cpu":
+        extent = value.storage_offset() + 1 + sum((n - 1) * st for n, st in zip(value.shape, value.stride()))
+        base = torch.empty(max(extent, 1), dtype=value.dtype)
+        return base.as_strided(value.shape, value.stride(), value.storage_offset())
+    if isinstance(value, torch.device) and value.type != "cpu":
+        return torch.device("cpu")
+    if isinstance(value, (list, tuple)):
+        return type(value)(_cpu_standin(v) for v in value)
+    return value
+
+
+def for_target(args, dispatch_key: str):
+    """The call as the codegen target sees it. The eagerc device keeps its memory on
+    the host, so its target is the CPU: kernels are generated from CPU stand-ins and
+    allocate their outputs on the device (see _allocate_on_device)."""
+    if dispatch_key == "CPU":
+        return args
+    return tuple(_cpu_standin(a) for a in args)
+
+
+def _tensors(args):
+    for a in args:
+        if isinstance(a, torch.Tensor):
+            yield a
+        elif isinstance(a, (list, tuple)):
+            yield from (t for t in a if isinstance(t, torch.Tensor))
+
+
+# ATen CPU functions called through the C shim (allocation helpers excepted).
+_CPU_SHIM_CALL = re.compile(r"aoti_torch_cpu_\w+\(")
+
+
+def _allocate_on_device(code: str, dispatch_key: str) -> str:
+    # Inductor's C++ wrapper allocates outputs and temporaries through
+    # aoti_torch_empty_strided(..., cached_torch_device_type_cpu, ...): point those at
+    # the device, whose memory the CPU kernels address directly.
+    if dispatch_key == "CPU":
+        return code
+    if dispatch_key != "PrivateUse1":
+        raise CompileError(f"no codegen target for dispatch key {dispatch_key}")
+    return (code.replace("CACHE_TORCH_DEVICE(cpu)", "CACHE_TORCH_DEVICE(privateuse1)")
+                .replace("cached_torch_device_type_cpu", "cached_torch_device_type_privateuse1"))
+
+
+def compile_call(op, args, specialize: bool, dispatch_key: str = "CPU") -> CompiledKernel:
+    """Traces and compiles one call of `op` (an OpOverload) for the CPU target;
+    outputs are allocated on the device that `dispatch_key` serves."""
+    # Tensors still on the device (not CPU aliases): outputs are allocated there.
+    on_device = any(t.device.type != "cpu" for t in _tensors(args))
+    args = for_target(args, dispatch_key)
     import torch._inductor.config as inductor_config
     from torch._guards import TracingContext, tracing
     from torch._inductor.compile_fx import compile_fx_inner
@@ -273,7 +330,10 @@ def compile_call(op, args, specialize: bool) -> CompiledKernel:
         checks = input_checks + [g.expr for g in shape_env.guards]
         guard = guard_source(bindings, checks)
         # The holder calls the entry without the GIL held: drop Inductor's release.
-        kw["main_code"] = code.replace(_GIL_RELEASE, "") + _ENTRY + guard
+        if on_device and _CPU_SHIM_CALL.search(code):
+            raise NeedsCpuAliases(op_qualname)
+        target_code = _allocate_on_device(code, dispatch_key) if on_device else code
+        kw["main_code"] = target_code.replace(_GIL_RELEASE, "") + _ENTRY + guard
         captured["guard"] = guard
         captured["num_outputs"] = kw.get("num_outputs", n_out)
 
@@ -285,14 +345,20 @@ def compile_call(op, args, specialize: bool) -> CompiledKernel:
         with _compile_lock, inductor_config.patch(patches), tracing(TracingContext(fake_mode)), \
                 _intercept_wrapper_source(on_source):
             compile_fx_inner(gm, fakes, cpp_wrapper=True, is_inference=True)
-    except CompileError:
+    except (CompileError, NeedsCpuAliases):
         raise
     except GuardError as e:
         raise CompileError(str(e)) from e
     except Exception as e:  # noqa: BLE001
         cause = e
-        while cause.__cause__ is not None and not isinstance(cause, (CompileError, GuardError)):
-            cause = cause.__cause__
+        while not isinstance(cause, (CompileError, GuardError, NeedsCpuAliases)):
+            # Inductor wraps what our source hook raised (InductorError.inner_exception).
+            inner = getattr(cause, "inner_exception", None) or cause.__cause__
+            if inner is None:
+                break
+            cause = inner
+        if isinstance(cause, NeedsCpuAliases):
+            raise cause from e
         if isinstance(cause, (CompileError, GuardError)):
             raise CompileError(str(cause)) from e
         if _has_lifted_scalars(op, args, specialize):

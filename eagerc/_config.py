@@ -33,4 +33,7 @@ RUNTIME_OPS = (
     "aten::_make_per_tensor_quantized_tensor", "aten::_make_per_channel_quantized_tensor",
     "aten::_assert_async", "aten::_assert_async.msg", "aten::_functional_assert_async.msg",
     "aten::_print", "aten::_unsafe_set_version_counter",
+    # Views by meaning whose schemas carry no alias annotation: compiling them would
+    # turn a view into a copy.
+    "aten::_unsafe_view", "aten::lift", "aten::lift_fresh",
 )

@@ -66,8 +66,9 @@ def _overload(op_name: str):
 
 
 def resolve(op_name: str, dispatch_key: str, key: bytes, args: tuple, specialize: bool, known: list):
-    """Returns ("kernel", variant_id, path, num_outputs) | ("specialize",) | ("fallback", reason)."""
-    from eagerc._compiler import CompileError, SpecializeValues, compile_call
+    """Returns ("kernel", variant_id, path, num_outputs) | ("specialize",) | ("aliases",) |
+    ("fallback", reason)."""
+    from eagerc._compiler import CompileError, NeedsCpuAliases, SpecializeValues, compile_call
 
     stat_key = f"{op_name}@{dispatch_key}"
     full_key = f"{dispatch_key}\0{op_name}\0".encode() + bytes(key)
@@ -78,6 +79,8 @@ def resolve(op_name: str, dispatch_key: str, key: bytes, args: tuple, specialize
             log.warning("eagerc: kernel cache unavailable (%s); compiling without it", e)
             entries = []
         for entry in entries:
+            if entry.metadata.get("needs_cpu_aliases"):
+                return ("aliases",)
             if "fallback" in entry.metadata:
                 # A recorded failure: do not spend another compile on this signature.
                 return ("fallback", entry.metadata["fallback"])
@@ -86,7 +89,11 @@ def resolve(op_name: str, dispatch_key: str, key: bytes, args: tuple, specialize
                 return ("kernel", entry.variant_id, entry.artifact_path, int(entry.metadata["num_outputs"]))
         op = _overload(op_name)
         try:
-            kernel = compile_call(op, args, specialize)
+            kernel = compile_call(op, args, specialize, dispatch_key)
+        except NeedsCpuAliases:
+            log.info("eagerc: %s calls ATen CPU kernels; it runs on CPU aliases on %s", op_name, dispatch_key)
+            store().add(full_key, b"", {"needs_cpu_aliases": True, "op": op_name, "num_outputs": 0})
+            return ("aliases",)
         except SpecializeValues:
             log.info("eagerc: %s: lifted scalars did not trace; specializing scalar values", op_name)
             return ("specialize",)

@@ -20,7 +20,6 @@ are pure, every list/dict/set method that mutates is InPlace on `self`, all of `
     >>> lookup(lambda: 0) is FOLLOW
     True
 """
-import builtins
 import collections
 import functools
 import itertools
@@ -201,7 +200,10 @@ def _torch_query(fn):
     for prefix in _BACKEND_PREFIXES:
         if bare.startswith(prefix):
             bare = bare[len(prefix):]
-    if (name.startswith(_QUERY_PREFIXES) or ("_" + bare).startswith(_QUERY_PREFIXES)) and \
+    camel = any(bare.startswith(w) and bare[len(w):len(w) + 1].isupper()
+                for w in ("is", "get", "has", "are"))  # _cuda_isCurrentStreamCapturing
+    if (name.startswith(_QUERY_PREFIXES) or ("_" + bare).startswith(_QUERY_PREFIXES)
+            or camel) and \
             getattr(fn, "__objclass__", None) is not torch._C.TensorBase:
         return PURE_REF
     return None

@@ -10,27 +10,17 @@ When capture must stop (an unannotated native, an impure call, a read of tensor 
 monitor records the reason and stops watching: the program finishes normally, so the call's
 result is correct, and the record made from it runs the function eagerly.
 """
-import dis
-import os
 import sys
 import types
 
 import torch
 
-from . import annotations, frames
-from .frames import NULL, peek, peek_many
+from . import annotations
+from .instructions import SKIP, FrameWatch, _hashable_key, analyze
 from .graph import OpRecorder
 from .guards import snapshot
-from .refgraph import RefGraph, Relation, expandable
+from .refgraph import RefGraph, Relation
 
-_OWN_DIR = os.path.dirname(os.path.abspath(__file__))
-# torch's __torch_function__ dispatch plumbing: it only routes calls to the op recorder.
-_TORCH_DIR = os.path.dirname(torch.__file__)
-_PLUMBING = tuple(os.path.join(_TORCH_DIR, *p) for p in [
-    ("overrides.py",), ("utils", "_python_dispatch.py"), ("_jit_internal.py",)])
-_SKIP = object()
-_PY312 = sys.version_info >= (3, 12)
-_INPLACE_BINARY = set(range(13, 26))  # NB_INPLACE_* operand of BINARY_OP
 _MUTABLE = (list, dict, set, bytearray)
 _NATIVE_SLOT = (types.GetSetDescriptorType, types.MemberDescriptorType)
 
@@ -81,12 +71,12 @@ class Monitor:
             return None
         info = self._infos.get(frame.f_code)
         if info is None:
-            info = self._infos[frame.f_code] = _analyze(frame.f_code)
-        if info is _SKIP:
+            info = self._infos[frame.f_code] = analyze(frame.f_code)
+        if info is SKIP:
             return None
         frame.f_trace_lines = False
         frame.f_trace_opcodes = True
-        return _FrameWatch(self, info).safe_trace
+        return FrameWatch(self, info).safe_trace
 
     # -- RefGraph helpers -----------------------------------------------------------------
     def _on_external(self, node):
@@ -271,14 +261,6 @@ class Monitor:
         return id(fn) in self._new_funcs
 
 
-def _hashable_key(key):
-    try:
-        hash(key)
-        return True
-    except TypeError:
-        return False
-
-
 def attr_source(obj, name, result):
     """Where `obj.name` came from: 'attr' (state of obj), 'class' (its class) or None
     (computed by Python code the monitor already watched, or not a reference)."""
@@ -317,242 +299,3 @@ def _qualname(fn):
     return f"{mod}.{getattr(fn, '__qualname__', getattr(fn, '__name__', repr(fn)))}"
 
 
-def _analyze(code):
-    """Per instruction index: (handler, argval, arg) for instructions that need one."""
-    if code.co_filename.startswith(_OWN_DIR) or code.co_filename in _PLUMBING:
-        return _SKIP
-    table = [None] * (len(code.co_code) // 2)
-    for ins in dis.get_instructions(code):
-        h = _HANDLERS.get(ins.opname)
-        if h is not None:
-            table[ins.offset // 2] = (h, ins.argval, ins.arg)
-    n = frames.n_localsplus(code)
-    tops = [None if d is None else n + d for d in frames.stack_depths(code)]
-    return table, tops
-
-
-class _FrameWatch:
-    """Per-frame trace function: runs the handler of each instruction and its post action."""
-
-    __slots__ = ("mon", "table", "tops", "post", "kwnames", "resume")
-
-    def __init__(self, mon, info):
-        self.mon, self.post, self.kwnames = mon, None, ()
-        self.table, self.tops = info
-        self.resume = False  # this frame suspended watching for one call (an annotated
-        # Python function or an import): watch again at its next event, whatever it is
-
-    def trace(self, frame, event, arg):
-        mon = self.mon
-        if self.resume:
-            self.resume = False
-            mon.suspend -= 1
-        if mon.stopped is not None:
-            return None
-        if event != "opcode":
-            self.post = None
-            return self.safe_trace
-        idx = frame.f_lasti >> 1
-        top = self.tops[idx]
-        post = self.post
-        if post is not None:
-            self.post = None
-            if top is not None:
-                post(frame, top)
-        if mon.stopped is not None:
-            return None
-        entry = self.table[idx]
-        if entry is not None and top is not None and not mon.suspend:
-            entry[0](self, frame, entry[1], entry[2], top)
-        return self.safe_trace
-
-    def safe_trace(self, frame, event, arg):
-        # A fault of the monitor must never change the program: stop capturing instead.
-        try:
-            return self.trace(frame, event, arg)
-        except Exception as e:  # noqa: BLE001 - any fault, reported as the stop reason
-            self.mon.stop(f"monitor error: {type(e).__name__}: {e}")
-            return None
-
-
-# -- instruction handlers: (watch, frame, argval, arg) ---------------------------------------
-def _load_attr(w, frame, name, arg, top):
-    if _PY312 and arg & 1:
-        return _load_method(w, frame, name, arg, top)
-    obj = peek(frame, top, 0)
-    if w.mon.holder(obj) is not None:
-        w.post = lambda f, t: w.mon.read_attr(obj, name, peek(f, t, 0))
-
-
-def _load_method(w, frame, name, arg, top):
-    obj = peek(frame, top, 0)
-    if w.mon.holder(obj) is None:
-        return
-
-    def after(f, t):
-        meth, value = peek_many(f, t, 2)
-        if meth is NULL:
-            w.mon.read_attr(obj, name, value)
-        else:
-            w.mon.read_attr(obj, name, meth)
-    w.post = after
-
-
-def _load_global(w, frame, name, arg, top):
-    mon, g = w.mon, frame.f_globals
-    if name in g:
-        mon.graph.read(mon.const_node(g), Relation("global", name), g[name])
-    else:
-        mon.add_absent(mon.const_node(g), name)
-        b = frame.f_builtins
-        if name in b:
-            mon.graph.read(mon.const_node(b), Relation("global", name), b[name])
-
-
-def _external_cell(w, frame, name, arg):
-    code = frame.f_code
-    if name not in code.co_freevars or w.mon.is_new_function(frames.frame_function(frame)):
-        return None
-    cell = frames.local_slot(frame, arg)
-    return None if cell is NULL else cell
-
-
-def _load_deref(w, frame, name, arg, top):
-    cell = _external_cell(w, frame, name, arg)
-    if cell is not None:
-        try:
-            value = cell.cell_contents
-        except ValueError:
-            return
-        w.mon.graph.read(w.mon.const_node(cell), Relation("cell"), value)
-
-
-def _store_deref(w, frame, name, arg, top):
-    cell = _external_cell(w, frame, name, arg)
-    if cell is not None:
-        w.mon.graph.write(w.mon.const_node(cell), Relation("cell"), peek(frame, top, 0))
-
-
-def _store_global(w, frame, name, arg, top):
-    mon = w.mon
-    value = peek(frame, top, 0)
-    mon.graph.write(mon.const_node(frame.f_globals), Relation("global", name), value)
-
-
-def _delete_global(w, frame, name, arg, top):
-    mon = w.mon
-    mon.graph.write(mon.const_node(frame.f_globals), Relation("global", name), None, True)
-
-
-def _store_attr(w, frame, name, arg, top):
-    obj, value = peek(frame, top, 0), peek(frame, top, 1)
-    w.mon.write_attr(obj, name, value)
-
-
-def _delete_attr(w, frame, name, arg, top):
-    w.mon.write_attr(peek(frame, top, 0), name, None, delete=True)
-
-
-def _store_subscr(w, frame, name, arg, top):
-    value, container, key = peek_many(frame, top, 3)
-    w.mon.write_item(container, key, value)
-
-
-def _delete_subscr(w, frame, name, arg, top):
-    container, key = peek_many(frame, top, 2)
-    w.mon.write_item(container, key, None, delete=True)
-
-
-def _binary_op(w, frame, name, arg, top):
-    if arg in _INPLACE_BINARY:
-        target = peek(frame, top, 1)
-        node = w.mon.holder(target)
-        if node is not None and isinstance(target, _MUTABLE):
-            w.mon.rewrite(node)
-
-
-def _binary_subscr(w, frame, name, arg, top):
-    container, key = peek_many(frame, top, 2)
-    if type(container) is dict or isinstance(container, dict):
-        node = w.mon.graph.get_node_by_var(container)
-        if node is not None and node.node_id in w.mon.lazy and _hashable_key(key):
-            w.mon.read_key(container, key, key in container)
-
-
-def _contains_op(w, frame, name, arg, top):
-    key, container = peek_many(frame, top, 2)
-    if isinstance(container, dict) and _hashable_key(key):
-        w.mon.read_key(container, key, key in container)
-
-
-def _get_iter(w, frame, name, arg, top):
-    obj = peek(frame, top, 0)
-    if isinstance(obj, dict):
-        node = w.mon.graph.get_node_by_var(obj)
-        if node is not None and node.node_id in w.mon.lazy:
-            w.mon.expand_lazy(node)
-
-
-def _store_slice(w, frame, name, arg, top):
-    container = peek(frame, top, 2)
-    node = w.mon.holder(container)
-    if node is not None and isinstance(container, _MUTABLE):
-        w.mon.rewrite(node)
-
-
-def _kw_names(w, frame, name, arg, top):
-    w.kwnames = frame.f_code.co_consts[arg]
-
-
-def _call(w, frame, name, argc, top):
-    items = peek_many(frame, top, argc + 2)
-    w.kwnames = ()
-    if items[0] is NULL:
-        fn, args = items[1], items[2:]
-    else:
-        fn, args = items[0], items[1:]
-    owner = getattr(fn, "__self__", None)
-    if type(fn) in (types.BuiltinFunctionType, types.MethodWrapperType) and owner is not None \
-            and not isinstance(owner, (types.ModuleType, type)):
-        args = [owner] + list(args)
-    _apply_call(w, fn, args)
-
-
-def _apply_call(w, fn, args):
-    post = w.mon.before_call(fn, args)
-    if post is not None:
-        w.post = lambda f, t: post(peek(f, t, 0))
-    if type(fn) in (types.FunctionType, types.MethodType) and \
-            annotations.lookup(fn) is not annotations.FOLLOW and w.mon.stopped is None:
-        w.mon.suspend += 1  # annotated Python code: its annotation stands for its body
-        w.resume = True
-
-
-def _call_function_ex(w, frame, name, flags, top):
-    has_kw = flags & 1
-    fn = peek(frame, top, 1 + has_kw)
-    args = list(peek(frame, top, has_kw))
-    _apply_call(w, fn, args)
-
-
-def _make_function(w, frame, name, arg, top):
-    w.post = lambda f, t: w.mon.new_function(peek(f, t, 0))
-
-
-def _import_name(w, frame, name, arg, top):
-    # Importing an already imported module is a sys.modules lookup; the import machinery
-    # itself is not part of the program's behaviour.
-    w.mon.suspend += 1
-    w.resume = True
-
-
-_HANDLERS = {
-    "LOAD_ATTR": _load_attr, "LOAD_METHOD": _load_method, "LOAD_GLOBAL": _load_global,
-    "LOAD_DEREF": _load_deref, "LOAD_CLASSDEREF": _load_deref, "STORE_DEREF": _store_deref,
-    "STORE_GLOBAL": _store_global, "DELETE_GLOBAL": _delete_global,
-    "STORE_ATTR": _store_attr, "DELETE_ATTR": _delete_attr, "STORE_SUBSCR": _store_subscr,
-    "DELETE_SUBSCR": _delete_subscr, "BINARY_OP": _binary_op, "KW_NAMES": _kw_names,
-    "CALL": _call, "CALL_FUNCTION_EX": _call_function_ex, "MAKE_FUNCTION": _make_function,
-    "IMPORT_NAME": _import_name, "BINARY_SUBSCR": _binary_subscr,
-    "CONTAINS_OP": _contains_op, "GET_ITER": _get_iter, "STORE_SLICE": _store_slice,
-}
