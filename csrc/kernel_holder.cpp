@@ -86,7 +86,7 @@ void KernelHolder::operator()(const c10::OperatorHandle& op, c10::DispatchKeySet
     fallback(op, ks, stack, nullptr);
     return;
   }
-  if (st.functional && !st.run_on_aliases && !ActivityGuard::active()) {
+  if (st.functional && st.functional_served && !st.run_on_aliases && !ActivityGuard::active()) {
     run_out_variant(stack);
     return;
   }

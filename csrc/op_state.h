@@ -37,6 +37,7 @@ struct OpState {
   // them as ATen does, since a compiled kernel cannot resize its inputs.
   std::optional<c10::OperatorHandle> functional;
   std::vector<int> out_args;
+  bool functional_served = false;  // eagerc registered a holder for `functional` too
   // Data-dependent-shape ops on the eagerc device: always the CPU kernel on aliases.
   bool run_on_aliases = false;
   // Set when this op's kernels call ATen CPU functions (extern mm, convolution):

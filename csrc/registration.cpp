@@ -140,6 +140,9 @@ enable_ops(c10::DispatchKey key, const std::vector<std::string>& ops, bool run_o
                                      std::make_unique<KernelHolder>(fstate)));
         registered_here.insert(fq);
       }
+      // Only a functional op that eagerc serves may carry the out= op: a native
+      // functional kernel may itself call the out= op (at::native::abs -> abs_out).
+      state->functional_served = registered_here.count(fq) > 0 && has_kernel;
     }
   }
   return {registered, skipped};

@@ -272,12 +272,15 @@ def for_target(args, dispatch_key: str):
     return tuple(_cpu_standin(a) for a in args)
 
 
-def _tensors(args):
+def _touches_device(args) -> bool:
     for a in args:
-        if isinstance(a, torch.Tensor):
-            yield a
-        elif isinstance(a, (list, tuple)):
-            yield from (t for t in a if isinstance(t, torch.Tensor))
+        items = a if isinstance(a, (list, tuple)) else (a,)
+        for v in items:
+            if isinstance(v, torch.Tensor) and v.device.type != "cpu":
+                return True
+            if isinstance(v, torch.device) and v.type != "cpu":
+                return True
+    return False
 
 
 # ATen CPU functions called through the C shim (allocation helpers excepted).
@@ -299,8 +302,9 @@ def _allocate_on_device(code: str, dispatch_key: str) -> str:
 def compile_call(op, args, specialize: bool, dispatch_key: str = "CPU") -> CompiledKernel:
     """Traces and compiles one call of `op` (an OpOverload) for the CPU target;
     outputs are allocated on the device that `dispatch_key` serves."""
-    # Tensors still on the device (not CPU aliases): outputs are allocated there.
-    on_device = any(t.device.type != "cpu" for t in _tensors(args))
+    # A call that still has device tensors or a device argument (not one moved to CPU
+    # aliases) gets its outputs allocated on the device.
+    on_device = dispatch_key != "CPU" and _touches_device(args)
     args = for_target(args, dispatch_key)
     import torch._inductor.config as inductor_config
     from torch._guards import TracingContext, tracing

@@ -10,6 +10,7 @@ from __future__ import annotations
 import collections
 import hashlib
 import logging
+import os
 import threading
 
 import torch
@@ -24,14 +25,13 @@ _key_locks: dict = collections.defaultdict(threading.Lock)
 
 
 def _namespace():
+    # Cheap on purpose: a process whose kernels are all on disk never imports Inductor.
     import kernel_cache
-    from torch._inductor import cpu_vec_isa
 
     import eagerc
 
-    isa = str(cpu_vec_isa.pick_vec_isa()) or "novec"
-    settings = hashlib.sha256(repr((torch._inductor.config.cpp.simdlen,
-                                    torch._inductor.config.cpp.cxx)).encode()).hexdigest()[:16]
+    isa = torch.backends.cpu.get_cpu_capability()
+    settings = hashlib.sha256(repr((os.environ.get("CXX", "g++"),)).encode()).hexdigest()[:16]
     return kernel_cache.Namespace(
         format_version=_config.FORMAT_VERSION,
         torch_version=torch.__version__,
@@ -68,8 +68,6 @@ def _overload(op_name: str):
 def resolve(op_name: str, dispatch_key: str, key: bytes, args: tuple, specialize: bool, known: list):
     """Returns ("kernel", variant_id, path, num_outputs) | ("specialize",) | ("aliases",) |
     ("fallback", reason)."""
-    from eagerc._compiler import CompileError, NeedsCpuAliases, SpecializeValues, compile_call
-
     stat_key = f"{op_name}@{dispatch_key}"
     full_key = f"{dispatch_key}\0{op_name}\0".encode() + bytes(key)
     with _key_locks[full_key]:
@@ -87,6 +85,9 @@ def resolve(op_name: str, dispatch_key: str, key: bytes, args: tuple, specialize
             if entry.variant_id not in known:
                 _stats.count(stat_key, "disk_loads")
                 return ("kernel", entry.variant_id, entry.artifact_path, int(entry.metadata["num_outputs"]))
+        # Only a real miss pays for importing the compiler (sympy, Inductor).
+        from eagerc._compiler import CompileError, NeedsCpuAliases, SpecializeValues, compile_call
+
         op = _overload(op_name)
         try:
             kernel = compile_call(op, args, specialize, dispatch_key)

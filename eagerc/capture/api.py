@@ -1,6 +1,7 @@
 """Public entry points: `capture` and `capture_stats`."""
 import collections
 import threading
+import warnings
 
 from .records import RecordCache, build_record
 
@@ -12,14 +13,18 @@ def _eager_backend(gm, example_inputs):
 
 
 _BACKENDS = {"eager": _eager_backend}
+LIFT_AFTER = 3  # records of one function before its float arguments become graph inputs
 
 
 class Captured:
     """A function (or nn.Module) whose calls are captured; made by `capture`."""
 
-    def __init__(self, fn, backend):
+    def __init__(self, fn, backend, lift_after):
         self.fn = fn
         self._backend = backend
+        # After this many records, float arguments are lifted to graph inputs (paper §6.2.1)
+        # instead of making one record per value; None: never.
+        self.lift_after = lift_after
         self.cache = RecordCache()
         self.stats = {"hits": 0, "misses": 0, "graphs": 0, "eager_runs": 0,
                       "stop_reasons": collections.Counter()}
@@ -56,10 +61,21 @@ class Captured:
             _state.active = False
 
     def _monitor_run(self, args, kwargs):
-        from .monitor import Monitor  # imports torch.fx: only when capture runs
-        mon = Monitor(self.fn, args, kwargs)
+        from .monitor import LIFT_STOP, Monitor  # imports torch.fx: only when capture runs
+        lift = self.lift_after is not None and len(self.cache) >= self.lift_after
+        mon = Monitor(self.fn, args, kwargs, lift=lift)
         result = mon.run()
-        record = build_record(mon, result, self._compile)
+        if mon.stopped == LIFT_STOP:
+            self.lift_after = None  # the floats feed Python code: keep them as constants
+            self.stats["stop_reasons"][LIFT_STOP] += 1
+            return result  # no record: the next call with these values records them
+        try:
+            record = build_record(mon, result, self._compile)
+        except Exception:
+            if not mon.lifted:
+                raise
+            self.lift_after = None  # an op wants a Python number: keep floats constant
+            return result
         self.cache.add(record)
         if record.eager:
             self.stats["eager_runs"] += 1
@@ -79,8 +95,9 @@ def capture(fn=None, *, dynamic=None, backend=None):
     (guard + mock + one operator graph, compiled by TorchInductor); later calls whose guard
     passes run the mock. Calls that cannot be captured run eagerly, and the reason is counted
     (see `capture_stats`). `backend` is "inductor" (default), "eager" (run the recorded FX
-    graph as is) or a callable `(gm, example_inputs) -> fn`. `dynamic` is accepted for
-    interface compatibility; shapes are specialized (see docs/capture.md).
+    graph as is) or a callable `(gm, example_inputs) -> fn`. `dynamic`: None lifts float
+    arguments to graph inputs once the function has 3 records, True at once, False never;
+    shapes stay specialized (see docs/capture.md).
 
     >>> import torch, eagerc.capture as ec
     >>> f = ec.capture(lambda x, s: torch.relu(x) * s, backend="eager")
@@ -92,7 +109,12 @@ def capture(fn=None, *, dynamic=None, backend=None):
     """
     if fn is None:
         return lambda f: capture(f, dynamic=dynamic, backend=backend)
-    return Captured(fn, backend)
+    if dynamic:
+        warnings.warn("eagerc.capture(dynamic=True): float arguments are lifted at once, but "
+                      "symbolic shapes are not implemented yet: each new shape makes a record",
+                      stacklevel=2)
+    lift_after = {None: LIFT_AFTER, True: 0, False: None}[dynamic]
+    return Captured(fn, backend, lift_after)
 
 
 def capture_stats(captured):

@@ -129,6 +129,9 @@ class OpRecorder(TorchFunctionMode):
             return type(value)(seq) if type(value) in (tuple, list) else tuple(seq)
         if isinstance(value, dict):
             return {k: self._to_fx(v) for k, v in value.items()}
+        if type(value) is float and id(value) in self.monitor.lifted:
+            node = self.nodes.get(id(value))
+            return node if node is not None else self._placeholder(value)
         if isinstance(value, _CONSTANTS) or value is None or value is Ellipsis:
             return value
         if isinstance(value, slice):
@@ -137,6 +140,7 @@ class OpRecorder(TorchFunctionMode):
         raise CaptureStop(f"cannot put a {type(value).__name__} into the operator graph")
 
     def _placeholder(self, tensor):
+        """A graph input for an outside tensor (or a lifted float, passed as a 0-d tensor)."""
         sn = self.monitor.external_node(tensor)
         if sn is None:
             raise CaptureStop("tensor of unknown origin (not read from outside, not an op "

@@ -181,7 +181,16 @@ def _delete_subscr(w, frame, name, arg, top):
     w.mon.write_item(container, key, None, delete=True)
 
 
+def _operands(n):
+    def handler(w, frame, name, arg, top):
+        if w.mon.lifted:
+            w.mon.check_lifted(peek_many(frame, top, n))
+    return handler
+
+
 def _binary_op(w, frame, name, arg, top):
+    if w.mon.lifted:
+        w.mon.check_lifted(peek_many(frame, top, 2))
     if arg in _INPLACE_BINARY:
         target = peek(frame, top, 1)
         node = w.mon.holder(target)
@@ -272,5 +281,10 @@ _HANDLERS = {
     "DELETE_SUBSCR": _delete_subscr, "BINARY_OP": _binary_op, "KW_NAMES": _kw_names,
     "CALL": _call, "CALL_FUNCTION_EX": _call_function_ex, "MAKE_FUNCTION": _make_function,
     "IMPORT_NAME": _import_name, "BINARY_SUBSCR": _binary_subscr,
+    "COMPARE_OP": _operands(2), "IS_OP": _operands(2), "UNARY_NEGATIVE": _operands(1),
+    "UNARY_NOT": _operands(1), "UNARY_INVERT": _operands(1), "FORMAT_VALUE": _operands(1),
+    "POP_JUMP_IF_TRUE": _operands(1), "POP_JUMP_IF_FALSE": _operands(1),
+    "POP_JUMP_FORWARD_IF_TRUE": _operands(1), "POP_JUMP_FORWARD_IF_FALSE": _operands(1),
+    "POP_JUMP_BACKWARD_IF_TRUE": _operands(1), "POP_JUMP_BACKWARD_IF_FALSE": _operands(1),
     "CONTAINS_OP": _contains_op, "GET_ITER": _get_iter, "STORE_SLICE": _store_slice,
 }

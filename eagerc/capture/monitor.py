@@ -25,11 +25,19 @@ _MUTABLE = (list, dict, set, bytearray)
 _NATIVE_SLOT = (types.GetSetDescriptorType, types.MemberDescriptorType)
 
 
+LIFT_STOP = "lifted scalar used outside torch ops"
+
+
 class Monitor:
     """One monitor run of `fn(*args, **kwargs)`; see the module docstring."""
 
-    def __init__(self, fn, args, kwargs):
+    def __init__(self, fn, args, kwargs, lift=False):
         self.fn, self.args, self.kwargs = fn, args, kwargs
+        # §6.2.1: float arguments become graph inputs instead of guarded constants. Any use
+        # outside a torch op (Python arithmetic, a branch, a native call) would bake the value
+        # into the record, so it stops capture with a reason and the caller stops lifting.
+        self.lifted = {id(v): v for v in list(args) + list(kwargs.values())
+                       if lift and type(v) is float}
         self.graph = RefGraph()
         self.graph.on_external = self._on_external
         self.recorder = OpRecorder(self)
@@ -80,7 +88,19 @@ class Monitor:
 
     # -- RefGraph helpers -----------------------------------------------------------------
     def _on_external(self, node):
-        self.snapshots[node.node_id] = snapshot(node.obj)
+        if id(node.obj) in self.lifted:
+            self.snapshots[node.node_id] = ("type", float)
+        else:
+            self.snapshots[node.node_id] = snapshot(node.obj)
+
+    def check_lifted(self, values):
+        """Stop when a lifted scalar is used by Python code rather than by a torch op."""
+        if any(isinstance(v, torch.Tensor) for v in values):
+            return  # an operator on a tensor: the op recorder takes the scalar
+        for v in values:
+            if type(v) is float and id(v) in self.lifted:
+                self.stop(LIFT_STOP)
+                return
 
     def holder(self, obj):
         """The node of `obj` when it is state from outside the run, else None."""
@@ -182,6 +202,8 @@ class Monitor:
             return None
         if ann is annotations.FOLLOW:
             return None
+        if self.lifted and not ann.as_op:
+            self.check_lifted(args)
         if not ann.pure:
             self.stop(f"impure call: {_qualname(fn)}")
             return None
@@ -224,10 +246,14 @@ class Monitor:
             obj, name = args[0], args[1]
 
             def after(out):
+                holder = self.holder(obj)
                 if relation == "getattr":
                     self.read_attr(obj, name, out)
+                    d = getattr(obj, "__dict__", None)
+                    if holder is not None and isinstance(d, dict) and name not in d and \
+                            not any(name in k.__dict__ for k in type(obj).__mro__):
+                        self.add_absent(holder, name)  # getattr(obj, name, default)
                     return
-                holder = self.holder(obj)
                 if holder is None or isinstance(obj, torch.Tensor):
                     return
                 d = getattr(obj, "__dict__", None)

@@ -82,7 +82,8 @@ def build_record(mon, result, compile_graph):
     builder = MockBuilder(g, mon.recorder, slot_of, consts)
     written = set()
     try:
-        inputs = [slot_of(sn.node_id) for sn, _ in mon.recorder.placeholders]
+        inputs = [f"_scalar({slot_of(sn.node_id)})" if type(sn.obj) is float
+                  else slot_of(sn.node_id) for sn, _ in mon.recorder.placeholders]
         for node in g.mock_nodes():
             if node.node_id in returned:
                 builder.update(node)
@@ -95,12 +96,20 @@ def build_record(mon, result, compile_graph):
     gm, run_line = None, []
     if any(n.op in ("call_function", "call_method") for n in mon.recorder.graph.nodes):
         gm = build_module(mon.recorder.graph, builder.outputs)
-        examples = [sn.obj for sn, _ in mon.recorder.placeholders]
+        examples = [_scalar(sn.obj) if type(sn.obj) is float else sn.obj
+                    for sn, _ in mon.recorder.placeholders]
+        consts.env["_scalar"] = _scalar
         with torch.set_grad_enabled(mon.grad_mode):
             consts.env["_run"] = compile_graph(gm, examples)
         run_line = [f"O = _run({', '.join(inputs)})"]
     mock_lines = run_line + builder.lines + [f"return {ret}"]
     return _make(mon, plan, out_slots, consts, mock_lines, gm, written)
+
+
+def _scalar(value):
+    """A lifted float as the 0-d tensor the compiled graph takes (a Python float input would
+    be specialized by the compiler)."""
+    return torch.tensor(value, dtype=torch.float64)
 
 
 class _GuardPlan:

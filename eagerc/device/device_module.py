@@ -82,7 +82,11 @@ def synchronize(device=None) -> None:
 
 
 def manual_seed(seed: int) -> None:
+    # Random kernels on eagerc are compiled for the CPU target, and Inductor's compiled
+    # random ops draw their seeds from the CPU default generator: seeding it too is what
+    # makes torch.eagerc.manual_seed reproduce random ops on this device.
     _default_generator().manual_seed(int(seed))
+    torch.random.default_generator.manual_seed(int(seed))
 
 
 def manual_seed_all(seed: int) -> None:
