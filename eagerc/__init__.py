@@ -13,6 +13,7 @@ Triton on GPUs), cached on disk, and run from a C++ kernel holder on every later
 import torch  # noqa: F401  (loads libtorch before eagerc._C)
 
 from eagerc._api import disable, enable, enabled, reset_stats, stats
+from eagerc.capture import capture, capture_stats
 
 __version__ = "0.1.0"
 
@@ -35,4 +36,6 @@ __all__ = [
     "enabled",
     "stats",
     "reset_stats",
+    "capture",
+    "capture_stats",
 ]

@@ -1,4 +1,6 @@
 """Guard behaviour: what makes a captured call miss (monitor again) and what lets it hit."""
+import sys
+
 import pytest
 import torch
 from torch.testing import assert_close
@@ -224,3 +226,101 @@ def test_unknown_native_stops_capture():
     with torch.no_grad():
         assert_close(cap(X), f(X))
     assert "unannotated native call" in next(iter(capture_stats(cap)["stop_reasons"]))
+
+
+def test_keyword_arguments_and_decorator():
+    @capture(backend="eager")
+    def f(x, *, scale=1.0):
+        return x * scale
+
+    with torch.no_grad():
+        assert_close(f(X, scale=3.0), X * 3)
+        assert_close(f(X, scale=3.0), X * 3)
+        assert_close(f(X), X)  # no keyword: another record
+    assert stats(f) == (1, 2)
+
+
+def test_exception_in_captured_function_propagates_and_records_nothing():
+    def f(x):
+        raise ValueError("boom")
+
+    cap = capture(f, backend="eager")
+    with pytest.raises(ValueError, match="boom"):
+        cap(X)
+    assert capture_stats(cap)["records"] == 0
+    assert sys.gettrace() is None  # the monitor is off again
+
+
+def test_nested_capture_runs_inside_the_outer_record():
+    inner = capture(lambda x: x + 1, backend="eager")
+    outer = capture(lambda x: inner(x) * 2, backend="eager")
+    with torch.no_grad():
+        assert_close(outer(X), (X + 1) * 2)
+        assert_close(outer(X), (X + 1) * 2)
+    assert stats(outer) == (1, 1)
+    assert capture_stats(inner)["records"] == 0
+
+
+def test_getattr_default_guards_absence():
+    class Cfg:
+        pass
+
+    cfg = Cfg()
+
+    def f(x):
+        return x * getattr(cfg, "scale", 1.0)
+
+    cap = capture(f, backend="eager")
+    with torch.no_grad():
+        assert_close(cap(X), X)
+        cfg.scale = 5.0  # the attribute appears: the guard must notice
+        assert_close(cap(X), X * 5)
+    assert stats(cap) == (0, 2)
+
+
+def test_float_arguments_lifted_after_threshold():
+    cap = capture(f_scale, backend="eager")
+    with torch.no_grad():
+        for s in (1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.5):
+            assert_close(cap(X, s), f_scale(X, s))
+    st = capture_stats(cap)
+    # three specialized records, then one record with the float as a graph input
+    assert (st["records"], st["misses"], st["hits"]) == (4, 4, 3)
+
+
+def test_lifting_abandoned_when_python_uses_the_float():
+    def f(x, s):
+        if s > 2.5:  # static control flow on the scalar: it must stay a guarded constant
+            return x * s
+        return x - s
+
+    cap = capture(f, backend="eager")
+    with torch.no_grad():
+        for s in (1.0, 2.0, 3.0, 4.0, 5.0, 1.0, 5.0):
+            assert_close(cap(X, s), f(X, s))
+    st = capture_stats(cap)
+    assert st["stop_reasons"] == {"lifted scalar used outside torch ops": 1}
+    assert (st["records"], st["hits"]) == (4, 2)  # 4.0 tried lifting; later values specialize
+
+
+def test_dynamic_true_lifts_floats_at_once():
+    with pytest.warns(UserWarning, match="symbolic shapes are not implemented"):
+        cap = capture(f_scale, backend="eager", dynamic=True)
+    with torch.no_grad():
+        for s in (1.0, 2.0, 3.0):
+            assert_close(cap(X, s), f_scale(X, s))
+    assert stats(cap) == (2, 1)
+    with torch.no_grad():
+        y = torch.randn(5, 4)
+        assert_close(cap(y, 2.0), f_scale(y, 2.0))  # a new shape: a new record
+    assert capture_stats(cap)["records"] == 2
+
+
+def test_import_is_cheap():
+    code = ("import sys, eagerc; before = set(sys.modules); import eagerc.capture; "
+            "new = set(sys.modules) - before; "
+            "bad = sorted(m for m in new if m.startswith(('torch._inductor', 'transformers', "
+            "'torch._dynamo', 'eagerc.capture.monitor'))); print(bad); assert not bad")
+    import subprocess
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert out.returncode == 0, out.stdout + out.stderr

@@ -3,9 +3,7 @@
 Each test checks values and side effects against an eager run on copies of the same state,
 and that a second call with the same state hits the record.
 """
-import copy
 
-import pytest
 import torch
 from torch.testing import assert_close
 
