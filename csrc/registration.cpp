@@ -40,13 +40,11 @@ class SilentWarnings : public c10::WarningHandler {
   void process(const c10::Warning&) override {}
 };
 
-}  // namespace
-
-std::vector<std::string> servable_ops(c10::DispatchKey key, bool new_device,
-                                      bool include_random,
-                                      const std::vector<std::string>& deny) {
+// Calls fn(qualified name, handle) for every aten op with a schema not in `deny`
+// (a qualified name, or an op name covering all its overloads).
+template <typename Fn>
+void for_each_aten_op(const std::vector<std::string>& deny, Fn fn) {
   std::set<std::string> denied(deny.begin(), deny.end());
-  std::vector<std::string> out;
   for (const auto& opname : c10::Dispatcher::singleton().getAllOpNames()) {
     if (opname.name.rfind("aten::", 0) != 0) continue;
     std::string qualified =
@@ -54,43 +52,48 @@ std::vector<std::string> servable_ops(c10::DispatchKey key, bool new_device,
     if (denied.count(qualified) || denied.count(opname.name)) continue;
     auto handle = c10::Dispatcher::singleton().findOp(opname);
     if (!handle || !handle->hasSchema()) continue;
-    if (!new_device && !handle->hasKernelForDispatchKey(key)) continue;
+    fn(qualified, *handle);
+  }
+}
+
+}  // namespace
+
+std::vector<std::string> servable_ops(c10::DispatchKey key, bool new_device,
+                                      bool include_random,
+                                      const std::vector<std::string>& deny) {
+  std::vector<std::string> out;
+  for_each_aten_op(deny, [&](const std::string& qualified, const c10::OperatorHandle& op) {
+    const c10::OperatorHandle* handle = &op;
+    if (!new_device && !handle->hasKernelForDispatchKey(key)) return;
     // A new device compiles what the CPU target has kernels for (composite ops
     // decompose into those), except what its runtime hand-writes.
     if (new_device && (handle->hasKernelForDispatchKey(key) ||
                        handle->hasKernelForDispatchKey(c10::DispatchKey::CompositeImplicitAutograd) ||
                        !(handle->hasKernelForDispatchKey(c10::DispatchKey::CPU) ||
                          handle->hasKernelForDispatchKey(c10::DispatchKey::CompositeExplicitAutograd)))) {
-      continue;
+      return;
     }
     const auto& schema = handle->schema();
-    if (returns_view(schema)) continue;
+    if (returns_view(schema)) return;
     if (handle->hasTag(at::Tag::inplace_view) || handle->hasTag(at::Tag::data_dependent_output) ||
         handle->hasTag(at::Tag::dynamic_output_shape)) {
-      continue;
+      return;
     }
-    if (!include_random && handle->hasTag(at::Tag::nondeterministic_seeded)) continue;
-    if (!make_op_plan(schema).unsupported.empty()) continue;
+    if (!include_random && handle->hasTag(at::Tag::nondeterministic_seeded)) return;
+    if (!make_op_plan(schema).unsupported.empty()) return;
     out.push_back(qualified);
-  }
+  });
   return out;
 }
 
 std::vector<std::string> data_dependent_ops(const std::vector<std::string>& deny) {
-  std::set<std::string> denied(deny.begin(), deny.end());
   std::vector<std::string> out;
-  for (const auto& opname : c10::Dispatcher::singleton().getAllOpNames()) {
-    if (opname.name.rfind("aten::", 0) != 0) continue;
-    std::string qualified =
-        opname.name + (opname.overload_name.empty() ? "" : "." + opname.overload_name);
-    if (denied.count(qualified)) continue;
-    auto handle = c10::Dispatcher::singleton().findOp(opname);
-    if (!handle || !handle->hasSchema() || !handle->hasKernelForDispatchKey(c10::DispatchKey::CPU)) continue;
-    if (returns_view(handle->schema())) continue;
-    if (handle->hasTag(at::Tag::dynamic_output_shape) || handle->hasTag(at::Tag::data_dependent_output)) {
+  for_each_aten_op(deny, [&](const std::string& qualified, const c10::OperatorHandle& handle) {
+    if (!handle.hasKernelForDispatchKey(c10::DispatchKey::CPU) || returns_view(handle.schema())) return;
+    if (handle.hasTag(at::Tag::dynamic_output_shape) || handle.hasTag(at::Tag::data_dependent_output)) {
       out.push_back(qualified);
     }
-  }
+  });
   return out;
 }
 

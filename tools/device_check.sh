@@ -1,16 +1,21 @@
 #!/usr/bin/env bash
 # Runs on the lent GPU machine (torch 2.11 + CUDA, Python 3.12, no network): builds
-# eagerc against that torch, runs the CPU behaviour tests there and the hit benchmark.
-# Carry the wheels it lacks in .whl/ (diskcache, expecttest); see docs/benchmarks.md.
+# eagerc against that torch, runs the CPU test suite there (eagerc serves CPU and the
+# eagerc device; CUDA is not a target yet) and the benchmarks. Carry the wheels it lacks
+# in .whl/ (diskcache, expecttest). Usage (device tool): bash tools/device_check.sh
 set -uo pipefail
 OUT=${OUT:-/tmp/eagerc-device-out}
 mkdir -p "$OUT"
 python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl && export PYTHONPATH=/tmp/site
 export EAGERC_CACHE_DIR=/tmp/eagerc-cache
 python3 -c "import sys, torch; print('python', sys.version.split()[0], 'torch', torch.__version__, 'cuda', torch.cuda.is_available(), torch.cuda.get_device_name(0) if torch.cuda.is_available() else '')"
-nproc
-time python3 -m pip install -q --no-build-isolation --no-deps -e . 2>&1 | tail -30 || exit 1
-python3 -c "import eagerc, torch; print('import ok'); print(len(eagerc.enable('cpu')), 'ops registered on CPU'); eagerc.disable('cpu')"
-python3 -m pytest tests/test_kernel_behaviour.py tests/test_kernel_cache.py -q -x -p no:cacheprovider 2>&1 | tail -15
-python3 tools/bench_hit.py --repeats 100 2>&1 | grep -v Warn | tee "$OUT/bench_hit_cpu.txt"
-python3 -m eagerc demo 2>&1 | grep -v Warn | tail -12
+echo "cores: $(nproc)"
+python3 -m pip install -q --no-build-isolation --no-deps -e . 2>&1 | tail -30 || exit 1
+python3 -m pytest -q -p no:cacheprovider tests/test_kernel_behaviour.py tests/test_argument_kinds.py \
+  tests/test_device_runtime.py tests/test_device_semantics.py tests/test_device_models.py \
+  tests/test_op_selection.py 2>&1 | tail -15 | tee "$OUT/tests.txt"
+for threads in 16 2; do
+  OMP_NUM_THREADS=$threads python3 tools/bench_hit.py --repeats 100 2>&1 | grep -v Warn | tee -a "$OUT/bench_hit.txt"
+done
+python3 tools/bench_cold.py --runs 3 2>&1 | tail -12 | tee "$OUT/bench_cold.txt"
+python3 -m eagerc demo 2>&1 | grep -v Warn | tail -4 | tee "$OUT/demo.txt"
