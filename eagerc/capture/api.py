@@ -1,7 +1,6 @@
 """Public entry points: `capture` and `capture_stats`."""
 import collections
 import threading
-import warnings
 
 from .records import RecordCache, build_record
 
@@ -25,6 +24,10 @@ class Captured:
         # After this many records, float arguments are lifted to graph inputs (paper §6.2.1)
         # instead of making one record per value; None: never.
         self.lift_after = lift_after
+        # After as many records, new records get symbolic sizes for the dims of argument
+        # tensors the program did not read (§6.2.1); None: never (or a symbolic compile
+        # failed).
+        self.symbolic_after = lift_after
         self.cache = RecordCache()
         self.stats = {"hits": 0, "misses": 0, "graphs": 0, "eager_runs": 0,
                       "stop_reasons": collections.Counter()}
@@ -35,13 +38,26 @@ class Captured:
         if backend is None or backend == "inductor":
             from .backend import _compile_graph
             return _compile_graph(gm, example_inputs)
+        return self._backend_fn()(gm, example_inputs)
+
+    def _backend_fn(self):
+        backend = self._backend
         if isinstance(backend, str):
             try:
                 backend = _BACKENDS[backend]
             except KeyError:
                 raise ValueError(f"unknown capture backend {backend!r}: use 'inductor', "
                                  f"'eager' or a callable (gm, example_inputs) -> fn") from None
-        return backend(gm, example_inputs)
+        return backend
+
+    def _compile_symbolic(self, gm, example_inputs, dynamic_dims):
+        from .backend import _compile_graph_symbolic
+        backend = self._backend
+        if backend is not None and backend != "inductor":
+            backend = self._backend_fn()
+        else:
+            backend = None
+        return _compile_graph_symbolic(gm, example_inputs, dynamic_dims, backend)
 
     def __call__(self, *args, **kwargs):
         if getattr(_state, "active", False):
@@ -70,7 +86,12 @@ class Captured:
             self.stats["stop_reasons"][LIFT_STOP] += 1
             return result  # no record: the next call with these values records them
         try:
-            record = build_record(mon, result, self._compile)
+            symbolic = self.symbolic_after is not None and \
+                len(self.cache) >= self.symbolic_after
+            record = build_record(mon, result, self._compile,
+                                  self._compile_symbolic if symbolic else None)
+            if getattr(mon, "symbolic_failed", False):
+                self.symbolic_after = None
         except Exception:
             if not mon.lifted:
                 raise
@@ -96,8 +117,9 @@ def capture(fn=None, *, dynamic=None, backend=None):
     passes run the mock. Calls that cannot be captured run eagerly, and the reason is counted
     (see `capture_stats`). `backend` is "inductor" (default), "eager" (run the recorded FX
     graph as is) or a callable `(gm, example_inputs) -> fn`. `dynamic`: None lifts float
-    arguments to graph inputs once the function has 3 records, True at once, False never;
-    shapes stay specialized (see docs/capture.md).
+    arguments to graph inputs and compiles new records with symbolic sizes for the argument
+    tensors' dims the program does not read, once the function has 3 records; True at once;
+    False never (see docs/capture.md).
 
     >>> import torch, eagerc.capture as ec
     >>> f = ec.capture(lambda x, s: torch.relu(x) * s, backend="eager")
@@ -109,10 +131,6 @@ def capture(fn=None, *, dynamic=None, backend=None):
     """
     if fn is None:
         return lambda f: capture(f, dynamic=dynamic, backend=backend)
-    if dynamic:
-        warnings.warn("eagerc.capture(dynamic=True): float arguments are lifted at once, but "
-                      "symbolic shapes are not implemented yet: each new shape makes a record",
-                      stacklevel=2)
     lift_after = {None: LIFT_AFTER, True: 0, False: None}[dynamic]
     return Captured(fn, backend, lift_after)
 

@@ -28,6 +28,10 @@ _VALUE_READS = frozenset("""item tolist __bool__ __int__ __float__ __index__ __c
     numpy __array__ __repr__ __str__ __format__ data_ptr __reduce_ex__ __deepcopy__
     untyped_storage storage grad data _version __contains__ backward register_hook
     retain_grad _base grad_fn""".split())
+# Metadata reads that give the program a size (symbolic shapes: the dims it depends on are
+# specialized, since Python code may compute with the value and bake it into the graph).
+_SIZE_READS = frozenset("""size shape numel __len__ nelement nbytes stride is_contiguous
+    storage_offset dim_order __iter__""".split())
 # Attribute getters that are ops.
 _VIEW_ATTRS = frozenset("T mT H mH real imag".split())
 
@@ -55,6 +59,11 @@ class OpRecorder(TorchFunctionMode):
         self.keep = []  # strong references: ids stay unique for the run
         self.placeholders = []  # (ShadowNode, fx.Node) of graph inputs, in order
         self.calls = 0  # torch calls seen, so the monitor can tell a call reached us
+        # Symbolic shapes: id(tensor) -> {(node_id of an outside tensor, dim)} its sizes may
+        # depend on (conservatively: every dim of every tensor input of the ops making it);
+        # `specialized` collects those whose size the program read (they stay static).
+        self.deps = {}
+        self.specialized = set()
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
@@ -70,6 +79,8 @@ class OpRecorder(TorchFunctionMode):
 
     def _handle(self, func, args, kwargs):
         name, is_getter = func_name(func)
+        if name in _SIZE_READS and args and isinstance(args[0], torch.Tensor):
+            self.specialized |= self._deps_of(args[0])
         if name in _META or name in _STRIDE_META:
             if name in _STRIDE_META and args:
                 self.monitor.note_stride_read(args[0])
@@ -97,6 +108,11 @@ class OpRecorder(TorchFunctionMode):
             node = self.graph.call_method(name, fx_args, fx_kwargs)
         else:
             node = self.graph.call_function(func, fx_args, fx_kwargs)
+        deps = set()
+        for a in _tensors_in((args, kwargs)):
+            deps |= self._deps_of(a)
+        for o in _tensors_in(out):
+            self.deps[id(o)] = self.deps.get(id(o), frozenset()) | deps
         if not self._bind(out, node):
             self.monitor.stop(f"non-tensor result of {name}: {type(out).__name__}")
         if name.endswith("_") or name.startswith("__i") or name == "__setitem__":
@@ -151,12 +167,30 @@ class OpRecorder(TorchFunctionMode):
         self.keep.append(tensor)
         return node
 
+    def _deps_of(self, tensor):
+        d = self.deps.get(id(tensor))
+        if d is None:
+            sn = self.monitor.external_node(tensor)
+            d = frozenset((sn.node_id, i) for i in range(tensor.dim())) if sn else frozenset()
+        return d
+
     def node_of(self, tensor):
         return self.nodes.get(id(tensor))
 
 
 _CONSTANTS = (int, float, bool, str, complex, torch.dtype, torch.device, torch.layout,
               torch.memory_format)
+
+
+def _tensors_in(value):
+    if isinstance(value, torch.Tensor):
+        yield value
+    elif isinstance(value, (tuple, list)):
+        for v in value:
+            yield from _tensors_in(v)
+    elif isinstance(value, dict):
+        for v in value.values():
+            yield from _tensors_in(v)
 
 
 def _is_tensor_method(func, name):

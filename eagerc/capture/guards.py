@@ -111,13 +111,20 @@ def check_source(slot, snap, consts, strides):
     return f"type({slot}) is not {consts.add(snap[1])}"
 
 
-def tensor_guard(tensors, check_strides):
-    """One C++ checker for `tensors`; strides checked where `check_strides[i]`."""
+def tensor_guard(tensors, check_strides, dynamic=None):
+    """One C++ checker for `tensors`; strides checked where `check_strides[i]`.
+
+    `dynamic[i]`: dims of tensor i compiled as symbolic sizes. Their sizes are not checked
+    here, nor are that tensor's strides (they follow the sizes): the compiled graph's shape
+    guards check them (and the rank, dtype, device, requires_grad are still checked here).
+    """
+    dynamic = dynamic or [()] * len(tensors)
     return TensorGuards(
         *tensors,
-        dynamic_dims_sizes=[list(t.shape) for t in tensors],
-        dynamic_dims_strides=[list(t.stride()) if s else [None] * t.dim()
-                              for t, s in zip(tensors, check_strides)])
+        dynamic_dims_sizes=[[None if d in dyn else n for d, n in enumerate(t.shape)]
+                            for t, dyn in zip(tensors, dynamic)],
+        dynamic_dims_strides=[list(t.stride()) if s and not dyn else [None] * t.dim()
+                              for t, s, dyn in zip(tensors, check_strides, dynamic)])
 
 
 def grad_mode():

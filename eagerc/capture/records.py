@@ -55,8 +55,13 @@ class RecordCache:
         return len(self.records)
 
 
-def build_record(mon, result, compile_graph):
-    """A Record for the finished monitor run `mon` that returned `result`."""
+def build_record(mon, result, compile_graph, compile_symbolic=None):
+    """A Record for the finished monitor run `mon` that returned `result`.
+
+    `compile_symbolic(gm, examples, dynamic_dims) -> (fn, shape_ok)`, given for a run with
+    symbolic shapes (§6.2.1): `dynamic_dims[i]` lists the dims of graph input i compiled as
+    symbolic sizes, `shape_ok(inputs)` evaluates the guards the compilation produced.
+    """
     g = mon.graph
     if mon.stopped is None:
         g.write(g.root, Relation("return"), result)
@@ -99,11 +104,45 @@ def build_record(mon, result, compile_graph):
         examples = [_scalar(sn.obj) if type(sn.obj) is float else sn.obj
                     for sn, _ in mon.recorder.placeholders]
         consts.env["_scalar"] = _scalar
+        dims = _dynamic_dims(mon, plan) if compile_symbolic is not None else None
         with torch.set_grad_enabled(mon.grad_mode):
-            consts.env["_run"] = compile_graph(gm, examples)
+            if dims and any(dims):
+                try:
+                    consts.env["_run"], consts.env["_shape_ok"] = compile_symbolic(
+                        gm, examples, dims)
+                except Exception:  # noqa: BLE001 - e.g. an op without symbolic support
+                    mon.symbolic_failed = True
+                    dims = None
+            if dims and any(dims):
+                plan.dynamic = {f"s{sn.node_id}": d
+                                for (sn, _), d in zip(mon.recorder.placeholders, dims) if d}
+                g_in = [f"_scalar(s{sn.node_id})" if type(sn.obj) is float
+                        else f"s{sn.node_id}" for sn, _ in mon.recorder.placeholders]
+                plan.shape_line = f"if not _shape_ok(({', '.join(g_in)},)): return None"
+            else:
+                consts.env["_run"] = compile_graph(gm, examples)
         run_line = [f"O = _run({', '.join(inputs)})"]
     mock_lines = run_line + builder.lines + [f"return {ret}"]
     return _make(mon, plan, out_slots, consts, mock_lines, gm, written)
+
+
+def _dynamic_dims(mon, plan):
+    """Per graph input, the dims compiled as symbolic sizes: those of tensors reached from the
+    call's arguments (module state such as parameters keeps its shapes), of size >= 2 (0 and 1
+    stay specialized, as in Dynamo), that the program never read (a size read by Python code
+    may have been baked into the graph or steered control flow), of tensors whose strides the
+    program did not read."""
+    rec = mon.recorder
+    out = []
+    for sn, _ in rec.placeholders:
+        t = sn.obj
+        if (not isinstance(t, torch.Tensor) or plan.origin.get(sn.node_id) != "arg"
+                or sn.node_id in mon.stride_nodes):
+            out.append([])
+            continue
+        out.append([d for d in range(t.dim())
+                    if t.shape[d] >= 2 and (sn.node_id, d) not in rec.specialized])
+    return out
 
 
 def _scalar(value):
@@ -127,6 +166,9 @@ class _GuardPlan:
         self.static = []  # variables of the static part, in resolution order
         self.versioned = []  # (variable, expression of the dict whose version covers it)
         self.tensors, self.strides = [], []
+        self.origin = {}  # node_id -> "arg" | "static"
+        self.dynamic = {}  # guard variable of a symbolic graph input -> its symbolic dims
+        self.shape_line = None  # the check of the compiled graph's shape guards
 
 
 def _plan_guard(mon, nodes, consts):
@@ -138,7 +180,8 @@ def _plan_guard(mon, nodes, consts):
     plan.full += head
     plan.fast += head
     plan.var_of[0] = "None"
-    origin = {0: "static"}
+    origin = plan.origin
+    origin[0] = "static"
     placeholder_ids = {sn.node_id for sn, _ in mon.recorder.placeholders}
     queue = [g.root]
     while queue:
@@ -219,10 +262,14 @@ def _make(mon, plan, out_slots, consts, mock_lines, gm, written):
     env["_getattr"] = getattr
     full, fast = list(plan.full), list(plan.fast)
     if plan.tensors:
-        env["_tg"] = tensor_guard([t for _, t in plan.tensors], plan.strides)
+        env["_tg"] = tensor_guard([t for _, t in plan.tensors], plan.strides,
+                                  [plan.dynamic.get(v, ()) for v, _ in plan.tensors])
         tg = f"if not _tg.check({', '.join(v for v, _ in plan.tensors)}): return None"
         full.append(tg)
         fast.append(tg)
+    if plan.shape_line:
+        full.append(plan.shape_line)
+        fast.append(plan.shape_line)
     ret = f"({', '.join(out_slots)}{',' if out_slots else ''})"
     static = ", ".join(plan.static) + ("," if plan.static else "")
     versioned = [(plan.var_of[n], d) for n, d in plan.versioned]
