@@ -1,5 +1,7 @@
 // eagerc._C: the Python face of the C++ runtime.
 #include <pybind11/pybind11.h>
+
+#include <algorithm>
 #include <pybind11/stl.h>
 #include <torch/csrc/utils/pybind.h>
 
@@ -43,6 +45,11 @@ PYBIND11_MODULE(_C, m) {
     return eagerc::enable_ops(parse_key(key), ops, run_on_aliases);
   }, py::arg("key"), py::arg("ops"), py::arg("run_on_aliases") = false);
   m.def("_data_dependent_ops", &eagerc::data_dependent_ops);
+  m.def("_specialize_scalars", [](const std::vector<std::string>& ops) {
+    for (const auto& st : eagerc::all_op_states()) {
+      if (std::find(ops.begin(), ops.end(), st->name) != ops.end()) st->specialize_values = true;
+    }
+  });
   m.def("_disable_key", [](const std::string& key) { eagerc::disable_key(parse_key(key)); });
   m.def("_is_enabled", [](const std::string& key) { return eagerc::is_enabled(parse_key(key)); });
   m.def("_set_resolver", &eagerc::set_resolver);

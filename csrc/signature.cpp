@@ -70,7 +70,11 @@ void add_value_scalar(const c10::Scalar& s, bool specialize, CallSignature* sig)
     sig->unsupported = "a complex Scalar";
     return;
   }
-  if (specialize) {
+  // 0 and 1 are specialized like sizes: they are the common defaults (alpha=1,
+  // beta=1) and let Inductor drop the multiply and the runtime scalar read.
+  const bool zero_or_one = s.isIntegral(false) ? (s.toLong() == 0 || s.toLong() == 1)
+                                               : (s.toDouble() == 0.0 || s.toDouble() == 1.0);
+  if (specialize || zero_or_one) {
     if (s.isIntegral(false)) {
       put_byte(key, 'i');
       put_int(key, s.toLong());

@@ -5,7 +5,8 @@
 // 16-byte alignment, the parallel class (numel above ATen's grain size), and
 // the values of ints that shape the computation (dim, int[] dims, keepdim...).
 // Symbolic: every other size and stride, and value scalars (alpha, fill values,
-// clamp bounds), which are runtime inputs, checked by the artifact's guard.
+// clamp bounds), which are runtime inputs, checked by the artifact's guard; a value
+// scalar equal to 0 or 1 is specialized, as sizes 0 and 1 are.
 #pragma once
 #include <ATen/core/stack.h>
 #include <c10/util/SmallVector.h>

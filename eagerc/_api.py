@@ -70,6 +70,7 @@ def enable(device: str = "cpu", ops: Optional[Iterable[str]] = None) -> list:
                 "Leave them out of ops=."
             )
     registered, skipped = _C._enable_ops(key, names)
+    _C._specialize_scalars(list(_config.SPECIALIZE_SCALARS))
     if new_device and ops is None:
         # Output shapes that depend on values (nonzero, masked_select) cannot be
         # compiled with symbolic sizes; the device's memory is host memory, so ATen's

@@ -60,8 +60,11 @@ def classify(arg: torch._C.Argument) -> ArgKind:
 
 def is_lifted_scalar(value, specialize: bool) -> bool:
     """A value scalar becomes a runtime input unless it is a bool (it picks code
-    paths) or the op was switched to specialized values."""
-    return not specialize and not isinstance(value, bool) and isinstance(value, (int, float))
+    paths), 0 or 1 (specialized like sizes: alpha=1 then costs nothing), or the op
+    was switched to specialized values. Mirrors add_value_scalar in csrc/signature.cpp."""
+    if specialize or isinstance(value, bool) or not isinstance(value, (int, float)):
+        return False
+    return value not in (0, 1)
 
 
 def walk_runtime_inputs(schema: torch._C.FunctionSchema, args, specialize: bool):

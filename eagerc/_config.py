@@ -37,3 +37,10 @@ RUNTIME_OPS = (
     # turn a view into a copy.
     "aten::_unsafe_view", "aten::lift", "aten::lift_fresh",
 )
+
+# Ops whose value scalars choose the computation (pow by 2 or 3 is a multiply, not a
+# generic pow): their scalars are specialized, one kernel per value.
+SPECIALIZE_SCALARS = (
+    "aten::pow.Tensor_Scalar", "aten::pow_.Scalar", "aten::pow.Tensor_Scalar_out",
+    "aten::pow.Scalar", "aten::pow.Scalar_out", "aten::float_power.Tensor_Scalar",
+)
