@@ -242,6 +242,31 @@ def _intercept_wrapper_source(on_source):
         del CppWrapperCodeCache.load_pybinding  # the inherited classmethod shows through again
 
 
+# Lifted scalars arrive as 0-dim int64/float64 host tensors (csrc/artifact.cpp); reading
+# them through the data pointer skips the dispatcher call inside aoti_torch_item_*.
+_SCALAR_READS = """
+static inline AOTITorchError eagerc_item_int64(AtenTensorHandle t, int64_t* out) {
+  void* p = nullptr; AOTITorchError e = aoti_torch_get_data_ptr(t, &p);
+  if (e == AOTI_TORCH_SUCCESS) *out = *static_cast<const int64_t*>(p);
+  return e;
+}
+static inline AOTITorchError eagerc_item_float64(AtenTensorHandle t, double* out) {
+  void* p = nullptr; AOTITorchError e = aoti_torch_get_data_ptr(t, &p);
+  if (e == AOTI_TORCH_SUCCESS) *out = *static_cast<const double*>(p);
+  return e;
+}
+"""
+
+
+def _direct_scalar_reads(code: str) -> str:
+    if "aoti_torch_item_int64(" not in code and "aoti_torch_item_float64(" not in code:
+        return code
+    first_line_end = code.index("\n") + 1  # after the cpp_wrapper header include
+    body = code[first_line_end:].replace("aoti_torch_item_int64(", "eagerc_item_int64(")
+    body = body.replace("aoti_torch_item_float64(", "eagerc_item_float64(")
+    return code[:first_line_end] + _SCALAR_READS + body
+
+
 _ENTRY = """
 extern "C" void eagerc_entry(AtenTensorHandle* inputs, AtenTensorHandle* outputs) {
   inductor_entry_impl(inputs, outputs);
@@ -337,6 +362,7 @@ def compile_call(op, args, specialize: bool, dispatch_key: str = "CPU") -> Compi
         if on_device and _CPU_SHIM_CALL.search(code):
             raise NeedsCpuAliases(op_qualname)
         target_code = _allocate_on_device(code, dispatch_key) if on_device else code
+        target_code = _direct_scalar_reads(target_code)
         kw["main_code"] = target_code.replace(_GIL_RELEASE, "") + _ENTRY + guard
         captured["guard"] = guard
         captured["num_outputs"] = kw.get("num_outputs", n_out)
