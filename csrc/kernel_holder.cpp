@@ -40,12 +40,10 @@ namespace {
 // The eagerc device keeps its memory on the host, so its target is the CPU: its
 // tensors are swapped for zero-copy CPU aliases, the CPU kernel runs on them, and
 // fresh outputs are handed back as eagerc tensors over the same memory.
-bool swap_to_cpu_aliases(size_t n, torch::jit::Stack* stack) {
-  bool swapped = false;
-  auto alias = [&](c10::IValue& v) {
+void swap_to_cpu_aliases(size_t n, torch::jit::Stack* stack) {
+  auto alias = [](c10::IValue& v) {
     if (v.isTensor() && v.toTensor().defined() && v.toTensor().device().is_privateuseone()) {
       v = device::cpu_alias(v.toTensor());
-      swapped = true;
     }
   };
   for (size_t i = stack->size() - n; i < stack->size(); ++i) {
@@ -59,7 +57,6 @@ bool swap_to_cpu_aliases(size_t n, torch::jit::Stack* stack) {
         out.push_back(t.defined() && t.device().is_privateuseone() ? device::cpu_alias(t) : t);
       }
       v = out;
-      swapped = true;
     } else if (v.isList()) {  // Tensor?[]
       auto list = v.toList();
       c10::impl::GenericList out(list.elementType());
@@ -71,10 +68,8 @@ bool swap_to_cpu_aliases(size_t n, torch::jit::Stack* stack) {
       v = out;
     } else if (v.isDevice() && v.toDevice().is_privateuseone()) {
       v = c10::Device(c10::kCPU);
-      swapped = true;
     }
   }
-  return swapped;
 }
 
 }  // namespace

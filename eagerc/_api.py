@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import contextlib
-import time
 from typing import Iterable, Optional
 
 from eagerc import _C, _config, _stats

@@ -15,7 +15,7 @@ import textwrap
 import pytest
 import torch
 
-import eagerc
+import eagerc  # noqa: F401  (registers the eagerc device)
 from eagerc.testing import assert_close
 
 DEV = "eagerc"

@@ -22,7 +22,6 @@ def _compile_graph_symbolic(gm, example_inputs, dynamic_dims, backend=None):
     (sizes, strides, storage offsets of every input, the symbols' ranges such as `2 <= s0`),
     so a call never reaches the compiled graph with a shape it was not compiled for.
     """
-    import torch
     from torch._guards import TracingContext, tracing
     from torch._subclasses.fake_tensor import FakeTensorMode
     from torch.fx.experimental.symbolic_shapes import (SYMPY_INTERP, DimDynamic, ShapeEnv,
