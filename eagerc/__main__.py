@@ -9,7 +9,7 @@ def main(argv=None) -> int:
     sub = parser.add_subparsers(dest="command", required=True)
     demo = sub.add_parser("demo", help="run a model with compiled kernels, cold then warm")
     demo.add_argument("--device", default=None, help="device to serve (default: eagerc if registered, else cpu)")
-    demo.add_argument("--runs", type=int, default=20, help="timed warm runs")
+    demo.add_argument("--runs", type=int, default=50, help="timed warm runs (median)")
     args = parser.parse_args(argv)
     if args.command == "demo":
         from eagerc._demo import run_demo
