@@ -98,33 +98,38 @@ void KernelHolder::operator()(const c10::OperatorHandle& op, c10::DispatchKeySet
   // One signature buffer per thread: its strings and vectors keep their
   // capacity, so a hit allocates nothing for the key.
   thread_local CallSignature sig;
-  compute_signature(st.plan, *stack, st.specialize_values.load(std::memory_order_relaxed), &sig);
-  if (sig.unsupported) {
-    fallback(op, ks, stack, sig.unsupported);
+  std::string reason;
+  const Artifact* artifact = find_or_resolve(*stack, &sig, &reason);
+  if (!artifact && reason == kRetryOnCpuAliases) {
+    compiled_on_cpu_aliases(op, ks, stack);
     return;
   }
-  auto found = st.table.find(sig);
-  const Artifact* artifact = found.artifact;
-  if (found.fallback) {
-    fallback(op, ks, stack, found.fallback->c_str());
+  if (!artifact) {
+    fallback(op, ks, stack, reason.c_str());
     return;
-  }
-  if (artifact) {
-    st.counters.hits.fetch_add(1, std::memory_order_relaxed);
-  } else {
-    st.counters.misses.fetch_add(1, std::memory_order_relaxed);
-    std::string reason;
-    artifact = resolve_miss(st, *stack, &sig, &reason);
-    if (!artifact && reason == kRetryOnCpuAliases) {
-      compiled_on_cpu_aliases(op, ks, stack);
-      return;
-    }
-    if (!artifact) {
-      fallback(op, ks, stack, reason.c_str());
-      return;
-    }
   }
   run_and_push(*artifact, sig, stack);
+}
+
+const Artifact* KernelHolder::find_or_resolve(const torch::jit::Stack& stack, CallSignature* sig,
+                                              std::string* reason) {
+  OpState& st = *state_;
+  compute_signature(st.plan, stack, st.specialize_values.load(std::memory_order_relaxed), sig);
+  if (sig->unsupported) {
+    *reason = sig->unsupported;
+    return nullptr;
+  }
+  auto found = st.table.find(*sig);
+  if (found.fallback) {
+    *reason = *found.fallback;
+    return nullptr;
+  }
+  if (found.artifact) {
+    st.counters.hits.fetch_add(1, std::memory_order_relaxed);
+    return found.artifact;
+  }
+  st.counters.misses.fetch_add(1, std::memory_order_relaxed);
+  return resolve_miss(st, stack, sig, reason);
 }
 
 void KernelHolder::run_out_variant(torch::jit::Stack* stack) {
@@ -188,21 +193,8 @@ void KernelHolder::compiled_on_cpu_aliases(const c10::OperatorHandle& op, c10::D
   swap_to_cpu_aliases(n, stack);
   // A separate buffer: the caller's signature buffer may point into the old stack.
   thread_local CallSignature sig;
-  compute_signature(st.plan, *stack, st.specialize_values.load(std::memory_order_relaxed), &sig);
-  std::string reason = sig.unsupported ? sig.unsupported : "";
-  const Artifact* artifact = nullptr;
-  if (!sig.unsupported) {
-    auto found = st.table.find(sig);
-    artifact = found.artifact;
-    if (found.fallback) {
-      reason = *found.fallback;
-    } else if (artifact) {
-      st.counters.hits.fetch_add(1, std::memory_order_relaxed);
-    } else {
-      st.counters.misses.fetch_add(1, std::memory_order_relaxed);
-      artifact = resolve_miss(st, *stack, &sig, &reason);
-    }
-  }
+  std::string reason;
+  const Artifact* artifact = find_or_resolve(*stack, &sig, &reason);
   if (artifact) {
     run_and_push(*artifact, sig, stack);
     restore_device_outputs(original, st.plan.returns_tensor_list ? 1 : st.plan.num_returns, stack);

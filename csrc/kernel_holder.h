@@ -19,6 +19,10 @@ class KernelHolder final : public c10::OperatorKernel {
                   torch::jit::Stack* stack);
 
  private:
+  // Signature, L1 lookup and, on a miss, the resolver: the artifact for this call,
+  // or null with `reason` set (unsupported argument, known fallback, retry on aliases).
+  const Artifact* find_or_resolve(const torch::jit::Stack& stack, CallSignature* sig,
+                                  std::string* reason);
   void fallback(const c10::OperatorHandle& op, c10::DispatchKeySet ks,
                 torch::jit::Stack* stack, const char* reason);
   // out= overloads: the functional op's kernel, then copy into the (resized) outs.
