@@ -6,6 +6,7 @@
 #include <torch/csrc/utils/pybind.h>
 
 #include "device/device_bindings.h"
+#include "graph_artifact.h"
 #include "kernel_holder.h"
 #include "registration.h"
 #include "resolver_bridge.h"
@@ -36,6 +37,7 @@ py::dict op_stats(const eagerc::OpState& st) {
 PYBIND11_MODULE(_C, m) {
   m.doc() = "eagerc C++ runtime: kernel holders, signatures, L1 tables, the eagerc device";
   eagerc::device::init_bindings(m);
+  eagerc::init_graph_artifact_bindings(m);
   m.def("_servable_ops", [](const std::string& key, bool new_device, bool include_random,
                             const std::vector<std::string>& deny) {
     return eagerc::servable_ops(parse_key(key), new_device, include_random, deny);

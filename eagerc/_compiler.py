@@ -331,10 +331,6 @@ def compile_call(op, args, specialize: bool, dispatch_key: str = "CPU") -> Compi
     # aliases) gets its outputs allocated on the device.
     on_device = dispatch_key != "CPU" and _touches_device(args)
     args = for_target(args, dispatch_key)
-    import torch._inductor.config as inductor_config
-    from torch._guards import TracingContext, tracing
-    from torch._inductor.compile_fx import compile_fx_inner
-
     start = time.perf_counter()
     description = describe_call(op, args, specialize)
     op_qualname = op._schema.name
@@ -347,30 +343,85 @@ def compile_call(op, args, specialize: bool, dispatch_key: str = "CPU") -> Compi
             raise SpecializeValues(str(e)) from e
         raise CompileError(f"tracing failed: {type(e).__name__}: {str(e).splitlines()[0][:200]}") from e
 
+    def check_code(code):
+        if f'aoti_torch_call_dispatcher("{op_qualname}"' in code:
+            # No lowering: the "kernel" would only call this op again, slower.
+            raise CompileError("Inductor has no lowering for this op (it would call the op itself)")
+        if on_device and _CPU_SHIM_CALL.search(code):
+            raise NeedsCpuAliases(op_qualname)
+        return _allocate_on_device(code, dispatch_key) if on_device else code
+
+    runtime_inputs = list(walk_runtime_inputs(op._schema, args, specialize))
+    patches = {} if is_parallel(runtime_inputs) else {"cpp.threads": 1}  # small calls: no OpenMP fork
+    try:
+        library, num_outputs, guard = compile_traced(
+            gm, fake_mode, shape_env, fakes, bindings, input_checks, n_out, check_code, patches)
+    except InductorFailed as e:
+        if _has_lifted_scalars(op, args, specialize):
+            # Some Inductor paths (extern kernels such as addmm's beta/alpha) cannot
+            # take symbolic scalars; the op then compiles one kernel per value.
+            raise SpecializeValues(str(e.__cause__)) from e
+        raise CompileError(str(e)) from e
+    return CompiledKernel(
+        library=library,
+        num_outputs=num_outputs,
+        guard_source=guard,
+        description=description,
+        seconds=time.perf_counter() - start,
+    )
+
+
+def _range_checks(shape_env, bindings):
+    """The value ranges the ShapeEnv assumed for bound symbols (a symbolic size is >= 2:
+    sizes 0 and 1 are specialized), as guard terms."""
+    import sympy
+    from torch.utils._sympy.numbers import int_oo
+
+    unbounded = (int_oo, -int_oo, sympy.oo, -sympy.oo)
+    checks = []
+    for sym, vr in shape_env.var_to_range.items():
+        if sym.name not in bindings:
+            continue
+        if vr.lower not in unbounded:
+            checks.append(sympy.Ge(sym, vr.lower))
+        if vr.upper not in unbounded:
+            checks.append(sympy.Le(sym, vr.upper))
+    return checks
+
+
+class InductorFailed(CompileError):
+    """Inductor itself failed on a traced graph (the cause is chained)."""
+
+
+def compile_traced(gm, fake_mode, shape_env, fakes, bindings, input_checks, n_out, check_code,
+                   patches=None):
+    """Compile a graph traced over `fakes` with Inductor's C++ wrapper into an artifact.
+
+    `check_code(code) -> code` sees the generated wrapper first (it may refuse it by raising,
+    or rewrite it). Returns (library bytes, number of outputs, guard source); the guard holds
+    `input_checks` and every assumption the ShapeEnv recorded while tracing and compiling.
+    Raises CompileError (or NeedsCpuAliases) for what the hooks refused, InductorFailed else.
+    """
+    import torch._inductor.config as inductor_config
+    from torch._guards import TracingContext, tracing
+    from torch._inductor.compile_fx import compile_fx_inner
+
     captured = {}
 
     def on_source(kw):
         code = kw["main_code"]
         if "gil_scoped_acquire" in code or "PyObject_Call" in code:
             raise CompileError("the generated kernel calls back into Python")
-        if f'aoti_torch_call_dispatcher("{op_qualname}"' in code:
-            # No lowering: the "kernel" would only call this op again, slower.
-            raise CompileError("Inductor has no lowering for this op (it would call the op itself)")
-        checks = input_checks + [g.expr for g in shape_env.guards]
+        code = check_code(code)
+        checks = input_checks + [g.expr for g in shape_env.guards] + _range_checks(shape_env, bindings)
         guard = guard_source(bindings, checks)
         # The holder calls the entry without the GIL held: drop Inductor's release.
-        if on_device and _CPU_SHIM_CALL.search(code):
-            raise NeedsCpuAliases(op_qualname)
-        target_code = _allocate_on_device(code, dispatch_key) if on_device else code
-        target_code = _direct_scalar_reads(target_code)
-        kw["main_code"] = target_code.replace(_GIL_RELEASE, "") + _ENTRY + guard
+        code = _direct_scalar_reads(code)
+        kw["main_code"] = code.replace(_GIL_RELEASE, "") + _ENTRY + guard
         captured["guard"] = guard
         captured["num_outputs"] = kw.get("num_outputs", n_out)
 
-    runtime_inputs = list(walk_runtime_inputs(op._schema, args, specialize))
-    patches = {"fx_graph_cache": False, "freezing": False}
-    if not is_parallel(runtime_inputs):
-        patches["cpp.threads"] = 1  # small calls: no OpenMP fork, as ATen does below its grain
+    patches = {"fx_graph_cache": False, "freezing": False, **(patches or {})}
     try:
         with _compile_lock, inductor_config.patch(patches), tracing(TracingContext(fake_mode)), \
                 _intercept_wrapper_source(on_source):
@@ -391,11 +442,8 @@ def compile_call(op, args, specialize: bool, dispatch_key: str = "CPU") -> Compi
             raise cause from e
         if isinstance(cause, (CompileError, GuardError)):
             raise CompileError(str(cause)) from e
-        if _has_lifted_scalars(op, args, specialize):
-            # Some Inductor paths (extern kernels such as addmm's beta/alpha) cannot
-            # take symbolic scalars; the op then compiles one kernel per value.
-            raise SpecializeValues(str(e)) from e
-        raise CompileError(f"Inductor failed: {type(e).__name__}: {str(e).splitlines()[0][:200]}") from e
+        raise InductorFailed(f"Inductor failed: {type(e).__name__}: "
+                             f"{str(e).splitlines()[0][:200] if str(e) else ''}") from e
     loaded = getattr(on_source, "loaded", None)
     if loaded is None or "guard" not in captured:
         raise CompileError("Inductor produced no C++ wrapper for this graph")
@@ -404,10 +452,4 @@ def compile_call(op, args, specialize: bool, dispatch_key: str = "CPU") -> Compi
         raise CompileError("cannot locate the compiled wrapper library")
     with open(path, "rb") as f:
         library = f.read()
-    return CompiledKernel(
-        library=library,
-        num_outputs=int(captured["num_outputs"]),
-        guard_source=captured["guard"],
-        description=description,
-        seconds=time.perf_counter() - start,
-    )
+    return library, int(captured["num_outputs"]), captured["guard"]

@@ -29,15 +29,18 @@ class Captured:
         # failed).
         self.symbolic_after = lift_after
         self.cache = RecordCache()
-        self.stats = {"hits": 0, "misses": 0, "graphs": 0, "eager_runs": 0,
-                      "stop_reasons": collections.Counter()}
+        # graphs_from_disk: compiled graphs loaded from kernel_cache instead of compiled.
+        self.stats = {"hits": 0, "misses": 0, "graphs": 0, "graphs_from_disk": 0,
+                      "eager_runs": 0, "stop_reasons": collections.Counter()}
         self.__wrapped__ = fn
 
     def _compile(self, gm, example_inputs):
         backend = self._backend
         if backend is None or backend == "inductor":
             from .backend import _compile_graph
-            return _compile_graph(gm, example_inputs)
+            fn, from_disk = _compile_graph(gm, example_inputs)
+            self.stats["graphs_from_disk"] += from_disk
+            return fn
         return self._backend_fn()(gm, example_inputs)
 
     def _backend_fn(self):
@@ -57,7 +60,9 @@ class Captured:
             backend = self._backend_fn()
         else:
             backend = None
-        return _compile_graph_symbolic(gm, example_inputs, dynamic_dims, backend)
+        compiled, from_disk = _compile_graph_symbolic(gm, example_inputs, dynamic_dims, backend)
+        self.stats["graphs_from_disk"] += from_disk
+        return compiled
 
     def __call__(self, *args, **kwargs):
         if getattr(_state, "active", False):
@@ -136,12 +141,13 @@ def capture(fn=None, *, dynamic=None, backend=None):
 
 
 def capture_stats(captured):
-    """Counters of a captured function: records, hits, misses, graphs, eager_runs and
+    """Counters of a captured function: records, hits, misses, graphs (compiled graphs),
+    graphs_from_disk (of those, loaded from kernel_cache without compiling), eager_runs and
     stop_reasons (reason -> count).
 
     >>> import eagerc.capture as ec
     >>> sorted(ec.capture_stats(ec.capture(abs)))
-    ['eager_runs', 'graphs', 'hits', 'misses', 'records', 'stop_reasons']
+    ['eager_runs', 'graphs', 'graphs_from_disk', 'hits', 'misses', 'records', 'stop_reasons']
     """
     if not isinstance(captured, Captured):
         raise TypeError(f"capture_stats expects what eagerc.capture returned, got "

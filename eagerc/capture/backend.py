@@ -1,27 +1,59 @@
-"""The one seam between capture and the compiler: an FX graph in, a callable out."""
+"""The one seam between capture and the compiler: an FX graph in, a callable out.
+
+The default path is eagerc's own compile/cache layer (eagerc/_graph_compiler.py): the graph
+becomes an artifact in kernel_cache, shared with the per-op kernels, so a later process
+recording the same graph loads it instead of compiling. Graphs that path refuses (outputs
+aliasing inputs, tensor constants, non-CPU inputs) are compiled by Inductor's compile_fx.
+Each function returns `(fn, from_disk)`.
+"""
+import logging
+
+log = logging.getLogger("eagerc")
 
 
 def _compile_graph(gm, example_inputs):
-    """Compile `gm` (a torch.fx.GraphModule) for `example_inputs` with TorchInductor.
+    """Compile `gm` (a torch.fx.GraphModule) for `example_inputs`.
 
     The callable takes the graph inputs positionally and returns the outputs as a sequence.
     """
+    from eagerc._compiler import CompileError
+    from eagerc._graph_compiler import load_or_compile
+
+    try:
+        kernel = load_or_compile(gm, list(example_inputs))
+        return kernel.run, kernel.from_disk
+    except CompileError as e:
+        log.info("eagerc.capture: graph compiled by compile_fx (%s)", e)
     from torch._inductor.compile_fx import compile_fx  # heavy: imported on first compile
 
-    return compile_fx(gm, list(example_inputs))
+    return compile_fx(gm, list(example_inputs)), False
 
 
 def _compile_graph_symbolic(gm, example_inputs, dynamic_dims, backend=None):
     """Compile `gm` with symbolic sizes for `dynamic_dims[i]` of input i (paper §6.2.1).
 
-    The inputs become fake tensors of one ShapeEnv (dims of size >= 2 marked dynamic, the rest
-    static); the graph is first run on them (every size the ops need, e.g. for broadcasting
-    against a constant shape, becomes a guard), then compiled: by Inductor on the fake inputs
-    (its own shape decisions add guards to the same ShapeEnv), or by `backend(gm, inputs)`.
-    Returns `(fn, shape_ok)`: `shape_ok(inputs)` evaluates all guards the ShapeEnv produced
-    (sizes, strides, storage offsets of every input, the symbols' ranges such as `2 <= s0`),
-    so a call never reaches the compiled graph with a shape it was not compiled for.
+    Returns `((fn, shape_ok), from_disk)`: `shape_ok(inputs)` checks every assumption the
+    compilation made (sizes, strides, storage offsets of every input, the symbols' ranges
+    such as `2 <= s0`), so a call never reaches the compiled graph with a shape it was not
+    compiled for. On eagerc's path that check is C++ inside the artifact.
     """
+    if backend is None:
+        from eagerc._compiler import CompileError
+        from eagerc._graph_compiler import load_or_compile
+
+        try:
+            kernel = load_or_compile(gm, list(example_inputs), dynamic_dims)
+            return (kernel.run, kernel.guard), kernel.from_disk
+        except CompileError as e:
+            log.info("eagerc.capture: symbolic graph compiled by compile_fx (%s)", e)
+    return _compile_fx_symbolic(gm, example_inputs, dynamic_dims, backend), False
+
+
+def _compile_fx_symbolic(gm, example_inputs, dynamic_dims, backend):
+    """Inductor's compile_fx (or `backend(gm, inputs)`) on fake inputs of one ShapeEnv (dims
+    of size >= 2 marked dynamic, the rest static); the graph is first run on them (every
+    size the ops need, e.g. for broadcasting against a constant shape, becomes a guard).
+    `shape_ok` evaluates the guards the ShapeEnv produced, in Python."""
     from torch._guards import TracingContext, tracing
     from torch._subclasses.fake_tensor import FakeTensorMode
     from torch.fx.experimental.symbolic_shapes import (SYMPY_INTERP, DimDynamic, ShapeEnv,

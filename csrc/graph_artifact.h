@@ -1,0 +1,14 @@
+// A compiled operator graph of eagerc.capture, called from Python.
+//
+// Capture compiles a whole recorded graph through the same path as one ATen op
+// (eagerc/_graph_compiler.py): an artifact with eagerc_entry + eagerc_guard, stored in
+// kernel_cache. Its runtime inputs are all tensors (lifted floats arrive as 0-dim
+// tensors), so the guard arrays are just every input's sizes, strides and offset.
+#pragma once
+#include <pybind11/pybind11.h>
+
+namespace eagerc {
+
+void init_graph_artifact_bindings(pybind11::module& m);
+
+}  // namespace eagerc

@@ -1,0 +1,148 @@
+"""Captured graphs go through eagerc's compile/cache layer (eagerc/_graph_compiler.py): one
+artifact per graph and input metadata in kernel_cache, loaded by later processes without
+compiling; symbolic graphs check their shapes in C++."""
+import logging
+import os
+import subprocess
+import sys
+import textwrap
+
+import torch
+from torch.testing import assert_close
+
+from eagerc import _stats
+from eagerc.capture import capture, capture_stats
+
+W, B = torch.randn(16, 8), torch.randn(8)
+
+
+def mlp(x, w, b):
+    y = torch.relu(x @ w + b)
+    return y.softmax(-1) * 2, y.sum()
+
+
+def graph_counts():
+    s = _stats.snapshot().get("capture-graph", {})
+    return s.get("compiles", 0), s.get("disk_loads", 0)
+
+
+def test_graph_compiled_once_then_loaded_from_disk(fresh_cache):
+    cap = capture(mlp)
+    with torch.no_grad():
+        x = torch.randn(4, 16)
+        assert_close(cap(x, W, B), mlp(x, W, B))
+        x = torch.randn(4, 16)
+        assert_close(cap(x, W, B), mlp(x, W, B))
+    assert graph_counts() == (1, 0)
+    assert capture_stats(cap)["graphs"] == 1
+    assert capture_stats(cap)["graphs_from_disk"] == 0
+    # Another capture of the same function in this process: same graph, same key.
+    cap2 = capture(mlp)
+    with torch.no_grad():
+        assert_close(cap2(x, W, B), mlp(x, W, B))
+    assert graph_counts() == (1, 1)
+    assert capture_stats(cap2)["graphs_from_disk"] == 1
+
+
+_FRESH = textwrap.dedent("""
+    import sys, torch
+    from eagerc import _stats
+    from eagerc.capture import capture, capture_stats
+    sys.path.insert(0, {tests!r})
+    from test_capture_compile import mlp, W, B, with_constant
+    with torch.no_grad():
+        for fn, args in ((mlp, (torch.randn(4, 16), W, B)), (with_constant, (torch.randn(3, 2),))):
+            cap = capture(fn)
+            out = cap(*args)
+            torch.testing.assert_close(out, fn(*args))
+            print(capture_stats(cap)["graphs_from_disk"], end=" ")
+    print(_stats.snapshot().get("capture-graph"))
+""")
+
+
+def with_constant(x):
+    return x * torch.tensor([1.5, -2.0])  # a tensor constant: an extra input of the artifact
+
+
+def test_fresh_process_loads_graphs_without_compiling(fresh_cache):
+    with torch.no_grad():
+        for fn, args in ((mlp, (torch.randn(4, 16), W, B)), (with_constant, (torch.randn(3, 2),))):
+            cap = capture(fn)
+            assert_close(cap(*args), fn(*args))
+    assert graph_counts() == (2, 0)
+    env = dict(os.environ, EAGERC_CACHE_DIR=str(fresh_cache))
+    out = subprocess.run([sys.executable, "-c", _FRESH.format(tests=os.path.dirname(__file__))],
+                         env=env, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    loads = out.stdout.split()
+    assert loads[:2] == ["1", "1"], out.stdout
+    assert "'compiles'" not in out.stdout or "'compiles': 0" in out.stdout, out.stdout
+
+
+def test_broken_graph_artifact_is_rebuilt(fresh_cache, caplog):
+    with torch.no_grad():
+        x = torch.randn(5, 16)
+        capture(mlp)(x, W, B)
+        for root, _, files in os.walk(fresh_cache):
+            for f in files:
+                if f.endswith(".so"):
+                    with open(os.path.join(root, f), "wb") as fh:
+                        fh.write(b"not a library")
+        cap = capture(mlp)
+        with caplog.at_level(logging.WARNING):
+            assert_close(cap(x, W, B), mlp(x, W, B))
+    assert graph_counts() == (2, 0)  # compiled again, never loaded the broken file
+    assert capture_stats(cap)["graphs_from_disk"] == 0
+
+
+def test_symbolic_graph_checks_shapes_in_cpp(fresh_cache):
+    cap = capture(mlp, dynamic=True)
+    with torch.no_grad():
+        for n in (4, 9, 33):
+            x = torch.randn(n, 16)
+            assert_close(cap(x, W, B), mlp(x, W, B))
+        assert (capture_stats(cap)["records"], capture_stats(cap)["hits"]) == (1, 2)
+        assert graph_counts() == (1, 0)
+        # A size the graph was not compiled for (0/1 are specialized) misses, never runs it.
+        x = torch.randn(1, 16)
+        assert_close(cap(x, W, B), mlp(x, W, B))
+        assert capture_stats(cap)["records"] == 2
+        # A broadcast the graph assumed (x's columns == w's rows) is checked as well.
+        w2, x2 = torch.randn(12, 8), torch.randn(6, 12)
+        assert_close(cap(x2, w2, B), mlp(x2, w2, B))
+        assert capture_stats(cap)["records"] == 2  # symbolic in those dims too: a hit
+        assert capture_stats(cap)["hits"] == 3
+
+
+def add_into(x, y):
+    x.add_(y)
+    return x * 2
+
+
+def test_input_updated_in_place_by_compiled_graph(fresh_cache):
+    cap = capture(add_into)
+    with torch.no_grad():
+        for _ in range(2):
+            x, y = torch.randn(3, 4), torch.randn(3, 4)
+            x_ref = x.clone()
+            out = cap(x, y)
+            ref = add_into(x_ref, y)
+            assert_close(out, ref)
+            assert_close(x, x_ref)
+    assert graph_counts() == (1, 0)
+
+
+def view_and_sum(x):
+    return x.t(), x + 1
+
+
+def test_output_view_of_input_keeps_aliasing(fresh_cache):
+    cap = capture(view_and_sum)
+    with torch.no_grad():
+        for _ in range(2):
+            x = torch.randn(3, 4)
+            v, s = cap(x)
+            assert_close(s, x + 1)
+            v.mul_(0)  # the view of x written through: x sees it, as in eager
+            assert torch.count_nonzero(x) == 0
+    assert graph_counts() == (0, 0)  # Inductor's own path (AOTAutograd regenerates views)
