@@ -2,7 +2,10 @@
 # Runs on the lent GPU machine (torch 2.11 + CUDA, Python 3.12, no network): builds
 # eagerc against that torch, runs the CPU test suite there (eagerc serves CPU and the
 # eagerc device; CUDA is not a target yet) and the benchmarks. Carry the wheels it lacks
-# in .whl/ (diskcache, expecttest). Usage (device tool): bash tools/device_check.sh
+# in .whl/ (diskcache, expecttest). Usage (device tool):
+#   bash tools/device_check.sh          # per-op kernels and the eagerc device
+#   bash tools/device_check.sh capture  # eagerc.capture: its tests and bench_capture.py
+#                                       # on 2 pinned cores (the numbers in docs/capture.md)
 set -uo pipefail
 OUT=${OUT:-/tmp/eagerc-device-out}
 mkdir -p "$OUT"
@@ -11,6 +14,12 @@ export EAGERC_CACHE_DIR=/tmp/eagerc-cache
 python3 -c "import sys, torch; print('python', sys.version.split()[0], 'torch', torch.__version__, 'cuda', torch.cuda.is_available(), torch.cuda.get_device_name(0) if torch.cuda.is_available() else '')"
 echo "cores: $(nproc)"
 python3 -m pip install -q --no-build-isolation --no-deps -e . 2>&1 | tail -30 || exit 1
+if [ "${1:-ops}" = capture ]; then
+  python3 -m pytest -q -p no:cacheprovider tests/test_capture_*.py 2>&1 | tail -15 | tee "$OUT/tests_capture.txt"
+  OMP_NUM_THREADS=2 taskset -c 0,1 python3 tools/bench_capture.py --iters 200 2>&1 | grep -v Warn \
+    | tail -20 | tee "$OUT/bench_capture.txt"
+  exit 0
+fi
 python3 -m pytest -q -p no:cacheprovider tests/test_kernel_behaviour.py tests/test_argument_kinds.py \
   tests/test_device_runtime.py tests/test_device_semantics.py tests/test_device_models.py \
   tests/test_op_selection.py 2>&1 | tail -15 | tee "$OUT/tests.txt"

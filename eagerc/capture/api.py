@@ -25,8 +25,8 @@ class Captured:
         # instead of making one record per value; None: never.
         self.lift_after = lift_after
         # After as many records, new records get symbolic sizes for the dims of argument
-        # tensors the program did not read (§6.2.1); None: never (or a symbolic compile
-        # failed).
+        # tensors, and sizes Python reads become graph values (§6.2.1); None: never (or a
+        # symbolic compile failed).
         self.symbolic_after = lift_after
         self.cache = RecordCache()
         # graphs_from_disk: compiled graphs loaded from kernel_cache instead of compiled.
@@ -83,16 +83,28 @@ class Captured:
 
     def _monitor_run(self, args, kwargs):
         from .monitor import LIFT_STOP, Monitor  # imports torch.fx: only when capture runs
+        from .symbolic import scrub
         lift = self.lift_after is not None and len(self.cache) >= self.lift_after
-        mon = Monitor(self.fn, args, kwargs, lift=lift)
-        result = mon.run()
-        if mon.stopped == LIFT_STOP:
-            self.lift_after = None  # the floats feed Python code: keep them as constants
-            self.stats["stop_reasons"][LIFT_STOP] += 1
-            return result  # no record: the next call with these values records them
+        # Decided before the run: a symbolic run answers size reads with SymbolicInts.
+        symbolic = self.symbolic_after is not None and len(self.cache) >= self.symbolic_after
+        mon = Monitor(self.fn, args, kwargs, lift=lift, symbolic=symbolic)
         try:
-            symbolic = self.symbolic_after is not None and \
-                len(self.cache) >= self.symbolic_after
+            result = mon.run()
+        except BaseException:
+            mon.recorder.live = False
+            raise
+        try:
+            self._record(mon, result, symbolic, LIFT_STOP)
+        finally:
+            mon.recorder.live = False  # SymbolicInts left anywhere act as plain ints
+        return scrub(mon.graph, result) if symbolic else result
+
+    def _record(self, mon, result, symbolic, lift_stop):
+        if mon.stopped == lift_stop:
+            self.lift_after = None  # the floats feed Python code: keep them as constants
+            self.stats["stop_reasons"][lift_stop] += 1
+            return  # no record: the next call with these values records them
+        try:
             record = build_record(mon, result, self._compile,
                                   self._compile_symbolic if symbolic else None)
             if getattr(mon, "symbolic_failed", False):
@@ -101,14 +113,13 @@ class Captured:
             if not mon.lifted:
                 raise
             self.lift_after = None  # an op wants a Python number: keep floats constant
-            return result
+            return
         self.cache.add(record)
         if record.eager:
             self.stats["eager_runs"] += 1
             self.stats["stop_reasons"][record.stop_reason] += 1
         elif record.graph_module is not None:
             self.stats["graphs"] += 1
-        return result
 
     def __repr__(self):
         return f"eagerc.capture({self.fn!r})"
@@ -123,8 +134,8 @@ def capture(fn=None, *, dynamic=None, backend=None):
     (see `capture_stats`). `backend` is "inductor" (default), "eager" (run the recorded FX
     graph as is) or a callable `(gm, example_inputs) -> fn`. `dynamic`: None lifts float
     arguments to graph inputs and compiles new records with symbolic sizes for the argument
-    tensors' dims the program does not read, once the function has 3 records; True at once;
-    False never (see docs/capture.md).
+    tensors' dims (sizes Python reads are recorded as graph values), once the function has
+    3 records; True at once; False never (see docs/capture.md).
 
     >>> import torch, eagerc.capture as ec
     >>> f = ec.capture(lambda x, s: torch.relu(x) * s, backend="eager")

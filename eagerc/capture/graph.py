@@ -8,12 +8,17 @@ recorded: the guard fixes the metadata. Calls whose result depends on tensor *va
 
 Graph inputs are placeholders for tensors the run read from outside; which outputs the graph
 has is decided at the end by the mock (only tensors that outlive the run).
+
+In a symbolic run (§6.2.1) size reads of tensors whose sizes may vary give `SymbolicInt`s
+(symbolic.py) that carry graph nodes; passed back to torch ops, their nodes go into the graph.
 """
 import operator
 
 import torch
 import torch.fx as fx
 from torch.overrides import TorchFunctionMode
+
+from .symbolic import SymbolicInt, _expect, _v, plain
 
 # Metadata reads: fixed by the tensor guard, so they are answered and not recorded.
 _META = frozenset("""size dim shape dtype device ndim numel __len__ is_floating_point
@@ -32,6 +37,8 @@ _VALUE_READS = frozenset("""item tolist __bool__ __int__ __float__ __index__ __c
 # specialized, since Python code may compute with the value and bake it into the graph).
 _SIZE_READS = frozenset("""size shape numel __len__ nelement nbytes stride is_contiguous
     storage_offset dim_order __iter__""".split())
+# Size reads a symbolic run answers with SymbolicInts (`len()` cannot: it makes a plain int).
+_SYMBOLIC_READS = frozenset("size shape numel nelement".split())
 # Attribute getters that are ops.
 _VIEW_ATTRS = frozenset("T mT H mH real imag".split())
 
@@ -51,9 +58,14 @@ class CaptureStop(Exception):
 class OpRecorder(TorchFunctionMode):
     """Records torch calls into `self.graph` while a monitor run is active."""
 
-    def __init__(self, monitor):
+    def __init__(self, monitor, symbolic=False):
         super().__init__()
         self.monitor = monitor
+        # Symbolic run: sizes read by Python code become SymbolicInts; `vary` tells, per
+        # id(tensor), whether its sizes may vary (made from argument tensors or SymbolicInts).
+        self.symbolic = symbolic
+        self.live = symbolic  # SymbolicInts record only until the record is built
+        self.vary = {}
         self.graph = fx.Graph()
         self.nodes = {}  # id(tensor) -> fx.Node holding its current value
         self.keep = []  # strong references: ids stay unique for the run
@@ -80,6 +92,10 @@ class OpRecorder(TorchFunctionMode):
     def _handle(self, func, args, kwargs):
         name, is_getter = func_name(func)
         if name in _SIZE_READS and args and isinstance(args[0], torch.Tensor):
+            if name in _SYMBOLIC_READS and self.symbolic and self._varies(args[0]):
+                out = self._symbolic_size(func, name, args, kwargs)
+                if out is not None:
+                    return out
             self.specialized |= self._deps_of(args[0])
         if name in _META or name in _STRIDE_META:
             if name in _STRIDE_META and args:
@@ -101,18 +117,28 @@ class OpRecorder(TorchFunctionMode):
         except CaptureStop as e:
             self.monitor.stop(str(e))
             return func(*args, **kwargs)
-        out = func(*args, **kwargs)
+        if self.symbolic:  # the real call gets plain ints; the graph got their nodes
+            out = func(*plain(args), **plain(kwargs))
+        else:
+            out = func(*args, **kwargs)
         if is_getter:
             node = self.graph.call_function(getattr, (fx_args[0], name))
         elif _is_tensor_method(func, name):
             node = self.graph.call_method(name, fx_args, fx_kwargs)
         else:
             node = self.graph.call_function(func, fx_args, fx_kwargs)
-        deps = set()
+        deps, varies = set(), False
         for a in _tensors_in((args, kwargs)):
             deps |= self._deps_of(a)
+            varies = varies or self.symbolic and self._varies(a)
+        if self.symbolic:
+            for a in _symbolic_in((args, kwargs)):
+                deps |= a.deps
+                varies = True
         for o in _tensors_in(out):
             self.deps[id(o)] = self.deps.get(id(o), frozenset()) | deps
+            if varies:
+                self.vary[id(o)] = True
         if not self._bind(out, node):
             self.monitor.stop(f"non-tensor result of {name}: {type(out).__name__}")
         if name.endswith("_") or name.startswith("__i") or name == "__setitem__":
@@ -140,6 +166,8 @@ class OpRecorder(TorchFunctionMode):
             if node is None:
                 node = self._placeholder(value)
             return node
+        if isinstance(value, SymbolicInt):
+            return value.node if value.rec is self and self.live else _v(value)
         if isinstance(value, (tuple, list)):
             seq = [self._to_fx(v) for v in value]
             return type(value)(seq) if type(value) in (tuple, list) else tuple(seq)
@@ -177,6 +205,64 @@ class OpRecorder(TorchFunctionMode):
     def node_of(self, tensor):
         return self.nodes.get(id(tensor))
 
+    # -- symbolic sizes (symbolic.py) -----------------------------------------------------
+    def _varies(self, tensor):
+        """Whether `tensor`'s sizes may differ between calls a symbolic record serves: an
+        outside tensor reached from the call's arguments, or one computed from such tensors
+        or from SymbolicInts. (A guess only decides which reads get SymbolicInts: every
+        other read specializes, and every SymbolicInt's use is recorded or baked.)"""
+        v = self.vary.get(id(tensor))
+        if v is None:
+            if id(tensor) in self.nodes and self.nodes[id(tensor)].op != "placeholder":
+                v = False  # made by an op from tensors that do not vary
+            else:
+                sn = self.monitor.external_node(tensor)
+                v = sn is not None and self.monitor.from_args(sn)
+            self.vary[id(tensor)] = v
+        return v
+
+    def _symbolic_size(self, func, name, args, kwargs):
+        """`t.size()`, `t.size(d)`, `t.shape`, `t.numel()` as SymbolicInts; None when `t`
+        cannot be put into the graph (then the read specializes)."""
+        t = args[0]
+        try:
+            tnode = self._to_fx(t)
+        except CaptureStop:
+            return None
+        out = func(*plain(args), **plain(kwargs))  # the real answer (or its IndexError)
+        deps, g = self._deps_of(t), self.graph
+        if name in ("numel", "nelement"):
+            return SymbolicInt(out, g.call_method("numel", (tnode,)), self, deps)
+        if isinstance(out, int):  # size(d)
+            d = _v(args[1]) if len(args) > 1 else _v(kwargs["dim"])
+            return SymbolicInt(out, g.call_method("size", (tnode, d)), self, deps)
+        return torch.Size([SymbolicInt(n, g.call_method("size", (tnode, d)), self, deps)
+                           for d, n in enumerate(out)])
+
+    def recording(self):
+        return self.live and self.monitor.stopped is None
+
+    def record_int(self, op, operands, value):
+        """A SymbolicInt for `value = op(*operands)`, recorded as a graph node."""
+        mon = self.monitor
+        mon.suspend += 1  # FX's own frames are not the program's
+        try:
+            node = self.graph.call_function(op, tuple(self._to_fx(a) for a in operands))
+            deps = frozenset().union(*(a.deps for a in operands if isinstance(a, SymbolicInt)))
+            return SymbolicInt(value, node, self, deps)
+        finally:
+            mon.suspend -= 1
+
+    def record_check(self, op, a, b, result):
+        """Record that `op(a, b)` was `result` (a check that becomes a shape guard)."""
+        mon = self.monitor
+        mon.suspend += 1
+        try:
+            cond = self.graph.call_function(op, (self._to_fx(a), self._to_fx(b)))
+            self.graph.call_function(_expect, (cond, bool(result)))
+        finally:
+            mon.suspend -= 1
+
 
 _CONSTANTS = (int, float, bool, str, complex, torch.dtype, torch.device, torch.layout,
               torch.memory_format)
@@ -191,6 +277,20 @@ def _tensors_in(value):
     elif isinstance(value, dict):
         for v in value.values():
             yield from _tensors_in(v)
+
+
+def _symbolic_in(value, depth=4):
+    if isinstance(value, SymbolicInt):
+        yield value
+    elif depth and isinstance(value, (tuple, list)):
+        for v in value:
+            yield from _symbolic_in(v, depth - 1)
+    elif depth and isinstance(value, dict):
+        for v in value.values():
+            yield from _symbolic_in(v, depth - 1)
+    elif isinstance(value, slice):
+        for v in (value.start, value.stop, value.step):
+            yield from _symbolic_in(v, 0)
 
 
 def _is_tensor_method(func, name):

@@ -15,6 +15,7 @@ import torch
 from . import annotations, frames
 from .frames import NULL, peek, peek_many
 from .refgraph import Relation
+from .symbolic import SymbolicInt, bake_all
 
 _OWN_DIR = os.path.dirname(os.path.abspath(__file__))
 # torch's __torch_function__ dispatch plumbing: it only routes calls to the op recorder.
@@ -98,6 +99,8 @@ def _load_attr(w, frame, name, arg, top):
     if _PY312 and arg & 1:
         return _load_method(w, frame, name, arg, top)
     obj = peek(frame, top, 0)
+    if w.mon.symbolic and isinstance(obj, SymbolicInt):
+        obj.bake()  # n.real, n.numerator ...: int's own attributes give the plain value
     if w.mon.holder(obj) is not None:
         w.post = lambda f, t: w.mon.read_attr(obj, name, peek(f, t, 0))
 
@@ -173,11 +176,15 @@ def _delete_attr(w, frame, name, arg, top):
 
 def _store_subscr(w, frame, name, arg, top):
     value, container, key = peek_many(frame, top, 3)
+    if w.mon.symbolic:
+        _bake_index(container, (key,))
     w.mon.write_item(container, key, value)
 
 
 def _delete_subscr(w, frame, name, arg, top):
     container, key = peek_many(frame, top, 2)
+    if w.mon.symbolic:
+        _bake_index(container, (key,))
     w.mon.write_item(container, key, None, delete=True)
 
 
@@ -188,9 +195,57 @@ def _operands(n):
     return handler
 
 
+# -- symbolic sizes (symbolic.py): uses of a SymbolicInt that its own methods cannot see ---
+_SYMBOLIC_BINARY = {0, 2, 5, 6, 10}  # NB_ADD, FLOOR_DIVIDE, MULTIPLY, REMAINDER, SUBTRACT
+
+
+def _bake_index(container, keys):
+    """An index or slice bound into a Python container: the value picks the element."""
+    if not isinstance(container, torch.Tensor):  # tensor indexing is a torch op: recorded
+        bake_all(keys)
+
+
+def _bake_mixed(a, b):
+    """`a op b` where the other operand is no int and no tensor (a float, a string ...):
+    Python computes with the plain value, our methods may never be called."""
+    for x, y in ((a, b), (b, a)):
+        if isinstance(x, SymbolicInt) and not isinstance(y, (int, torch.Tensor)) and \
+                y is not None:
+            x.bake()
+
+
+def _compare_op(w, frame, name, arg, top):
+    a, b = peek_many(frame, top, 2)
+    if w.mon.lifted:
+        w.mon.check_lifted((a, b))
+    if w.mon.symbolic:
+        _bake_mixed(a, b)
+
+
+def _format_value(w, frame, name, flags, top):
+    if w.mon.lifted:
+        w.mon.check_lifted((peek(frame, top, 0),))
+    if w.mon.symbolic:
+        bake_all(peek_many(frame, top, 2 if flags & 4 else 1))
+
+
+def _binary_slice(w, frame, name, arg, top):  # 3.12: container[start:stop]
+    if w.mon.symbolic:
+        container, start, stop = peek_many(frame, top, 3)
+        _bake_index(container, (start, stop))
+
+
 def _binary_op(w, frame, name, arg, top):
     if w.mon.lifted:
         w.mon.check_lifted(peek_many(frame, top, 2))
+    if w.mon.symbolic:
+        a, b = peek_many(frame, top, 2)
+        if isinstance(a, SymbolicInt) or isinstance(b, SymbolicInt):
+            if arg % 13 not in _SYMBOLIC_BINARY and not isinstance(a, torch.Tensor) and \
+                    not isinstance(b, torch.Tensor):
+                bake_all((a, b), 0)
+            else:
+                _bake_mixed(a, b)
     if arg in _INPLACE_BINARY:
         target = peek(frame, top, 1)
         node = w.mon.holder(target)
@@ -200,6 +255,8 @@ def _binary_op(w, frame, name, arg, top):
 
 def _binary_subscr(w, frame, name, arg, top):
     container, key = peek_many(frame, top, 2)
+    if w.mon.symbolic:
+        _bake_index(container, (key,))
     if type(container) is dict or isinstance(container, dict):
         node = w.mon.graph.get_node_by_var(container)
         if node is not None and node.node_id in w.mon.lazy and _hashable_key(key):
@@ -208,6 +265,9 @@ def _binary_subscr(w, frame, name, arg, top):
 
 def _contains_op(w, frame, name, arg, top):
     key, container = peek_many(frame, top, 2)
+    if w.mon.symbolic and isinstance(key, SymbolicInt) and not (
+            type(container) in (list, tuple) and all(isinstance(v, int) for v in container)):
+        key.bake()  # only int elements compare through our __eq__
     if isinstance(container, dict) and _hashable_key(key):
         w.mon.read_key(container, key, key in container)
 
@@ -222,6 +282,8 @@ def _get_iter(w, frame, name, arg, top):
 
 def _store_slice(w, frame, name, arg, top):
     container = peek(frame, top, 2)
+    if w.mon.symbolic:
+        _bake_index(container, (peek(frame, top, 1), peek(frame, top, 0)))
     node = w.mon.holder(container)
     if node is not None and isinstance(container, _MUTABLE):
         w.mon.rewrite(node)
@@ -245,8 +307,8 @@ def _call(w, frame, name, argc, top):
     _apply_call(w, fn, args)
 
 
-def _apply_call(w, fn, args):
-    post = w.mon.before_call(fn, args)
+def _apply_call(w, fn, args, kw_values=()):
+    post = w.mon.before_call(fn, args, kw_values)
     if post is not None:
         w.post = lambda f, t: post(peek(f, t, 0))
     if type(fn) in (types.FunctionType, types.MethodType) and \
@@ -259,7 +321,8 @@ def _call_function_ex(w, frame, name, flags, top):
     has_kw = flags & 1
     fn = peek(frame, top, 1 + has_kw)
     args = list(peek(frame, top, has_kw))
-    _apply_call(w, fn, args)
+    kw = peek(frame, top, 0) if has_kw else None
+    _apply_call(w, fn, args, list(kw.values()) if isinstance(kw, dict) else ())
 
 
 def _make_function(w, frame, name, arg, top):
@@ -281,8 +344,9 @@ _HANDLERS = {
     "DELETE_SUBSCR": _delete_subscr, "BINARY_OP": _binary_op, "KW_NAMES": _kw_names,
     "CALL": _call, "CALL_FUNCTION_EX": _call_function_ex, "MAKE_FUNCTION": _make_function,
     "IMPORT_NAME": _import_name, "BINARY_SUBSCR": _binary_subscr,
-    "COMPARE_OP": _operands(2), "IS_OP": _operands(2), "UNARY_NEGATIVE": _operands(1),
-    "UNARY_NOT": _operands(1), "UNARY_INVERT": _operands(1), "FORMAT_VALUE": _operands(1),
+    "COMPARE_OP": _compare_op, "IS_OP": _operands(2), "UNARY_NEGATIVE": _operands(1),
+    "UNARY_NOT": _operands(1), "UNARY_INVERT": _operands(1), "FORMAT_VALUE": _format_value,
+    "BINARY_SLICE": _binary_slice,
     "POP_JUMP_IF_TRUE": _operands(1), "POP_JUMP_IF_FALSE": _operands(1),
     "POP_JUMP_FORWARD_IF_TRUE": _operands(1), "POP_JUMP_FORWARD_IF_FALSE": _operands(1),
     "POP_JUMP_BACKWARD_IF_TRUE": _operands(1), "POP_JUMP_BACKWARD_IF_FALSE": _operands(1),

@@ -16,6 +16,7 @@ import torch
 
 from .guards import _literal
 from .refgraph import Relation, contents, expandable
+from .symbolic import plain
 
 _IMMUTABLE = (int, float, bool, str, bytes, complex, type(None), torch.dtype, torch.device,
               torch.layout, torch.memory_format, torch.Size, range, slice, type(Ellipsis),
@@ -81,7 +82,7 @@ class MockBuilder:
         slot = self.slot_of(node.node_id)
         if slot is not None:
             return slot
-        obj = node.obj
+        obj = plain(node.obj)  # SymbolicInts are rebuilt as ints (their values are guarded)
         if isinstance(obj, torch.Tensor):
             fx_node = self.recorder.node_of(obj)
             if fx_node is None:

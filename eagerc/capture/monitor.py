@@ -20,6 +20,7 @@ from .instructions import SKIP, FrameWatch, _hashable_key, analyze
 from .graph import OpRecorder
 from .guards import snapshot
 from .refgraph import RefGraph, Relation
+from .symbolic import bake_all
 
 _MUTABLE = (list, dict, set, bytearray)
 _NATIVE_SLOT = (types.GetSetDescriptorType, types.MemberDescriptorType)
@@ -31,8 +32,13 @@ LIFT_STOP = "lifted scalar used outside torch ops"
 class Monitor:
     """One monitor run of `fn(*args, **kwargs)`; see the module docstring."""
 
-    def __init__(self, fn, args, kwargs, lift=False):
+    def __init__(self, fn, args, kwargs, lift=False, symbolic=False):
         self.fn, self.args, self.kwargs = fn, args, kwargs
+        # §6.2.1 for sizes: the record will be compiled with symbolic sizes, so sizes read by
+        # Python code become SymbolicInts (symbolic.py); the monitor bakes every use of one
+        # that the graph cannot recompute.
+        self.symbolic = symbolic
+        self._arg_reach = (0, frozenset())
         # §6.2.1: float arguments become graph inputs instead of guarded constants. Any use
         # outside a torch op (Python arithmetic, a branch, a native call) would bake the value
         # into the record, so it stops capture with a reason and the caller stops lifting.
@@ -40,7 +46,7 @@ class Monitor:
                        if lift and type(v) is float}
         self.graph = RefGraph()
         self.graph.on_external = self._on_external
-        self.recorder = OpRecorder(self)
+        self.recorder = OpRecorder(self, symbolic)
         self.stopped = None  # the reason capture stopped, or None
         self.suspend = 0  # >0 while our own code (the op recorder) runs
         self.snapshots = {}  # node_id -> snapshot(obj) taken when first reached
@@ -101,6 +107,20 @@ class Monitor:
             if type(v) is float and id(v) in self.lifted:
                 self.stop(LIFT_STOP)
                 return
+
+    def from_args(self, node):
+        """Whether `node` is reachable from the call's arguments (version-0 references)."""
+        g = self.graph
+        if self._arg_reach[0] != len(g.sn):
+            queue = [n for r, n in g.root.versions[0].refs.items() if r.kind in ("args", "kw")]
+            seen = {n.node_id for n in queue}
+            while queue:
+                for child in queue.pop().versions[0].refs.values():
+                    if child.node_id not in seen:
+                        seen.add(child.node_id)
+                        queue.append(child)
+            self._arg_reach = (len(g.sn), seen)
+        return node.node_id in self._arg_reach[1]
 
     def holder(self, obj):
         """The node of `obj` when it is state from outside the run, else None."""
@@ -194,7 +214,7 @@ class Monitor:
         node.rewrite = True
 
     # -- calls ----------------------------------------------------------------------------
-    def before_call(self, fn, args):
+    def before_call(self, fn, args, kw_values=()):
         """Apply `fn`'s annotation; returns a post-call action or None."""
         ann = annotations.lookup(fn)
         if ann is None:
@@ -204,6 +224,9 @@ class Monitor:
             return None
         if self.lifted and not ann.as_op:
             self.check_lifted(args)
+        if self.symbolic and not ann.as_op and not _keeps_references(fn):
+            bake_all(args)  # a native computes with the value: it leaves the graph
+            bake_all(kw_values)
         if not ann.pure:
             self.stop(f"impure call: {_qualname(fn)}")
             return None
@@ -310,6 +333,28 @@ def attr_source(obj, name, result):
 
 
 _MISSING = object()
+
+# Natives that only hold on to their arguments (or look at their types, or count them):
+# a SymbolicInt passed to them keeps its node. Every other native bakes it.
+_REFERENCE_ONLY = {tuple, list, isinstance, issubclass, type, id, iter, zip, reversed, len,
+                   torch.Size, callable}
+_REFERENCE_METHODS = {(list, "append"), (list, "extend"), (list, "copy"), (tuple, "count"),
+                      (torch.Size, "__len__"), (list, "__len__"), (tuple, "__len__"),
+                      (list, "__iter__"), (tuple, "__iter__"), (torch.Size, "__iter__")}
+
+
+def _keeps_references(fn):
+    try:
+        if fn in _REFERENCE_ONLY:
+            return True
+    except TypeError:
+        return False
+    owner = getattr(fn, "__self__", None) if type(fn) is types.BuiltinFunctionType else \
+        getattr(fn, "__objclass__", None)
+    if owner is None:
+        return False
+    cls = owner if isinstance(owner, type) else type(owner)
+    return (cls, getattr(fn, "__name__", "")) in _REFERENCE_METHODS
 
 
 def _base(obj):

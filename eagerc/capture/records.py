@@ -16,6 +16,7 @@ from .graph import build_module
 from .guards import Consts, access, check_source, grad_mode, tensor_guard
 from .mock import _IMMUTABLE, CannotMock, MockBuilder, materialize_final
 from .refgraph import Relation
+from .symbolic import bake_all
 
 
 class Record:
@@ -69,6 +70,11 @@ def build_record(mon, result, compile_graph, compile_symbolic=None):
             materialize_final(g)
         except CannotMock as e:
             mon.stop(f"cannot mock: {e}")
+        if mon.symbolic:
+            # SymbolicInts in the final state (the return value, state stored outside) are
+            # rebuilt by the mock as the constants they were: their values get guarded.
+            for node in g.sn[1:]:
+                bake_all((node.obj,), 1)
     consts = Consts()
     plan = _plan_guard(mon, g.guard_nodes(), consts)
     if mon.stopped is not None:
