@@ -1,9 +1,9 @@
 """Compile a captured operator graph through eagerc's compile/cache layer.
 
 eagerc.capture records one torch.fx graph per record. It is compiled the way one ATen op is
-(_compiler.py): traced to ATen over fake tensors (functionalized, Inductor's decompositions),
-compiled by Inductor's C++ wrapper into a shared library with ``eagerc_entry`` and
-``eagerc_guard``, and stored in kernel_cache next to the per-op kernels. A later process that
+(_compiler.py): traced to ATen over fake tensors (functionalized when it writes into a
+tensor; Inductor's decompositions), compiled by Inductor's C++ wrapper into a shared library
+with ``eagerc_entry`` and ``eagerc_guard``, and stored in kernel_cache next to the per-op kernels. A later process that
 records the same graph for the same input metadata loads the library from disk: no Inductor
 import, no compile. The guard holds the symbolic-shape assumptions as C++, so a symbolic
 record checks its shapes without a Python evaluation per call.
@@ -209,9 +209,15 @@ def _trace(gm, example_inputs, dynamic_dims):
     bindings_and_checks = _bindings_and_checks(slots)
     with fake_mode, enable_python_dispatcher(), torch.no_grad():
         _check_no_output_aliases(gm, fakes)
-        fn = torch.func.functionalize(gm, remove="mutations")
-        traced = make_fx(fn, decomposition_table=select_decomp_table(),
-                         tracing_mode="real")(*fakes)
+        trace = make_fx(gm, decomposition_table=select_decomp_table(), tracing_mode="real")
+        traced = trace(*fakes)
+        if any(_mutates(n) for n in traced.graph.nodes):
+            # Inductor wants a functional graph: writes into inputs become copies back into
+            # them. Only then, since functionalizing in C++ reads sizes as ints through
+            # composite ops (linear on 3-d input), which would specialize symbolic dims.
+            fn = torch.func.functionalize(gm, remove="mutations")
+            traced = make_fx(fn, decomposition_table=select_decomp_table(),
+                             tracing_mode="real")(*fakes)
         if any(isinstance(n.target, torch._ops.OpOverload)
                and torch.Tag.nondeterministic_seeded in n.target.tags for n in traced.graph.nodes):
             from torch._inductor.fx_passes.replace_random import replace_random_passes
@@ -242,3 +248,8 @@ def _check_no_output_aliases(gm, fakes):
             if ref in seen:
                 raise CompileError("a graph output aliases an input or another output")
             seen.add(ref)
+
+
+
+def _mutates(node) -> bool:
+    return isinstance(node.target, torch._ops.OpOverload) and node.target._schema.is_mutable
