@@ -7,6 +7,10 @@
 
 #include "device/device_bindings.h"
 #include "graph_artifact.h"
+
+namespace eagerc {
+void init_dict_versions_bindings(pybind11::module& m);  // dict_versions.cpp
+}
 #include "kernel_holder.h"
 #include "registration.h"
 #include "resolver_bridge.h"
@@ -38,6 +42,7 @@ PYBIND11_MODULE(_C, m) {
   m.doc() = "eagerc C++ runtime: kernel holders, signatures, L1 tables, the eagerc device";
   eagerc::device::init_bindings(m);
   eagerc::init_graph_artifact_bindings(m);
+  eagerc::init_dict_versions_bindings(m);
   m.def("_servable_ops", [](const std::string& key, bool new_device, bool include_random,
                             const std::vector<std::string>& deny) {
     return eagerc::servable_ops(parse_key(key), new_device, include_random, deny);
