@@ -230,3 +230,19 @@ def test_transformer_sequence_lengths_one_record(name, backend):
     s = capture_stats(cap)
     assert (s["records"], s["hits"], s["stop_reasons"]) == (1, 5, {})
     assert s["graphs"] == 1
+
+
+def test_custom_backend_sees_symbolic_sizes_in_a_symbolic_record():
+    seen = []
+
+    def backend(gm, example_inputs):
+        seen.append([type(s).__name__ for t in example_inputs for s in t.shape])
+        return gm
+
+    cap = capture(f_mm, backend=backend, dynamic=True)
+    with torch.no_grad():
+        for n in (4, 7):
+            x = torch.randn(n, 8)
+            assert_close(cap(x, W), f_mm(x, W))
+    assert counts(cap) == (1, 1)
+    assert "SymInt" in seen[0]  # not the first call's concrete sizes

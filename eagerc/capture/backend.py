@@ -70,11 +70,11 @@ def _compile_fx_symbolic(gm, example_inputs, dynamic_dims, backend):
         gm(*fakes)
     if backend is None:
         from torch._inductor.compile_fx import compile_fx
-
-        with tracing(TracingContext(mode)):
-            fn = compile_fx(gm, fakes)
-    else:
-        fn = backend(gm, list(example_inputs))
+        backend = compile_fx
+    # A backend sees fake inputs with symbolic sizes (as Dynamo hands them to its backends),
+    # not the first call's real tensors: it must not specialize to their shapes.
+    with tracing(TracingContext(mode)):
+        fn = backend(gm, fakes)
     code = shape_env.produce_guards_expression(fakes, ignore_static=False)
     if code is None:
         return fn, lambda inputs: True
