@@ -1,8 +1,9 @@
 """The monitor run (paper §5): run the program for real, watching every bytecode instruction.
 
-`sys.settrace` with `frame.f_trace_opcodes` calls us before each instruction of every Python
-frame; `frames.peek` reads the instruction's inputs from the value stack, and the next event of
-the same frame sees its output on top of the stack. The instructions that read or write state
+`sys.monitoring` (3.12+) or `sys.settrace` with `frame.f_trace_opcodes` (3.11; tracer.py)
+calls us before each instruction of every watched Python frame; `frames.peek` reads the
+instruction's inputs from the value stack, and the next event of the same frame sees its
+output on top of the stack. The instructions that read or write state
 (attribute, subscript, global and closure access, calls) update the RefGraph; calls of native
 functions are checked against the annotation tables; torch calls reach the OpRecorder.
 
@@ -10,7 +11,6 @@ When capture must stop (an unannotated native, an impure call, a read of tensor 
 monitor records the reason and stops watching: the program finishes normally, so the call's
 result is correct, and the record made from it runs the function eagerly.
 """
-import sys
 import types
 
 import torch
@@ -20,6 +20,7 @@ from .instructions import SKIP, FrameWatch, _hashable_key, analyze
 from .graph import OpRecorder
 from .guards import snapshot
 from .refgraph import RefGraph, Relation
+from .tracer import make_tracer
 from .symbolic import bake_all
 
 _MUTABLE = (list, dict, set, bytearray)
@@ -66,15 +67,8 @@ class Monitor:
             g.read(g.root, Relation("args", i), a)
         for k, v in self.kwargs.items():
             g.read(g.root, Relation("kw", k), v)
-        with self.recorder:
-            # 3.12 turns on per-instruction events only for threads whose settrace comes
-            # after some frame asked for them.
-            sys._getframe().f_trace_opcodes = True
-            sys.settrace(self._call_event)
-            try:
-                return self.fn(*self.args, **self.kwargs)
-            finally:
-                sys.settrace(None)
+        with self.recorder, make_tracer(self._call_event):
+            return self.fn(*self.args, **self.kwargs)
 
     def stop(self, reason):
         if self.stopped is None:
