@@ -67,7 +67,7 @@ class Monitor:
             g.read(g.root, Relation("args", i), a)
         for k, v in self.kwargs.items():
             g.read(g.root, Relation("kw", k), v)
-        with self.recorder, make_tracer(self._call_event):
+        with self.recorder, make_tracer(self._call_event, self.stop):
             return self.fn(*self.args, **self.kwargs)
 
     def stop(self, reason):

@@ -14,11 +14,13 @@ import sys
 import threading
 
 
-def make_tracer(call_event):
+def make_tracer(call_event, on_error):
+    """`on_error(reason)` hears of a fault in our own callbacks (capture then stops; the
+    program must never see it)."""
     if hasattr(sys, "monitoring") and os.environ.get("EAGERC_CAPTURE_TRACER") != "settrace":
         tool = _free_tool_id()
         if tool is not None:
-            return MonitoringTracer(call_event, tool)
+            return MonitoringTracer(call_event, on_error, tool)
     return SetTraceTracer(call_event)
 
 
@@ -51,17 +53,27 @@ def _free_tool_id():
 
 
 class MonitoringTracer:
-    """sys.monitoring: PY_START/PY_RESUME everywhere, INSTRUCTION only in code objects of
-    watched frames; events of other threads are ignored (monitoring is process-wide)."""
+    """sys.monitoring: starts, unwinds and exceptions everywhere; INSTRUCTION, returns and
+    yields only in code objects of watched frames; events of other threads are ignored
+    (monitoring is process-wide)."""
 
-    def __init__(self, call_event, tool):
-        self.call_event = call_event
+    def __init__(self, call_event, on_error, tool):
+        self.call_event, self.on_error = call_event, on_error
         self.tool = tool
         self.watches = {}  # frame -> its watch's trace function
         self.codes = set()  # code objects with local INSTRUCTION events turned on
         self.thread = threading.get_ident()
 
     def __enter__(self):
+        self.fallback = None
+        try:
+            self._install()
+        except Exception:  # noqa: BLE001 - an API we do not know: settrace still works
+            self._uninstall()
+            self.fallback = SetTraceTracer(self.call_event).__enter__()
+        return self
+
+    def _install(self):
         m = sys.monitoring
         E = m.events
         m.use_tool_id(self.tool, "eagerc.capture")
@@ -72,11 +84,20 @@ class MonitoringTracer:
             m.register_callback(self.tool, ev, self._leave_frame)
         for ev in (E.RAISE, E.RERAISE, E.EXCEPTION_HANDLED):
             m.register_callback(self.tool, ev, self._exception)
-        m.set_events(self.tool, E.PY_START | E.PY_RESUME)
-        return self
+        # Exception and unwind events exist only process-wide; the rest is set per code object.
+        m.set_events(self.tool, E.PY_START | E.PY_RESUME | E.PY_UNWIND | E.RAISE | E.RERAISE
+                     | E.EXCEPTION_HANDLED)
 
     def __exit__(self, *exc):
+        if self.fallback is not None:
+            self.fallback.__exit__(*exc)
+        else:
+            self._uninstall()
+
+    def _uninstall(self):
         m = sys.monitoring
+        if m.get_tool(self.tool) != "eagerc.capture":
+            return
         m.set_events(self.tool, 0)
         for code in self.codes:
             m.set_local_events(self.tool, code, 0)
@@ -88,21 +109,24 @@ class MonitoringTracer:
         self.watches.clear()
 
     # Callbacks run in the frame above them: sys._getframe(1) is the frame of the event.
+    # A fault in one must not reach the program: it stops capture instead.
     def _start(self, code, offset):
         if threading.get_ident() != self.thread:
             return
-        frame = sys._getframe(1)
-        trace = self.call_event(frame, "call", None)
-        if trace is None:
-            self.watches.pop(frame, None)
-            return
-        self.watches[frame] = trace
-        if code not in self.codes:
-            self.codes.add(code)
-            E = sys.monitoring.events
-            sys.monitoring.set_local_events(
-                self.tool, code, E.INSTRUCTION | E.PY_RETURN | E.PY_YIELD | E.PY_UNWIND
-                | E.RAISE | E.RERAISE | E.EXCEPTION_HANDLED)
+        try:
+            frame = sys._getframe(1)
+            trace = self.call_event(frame, "call", None)
+            if trace is None:
+                self.watches.pop(frame, None)
+                return
+            self.watches[frame] = trace
+            if code not in self.codes:
+                self.codes.add(code)
+                E = sys.monitoring.events
+                sys.monitoring.set_local_events(
+                    self.tool, code, E.INSTRUCTION | E.PY_RETURN | E.PY_YIELD)
+        except Exception as e:  # noqa: BLE001
+            self.on_error(f"monitor error: {type(e).__name__}: {e}")
 
     def _instruction(self, code, offset):
         if threading.get_ident() != self.thread:
