@@ -18,7 +18,6 @@ import dataclasses
 import hashlib
 import io
 import logging
-import threading
 import time
 
 import torch
@@ -27,8 +26,6 @@ from eagerc import _stats
 
 log = logging.getLogger("eagerc")
 _STAT_KEY = "capture-graph"
-_key_locks: dict = {}
-_locks_lock = threading.Lock()
 
 
 @dataclasses.dataclass
@@ -60,22 +57,15 @@ def load_or_compile(gm, example_inputs, dynamic_dims=None) -> GraphKernel:
     disk, so no process tries again)."""
     from eagerc import _C
     from eagerc._compiler import CompileError
-    from eagerc._resolver import store
+    from eagerc._resolver import key_lock, remember_failure, store, stored_entries
 
     dynamic_dims = dynamic_dims or [[] for _ in example_inputs]
     for t in example_inputs:
         if not isinstance(t, torch.Tensor) or t.device.type != "cpu":
             raise CompileError("graph inputs must be CPU tensors")
     key = graph_key(gm, example_inputs, dynamic_dims)
-    with _locks_lock:
-        lock = _key_locks.setdefault(key, threading.Lock())
-    with lock:
-        try:
-            entries = store().get(key)
-        except Exception as e:  # noqa: BLE001 - a broken store must not break the call
-            log.warning("eagerc: kernel cache unavailable (%s); compiling without it", e)
-            entries = []
-        for entry in entries:
+    with key_lock(key):
+        for entry in stored_entries(key):
             if "fallback" in entry.metadata:
                 raise CompileError(entry.metadata["fallback"])
             try:
@@ -92,7 +82,7 @@ def load_or_compile(gm, example_inputs, dynamic_dims=None) -> GraphKernel:
         try:
             library, num_outputs, guard, constants = _compile(gm, example_inputs, dynamic_dims)
         except CompileError as e:
-            _remember(key, str(e))
+            remember_failure(key, _STAT_KEY, str(e))
             raise
         seconds = time.perf_counter() - start
         _stats.count(_STAT_KEY, "compiles")
@@ -104,15 +94,6 @@ def load_or_compile(gm, example_inputs, dynamic_dims=None) -> GraphKernel:
                                            "constants": _pack(constants)})
         art = _C._GraphArtifact(entry.variant_id, entry.artifact_path, num_outputs)
         return _kernel(art, constants, from_disk=False)
-
-
-def _remember(key, reason):
-    try:
-        from eagerc._resolver import store
-
-        store().add(key, b"", {"fallback": reason, "op": "capture-graph", "num_outputs": 0})
-    except Exception as e:  # noqa: BLE001 - best effort: losing it costs a compile
-        log.warning("eagerc: could not record a graph compile failure: %s", e)
 
 
 def _compile(gm, example_inputs, dynamic_dims):

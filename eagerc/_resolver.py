@@ -70,13 +70,8 @@ def resolve(op_name: str, dispatch_key: str, key: bytes, args: tuple, specialize
     ("fallback", reason)."""
     stat_key = f"{op_name}@{dispatch_key}"
     full_key = f"{dispatch_key}\0{op_name}\0".encode() + bytes(key)
-    with _key_locks[full_key]:
-        try:
-            entries = store().get(full_key)
-        except Exception as e:  # noqa: BLE001 - a broken store must not break the op
-            log.warning("eagerc: kernel cache unavailable (%s); compiling without it", e)
-            entries = []
-        for entry in entries:
+    with key_lock(full_key):
+        for entry in stored_entries(full_key):
             if entry.metadata.get("needs_cpu_aliases"):
                 return ("aliases",)
             if "fallback" in entry.metadata:
@@ -100,7 +95,7 @@ def resolve(op_name: str, dispatch_key: str, key: bytes, args: tuple, specialize
             return ("specialize",)
         except CompileError as e:
             log.info("eagerc: %s not compiled: %s", op_name, e)
-            _remember_failure(full_key, op_name, str(e))
+            remember_failure(full_key, op_name, str(e))
             return ("fallback", str(e))
         _stats.count(stat_key, "compiles")
         _stats.count(stat_key, "compile_seconds", kernel.seconds)
@@ -111,7 +106,22 @@ def resolve(op_name: str, dispatch_key: str, key: bytes, args: tuple, specialize
         return ("kernel", entry.variant_id, entry.artifact_path, kernel.num_outputs)
 
 
-def _remember_failure(full_key: bytes, op_name: str, reason: str) -> None:
+def key_lock(full_key: bytes):
+    """The lock under which one key is looked up and, on a miss, compiled (once)."""
+    with _store_lock:
+        return _key_locks[full_key]
+
+
+def stored_entries(full_key: bytes) -> list:
+    """The store's variants of a key; none (compile without the cache) if it is broken."""
+    try:
+        return store().get(full_key)
+    except Exception as e:  # noqa: BLE001 - a broken store must not break the call
+        log.warning("eagerc: kernel cache unavailable (%s); compiling without it", e)
+        return []
+
+
+def remember_failure(full_key: bytes, op_name: str, reason: str) -> None:
     """Record that this signature cannot be compiled, so no process tries again
     (until the namespace changes or `python -m kernel_cache clear`)."""
     try:
