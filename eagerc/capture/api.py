@@ -137,12 +137,12 @@ def capture(fn=None, *, dynamic=None, backend=None):
     tensors' dims (sizes Python reads are recorded as graph values), once the function has
     3 records; True at once; False never (see docs/capture.md).
 
-    >>> import torch, eagerc.capture as ec
-    >>> f = ec.capture(lambda x, s: torch.relu(x) * s, backend="eager")
+    >>> import torch, eagerc
+    >>> f = eagerc.capture(lambda x, s: torch.relu(x) * s, backend="eager")
     >>> x = torch.randn(4)
     >>> torch.equal(f(x, 2.0), torch.relu(x) * 2.0), torch.equal(f(x, 2.0), torch.relu(x) * 2.0)
     (True, True)
-    >>> ec.capture_stats(f)["hits"]
+    >>> eagerc.capture_stats(f)["hits"]
     1
     """
     if fn is None:
@@ -156,8 +156,8 @@ def capture_stats(captured):
     graphs_from_disk (of those, loaded from kernel_cache without compiling), eager_runs and
     stop_reasons (reason -> count).
 
-    >>> import eagerc.capture as ec
-    >>> sorted(ec.capture_stats(ec.capture(abs)))
+    >>> import eagerc
+    >>> sorted(eagerc.capture_stats(eagerc.capture(abs)))
     ['eager_runs', 'graphs', 'graphs_from_disk', 'hits', 'misses', 'records', 'stop_reasons']
     """
     if not isinstance(captured, Captured):

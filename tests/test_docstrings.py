@@ -1,0 +1,17 @@
+"""The examples in docstrings run as written (doctest), so the documentation cannot drift."""
+import doctest
+import importlib
+
+import pytest
+
+MODULES = """eagerc eagerc._api eagerc.testing eagerc.capture eagerc.capture.api
+eagerc.capture.guards eagerc.capture.annotations eagerc.capture.refgraph eagerc.device
+eagerc.device.device_module kernel_cache kernel_cache.interface kernel_cache.records
+kernel_cache.remote kernel_cache.namespace kernel_cache.layout kernel_cache.disk""".split()
+
+
+@pytest.mark.parametrize("name", MODULES)
+def test_docstring_examples(name, fresh_cache):
+    result = doctest.testmod(importlib.import_module(name), optionflags=doctest.ELLIPSIS)
+    assert result.attempted > 0, f"{name} has no examples: drop it from the list"
+    assert result.failed == 0
