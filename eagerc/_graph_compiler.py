@@ -8,7 +8,8 @@ records the same graph for the same input metadata loads the library from disk: 
 import, no compile. The guard holds the symbolic-shape assumptions as C++, so a symbolic
 record checks its shapes without a Python evaluation per call.
 
-Graphs this path does not take (an output aliasing an input, inputs not on the CPU) raise CompileError; the capture backend then compiles them with Inductor's
+Graphs this path does not take (an output aliasing an input, inputs on devices other than
+the CPU and the eagerc device) raise CompileError; the capture backend then compiles them with Inductor's
 ``compile_fx`` (whose AOTAutograd regenerates aliases).
 """
 from __future__ import annotations
@@ -60,9 +61,13 @@ def load_or_compile(gm, example_inputs, dynamic_dims=None) -> GraphKernel:
     from eagerc._resolver import key_lock, remember_failure, store, stored_entries
 
     dynamic_dims = dynamic_dims or [[] for _ in example_inputs]
-    for t in example_inputs:
-        if not isinstance(t, torch.Tensor) or t.device.type != "cpu":
-            raise CompileError("graph inputs must be CPU tensors")
+    devices = {t.device.type for t in example_inputs if isinstance(t, torch.Tensor)}
+    if not devices <= {"cpu", "eagerc"} or len(devices) > 1:
+        raise CompileError(f"graph inputs on {sorted(devices)}: eagerc compiles graphs whose "
+                           "inputs are all on the CPU or all on the eagerc device")
+    # The eagerc device keeps its memory on the host: its graphs are compiled for the CPU
+    # target from CPU stand-ins and run on zero-copy CPU aliases (see csrc/graph_artifact.cpp).
+    on_device = devices == {"eagerc"}
     key = graph_key(gm, example_inputs, dynamic_dims)
     with key_lock(key):
         for entry in stored_entries(key):
@@ -70,7 +75,7 @@ def load_or_compile(gm, example_inputs, dynamic_dims=None) -> GraphKernel:
                 raise CompileError(entry.metadata["fallback"])
             try:
                 art = _C._GraphArtifact(entry.variant_id, entry.artifact_path,
-                                        int(entry.metadata["num_outputs"]))
+                                        int(entry.metadata["num_outputs"]), on_device)
                 constants = _unpack(entry.metadata["constants"])
             except Exception as e:  # noqa: BLE001 - a broken entry is rebuilt, never a crash
                 log.warning("eagerc: dropping an unloadable graph artifact: %s", e)
@@ -80,7 +85,17 @@ def load_or_compile(gm, example_inputs, dynamic_dims=None) -> GraphKernel:
             return _kernel(art, constants, from_disk=True)
         start = time.perf_counter()
         try:
-            library, num_outputs, guard, constants = _compile(gm, example_inputs, dynamic_dims)
+            from eagerc._compiler import _cpu_standin
+
+            targets = [_cpu_standin(t) for t in example_inputs] if on_device else example_inputs
+            target_gm = _for_cpu_target(gm) if on_device else gm
+            try:
+                library, num_outputs, guard, constants = _compile(target_gm, targets, dynamic_dims)
+            except CompileError:
+                raise
+            except Exception as e:  # noqa: BLE001 - any tracing failure: another path
+                raise CompileError(f"tracing failed: {type(e).__name__}: "
+                                   f"{str(e).splitlines()[0][:200] if str(e) else ''}") from e
         except CompileError as e:
             remember_failure(key, _STAT_KEY, str(e))
             raise
@@ -92,7 +107,7 @@ def load_or_compile(gm, example_inputs, dynamic_dims=None) -> GraphKernel:
         entry = store().add(key, library, {"num_outputs": num_outputs, "op": "capture-graph",
                                            "guard": guard, "compile_seconds": seconds,
                                            "constants": _pack(constants)})
-        art = _C._GraphArtifact(entry.variant_id, entry.artifact_path, num_outputs)
+        art = _C._GraphArtifact(entry.variant_id, entry.artifact_path, num_outputs, on_device)
         return _kernel(art, constants, from_disk=False)
 
 
@@ -234,3 +249,24 @@ def _check_no_output_aliases(gm, fakes):
 
 def _mutates(node) -> bool:
     return isinstance(node.target, torch._ops.OpOverload) and node.target._schema.is_mutable
+
+
+def _for_cpu_target(gm):
+    """A copy of `gm` whose device arguments (factories, `.to(...)`) name the CPU instead of
+    the eagerc device: the CPU target allocates there, and the runtime hands CPU outputs
+    back as eagerc tensors over the same memory."""
+    import copy
+
+    def to_cpu(v):
+        if isinstance(v, torch.device) and v.type == "eagerc":
+            return torch.device("cpu")
+        if isinstance(v, str) and v.split(":")[0] == "eagerc":
+            return "cpu"
+        return v
+
+    gm = copy.deepcopy(gm)
+    for node in gm.graph.nodes:
+        node.args = torch.fx.node.map_aggregate(node.args, to_cpu)
+        node.kwargs = torch.fx.node.map_aggregate(node.kwargs, to_cpu)
+    gm.recompile()
+    return gm

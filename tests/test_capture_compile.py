@@ -150,3 +150,45 @@ def test_output_view_of_input_keeps_aliasing(fresh_cache):
             v.mul_(0)  # the view of x written through: x sees it, as in eager
             assert torch.count_nonzero(x) == 0
     assert graph_counts() == (0, 0)  # Inductor's own path (AOTAutograd regenerates views)
+
+
+def on_device_program(x, w):
+    return torch.relu(x @ w) + torch.ones(w.shape[1], device=x.device), (x * 2).sum(0)
+
+
+def test_graph_on_the_eagerc_device(fresh_cache):
+    import eagerc  # noqa: F401  (registers the eagerc device)
+
+    cap = capture(on_device_program)
+    with torch.no_grad():
+        for _ in range(2):
+            x, w = torch.randn(4, 8), torch.randn(8, 3)
+            out = cap(x.to("eagerc"), w.to("eagerc"))
+            ref = on_device_program(x, w)
+            assert all(o.device.type == "eagerc" for o in out)
+            assert_close([o.cpu() for o in out], list(ref))
+    assert capture_stats(cap)["hits"] == 1
+    assert graph_counts() == (1, 0)  # CPU target, run on zero-copy CPU aliases
+
+
+def test_graph_nothing_can_compile_runs_as_recorded(fresh_cache, monkeypatch, caplog):
+    import torch._inductor.compile_fx as inductor
+
+    from eagerc import _graph_compiler
+    from eagerc._compiler import CompileError
+
+    def refuse(*a, **k):
+        raise CompileError("refused for the test")
+
+    def broken(*a, **k):
+        raise RuntimeError("no codegen for this device")
+
+    monkeypatch.setattr(_graph_compiler, "load_or_compile", refuse)
+    monkeypatch.setattr(inductor, "compile_fx", broken)
+    cap = capture(mlp)
+    with torch.no_grad(), caplog.at_level(logging.WARNING):
+        for _ in range(2):
+            x = torch.randn(3, 16)
+            assert_close(cap(x, W, B), mlp(x, W, B))
+    assert "runs as recorded" in caplog.text
+    assert capture_stats(cap)["hits"] == 1

@@ -3,7 +3,8 @@
 The default path is eagerc's own compile/cache layer (eagerc/_graph_compiler.py): the graph
 becomes an artifact in kernel_cache, shared with the per-op kernels, so a later process
 recording the same graph loads it instead of compiling. Graphs that path refuses (outputs
-aliasing inputs, tensor constants, non-CPU inputs) are compiled by Inductor's compile_fx.
+aliasing inputs, inputs on other devices) are compiled by Inductor's compile_fx; a graph
+that cannot be compiled at all runs as recorded (the FX graph itself), with a warning.
 Each function returns `(fn, from_disk)`.
 """
 import logging
@@ -26,7 +27,12 @@ def _compile_graph(gm, example_inputs):
         log.info("eagerc.capture: graph compiled by compile_fx (%s)", e)
     from torch._inductor.compile_fx import compile_fx  # heavy: imported on first compile
 
-    return compile_fx(gm, list(example_inputs)), False
+    try:
+        return compile_fx(gm, list(example_inputs)), False
+    except Exception as e:  # noqa: BLE001 - e.g. a device Inductor has no codegen for
+        log.warning("eagerc.capture: graph not compiled (%s: %s); it runs as recorded",
+                    type(e).__name__, str(e).splitlines()[0][:200] if str(e) else "")
+        return gm, False
 
 
 def _compile_graph_symbolic(gm, example_inputs, dynamic_dims, backend=None):
@@ -46,7 +52,17 @@ def _compile_graph_symbolic(gm, example_inputs, dynamic_dims, backend=None):
             return (kernel.run, kernel.guard), kernel.from_disk
         except CompileError as e:
             log.info("eagerc.capture: symbolic graph compiled by compile_fx (%s)", e)
+        try:
+            return _compile_fx_symbolic(gm, example_inputs, dynamic_dims, None), False
+        except Exception as e:  # noqa: BLE001 - as in _compile_graph: run it as recorded
+            log.warning("eagerc.capture: symbolic graph not compiled (%s: %s); it runs as "
+                        "recorded", type(e).__name__, str(e).splitlines()[0][:200] if str(e) else "")
+            backend = _as_recorded
     return _compile_fx_symbolic(gm, example_inputs, dynamic_dims, backend), False
+
+
+def _as_recorded(gm, example_inputs):
+    return gm
 
 
 def _compile_fx_symbolic(gm, example_inputs, dynamic_dims, backend):
