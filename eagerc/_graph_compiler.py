@@ -77,12 +77,13 @@ def load_or_compile(gm, example_inputs, dynamic_dims=None) -> GraphKernel:
                 art = _C._GraphArtifact(entry.variant_id, entry.artifact_path,
                                         int(entry.metadata["num_outputs"]), on_device)
                 constants = _unpack(entry.metadata["constants"])
+                writes = bool(entry.metadata["writes_inputs"])
             except Exception as e:  # noqa: BLE001 - a broken entry is rebuilt, never a crash
                 log.warning("eagerc: dropping an unloadable graph artifact: %s", e)
                 store().evict(key, entry.variant_id)
                 continue
             _stats.count(_STAT_KEY, "disk_loads")
-            return _kernel(art, constants, from_disk=True)
+            return _kernel(art, constants, True, writes, gm)
         start = time.perf_counter()
         try:
             from eagerc._compiler import _cpu_standin
@@ -90,7 +91,8 @@ def load_or_compile(gm, example_inputs, dynamic_dims=None) -> GraphKernel:
             targets = [_cpu_standin(t) for t in example_inputs] if on_device else example_inputs
             target_gm = _for_cpu_target(gm) if on_device else gm
             try:
-                library, num_outputs, guard, constants = _compile(target_gm, targets, dynamic_dims)
+                library, num_outputs, guard, constants, writes = _compile(
+                    target_gm, targets, dynamic_dims)
             except CompileError:
                 raise
             except Exception as e:  # noqa: BLE001 - any tracing failure: another path
@@ -106,13 +108,14 @@ def load_or_compile(gm, example_inputs, dynamic_dims=None) -> GraphKernel:
                  len(gm.graph.nodes), seconds)
         entry = store().add(key, library, {"num_outputs": num_outputs, "op": "capture-graph",
                                            "guard": guard, "compile_seconds": seconds,
-                                           "constants": _pack(constants)})
+                                           "constants": _pack(constants),
+                                           "writes_inputs": writes})
         art = _C._GraphArtifact(entry.variant_id, entry.artifact_path, num_outputs, on_device)
-        return _kernel(art, constants, from_disk=False)
+        return _kernel(art, constants, False, writes, gm)
 
 
 def _compile(gm, example_inputs, dynamic_dims):
-    """Returns (library, num_outputs, guard source, constants)."""
+    """Returns (library, num_outputs, guard source, constants, whether it writes inputs)."""
     from eagerc._compiler import compile_traced
 
     traced, fake_mode, shape_env, fakes, (bindings, checks), n_out = _trace(
@@ -121,7 +124,7 @@ def _compile(gm, example_inputs, dynamic_dims):
     library, num_outputs, guard = compile_traced(
         traced, fake_mode, shape_env, fakes, bindings, checks, n_out,
         check_code=lambda code: code)
-    return library, num_outputs, guard, constants
+    return library, num_outputs, guard, constants, traced.meta["writes_inputs"]
 
 
 def _lift_constants(traced, fake_mode, fakes, checks):
@@ -166,12 +169,33 @@ def _unpack(text: str):
     return torch.load(io.BytesIO(base64.b64decode(text)), weights_only=True)
 
 
-def _kernel(art, constants, from_disk) -> GraphKernel:
-    if not constants:
-        return GraphKernel(art, art.guard, from_disk)
+def _kernel(art, constants, from_disk, writes_inputs, gm) -> GraphKernel:
     extra = tuple(constants)
-    return GraphKernel(lambda *inputs: art(*inputs, *extra),
-                       lambda inputs: art.guard(tuple(inputs) + extra), from_disk)
+    run = art if not extra else (lambda *inputs: art(*inputs, *extra))
+    guard = art.guard if not extra else (lambda inputs: art.guard(tuple(inputs) + extra))
+    if writes_inputs:
+        # The functional kernel reads every input before writing any: right only while no
+        # two inputs share memory. A call whose inputs overlap runs the recorded graph, op by
+        # op, as the program did.
+        compiled = run
+
+        def run(*inputs):
+            if _disjoint(inputs):
+                return compiled(*inputs)
+            return list(gm(*inputs))
+    return GraphKernel(run, guard, from_disk)
+
+
+def _disjoint(tensors) -> bool:
+    seen = set()
+    for t in tensors:
+        if t.numel() == 0:
+            continue
+        ptr = t.untyped_storage().data_ptr()
+        if ptr in seen:
+            return False
+        seen.add(ptr)
+    return True
 
 
 def _trace(gm, example_inputs, dynamic_dims):
@@ -207,7 +231,8 @@ def _trace(gm, example_inputs, dynamic_dims):
         _check_no_output_aliases(gm, fakes)
         trace = make_fx(gm, decomposition_table=select_decomp_table(), tracing_mode="real")
         traced = trace(*fakes)
-        if any(_mutates(n) for n in traced.graph.nodes):
+        writes = any(_mutates(n) for n in traced.graph.nodes)
+        if writes:
             # Inductor wants a functional graph: writes into inputs become copies back into
             # them. Only then, since functionalizing in C++ reads sizes as ints through
             # composite ops (linear on 3-d input), which would specialize symbolic dims.
@@ -226,6 +251,7 @@ def _trace(gm, example_inputs, dynamic_dims):
         val = out.meta.get("val") if isinstance(out, torch.fx.Node) else None
         if not isinstance(val, torch.Tensor):
             raise CompileError(f"graph output is not a tensor: {type(val).__name__}")
+    traced.meta["writes_inputs"] = writes
     return traced, fake_mode, shape_env, fakes, bindings_and_checks, len(outputs)
 
 

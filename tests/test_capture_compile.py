@@ -7,6 +7,7 @@ import subprocess
 import sys
 import textwrap
 
+import pytest
 import torch
 from torch.testing import assert_close
 
@@ -192,3 +193,41 @@ def test_graph_nothing_can_compile_runs_as_recorded(fresh_cache, monkeypatch, ca
             assert_close(cap(x, W, B), mlp(x, W, B))
     assert "runs as recorded" in caplog.text
     assert capture_stats(cap)["hits"] == 1
+
+
+def write_then_read(x, y):
+    x.add_(1)  # result unused: the write into x is the point
+    return y * 2
+
+
+def writes_by_keyword(x, y):
+    torch.nn.functional.relu(x, inplace=True)
+    torch.add(y, 1, out=y)
+    return x.sum()
+
+
+def _fresh_args(fn, aliased):
+    if fn is writes_by_keyword:
+        return torch.randn(4), torch.zeros(3)
+    if aliased:  # y is a view of x: the write into x must show in what y reads
+        base = torch.zeros(4)
+        return base, base[:2]
+    return torch.zeros(4), torch.zeros(2)
+
+
+@pytest.mark.parametrize("backend", ["eager", "inductor"])
+@pytest.mark.parametrize("fn, aliased", [(write_then_read, False), (write_then_read, True),
+                                         (writes_by_keyword, False)],
+                         ids=["unused-inplace", "aliased-inputs", "out-and-inplace-kw"])
+def test_writes_into_inputs_are_replayed(fresh_cache, backend, fn, aliased):
+    cap = capture(fn, backend=backend)
+    with torch.no_grad():
+        for _ in range(3):
+            args = _fresh_args(fn, aliased)
+            ref_args = tuple(a.clone() for a in args)
+            if aliased:
+                ref_args = (ref_args[0], ref_args[0][:2])
+            assert_close(cap(*args), fn(*ref_args))
+            for got, want in zip(args, ref_args):
+                assert_close(got, want)
+    assert capture_stats(cap)["hits"] == 2

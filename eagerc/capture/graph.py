@@ -141,8 +141,12 @@ class OpRecorder(TorchFunctionMode):
                 self.vary[id(o)] = True
         if not self._bind(out, node):
             self.monitor.stop(f"non-tensor result of {name}: {type(out).__name__}")
-        if name.endswith("_") or name.startswith("__i") or name == "__setitem__":
-            self.monitor.note_tensor_write(args[0] if args else None)
+        written = _written_tensor(name, args, kwargs)
+        if written is not None:
+            # Kept by dead-code elimination even when its result is unused: the write into
+            # an input is the point (build_module).
+            node.meta["eagerc_writes"] = True
+            self.monitor.note_tensor_write(written)
         return out
 
     def _bind(self, out, node):
@@ -307,10 +311,24 @@ def _needs_grad(args, kwargs):
     return False
 
 
+def _written_tensor(name, args, kwargs):
+    """The tensor a torch call writes into, or None: in-place methods and functions
+    (`add_`, `relu_`, `x += y`, `x[i] = v`), `out=` and `inplace=True`."""
+    out = kwargs.get("out")
+    if isinstance(out, torch.Tensor):
+        return out
+    if kwargs.get("inplace") is True or (name.endswith("_") and not name.endswith("__")) \
+            or name.startswith("__i") or name == "__setitem__":
+        return args[0] if args and isinstance(args[0], torch.Tensor) else None
+    return None
+
+
 def build_module(graph, outputs):
-    """A GraphModule returning `outputs` (fx nodes) as a tuple; dead nodes removed."""
+    """A GraphModule returning `outputs` (fx nodes) as a tuple; dead nodes removed, except
+    writes into tensors (an in-place op whose result is unused still updates its input)."""
     graph.output(tuple(outputs))
     gm = fx.GraphModule(torch.nn.Module(), graph)
-    gm.graph.eliminate_dead_code()
+    gm.graph.eliminate_dead_code(
+        is_impure_node=lambda n: n.meta.get("eagerc_writes", False) or n.is_impure())
     gm.recompile()
     return gm
