@@ -27,6 +27,12 @@ class CompileError(Exception):
     """The call cannot be compiled; the message says why (it becomes a fallback reason)."""
 
 
+def error_summary(e: BaseException) -> str:
+    """'Type: first line of the message' (at most 200 characters), for reasons and logs."""
+    text = str(e)
+    return f"{type(e).__name__}: {text.splitlines()[0][:200] if text else ''}"
+
+
 class SpecializeValues(Exception):
     """Tracing failed with lifted scalars; retry with scalar values in the key."""
 
@@ -78,7 +84,7 @@ def _fake_inputs(op, args, specialize):
     inputs; returns (fake_mode, shape_env, paths, fakes, slots, bindings, checks)."""
     from torch._dynamo.source import LocalSource
     from torch._subclasses.fake_tensor import FakeTensorMode
-    from torch.fx.experimental.symbolic_shapes import DimDynamic, ShapeEnv, StatelessSymbolicContext
+    from torch.fx.experimental.symbolic_shapes import DimDynamic, ShapeEnv
 
     # No duck sizing: two sizes that happen to be equal at the first call stay
     # separate symbols, so the kernel is not specialized to that coincidence.
@@ -90,11 +96,7 @@ def _fake_inputs(op, args, specialize):
     for k, (path, value) in enumerate(walk_runtime_inputs(op._schema, args, specialize)):
         source = LocalSource(f"input{k}")
         if isinstance(value, torch.Tensor):
-            ctx = StatelessSymbolicContext(
-                dynamic_sizes=[DimDynamic.DYNAMIC] * value.dim(),
-                dynamic_strides=[DimDynamic.INFER_STRIDE] * value.dim(),
-            )
-            fake = fake_mode.from_tensor(value, symbolic_context=ctx, source=source)
+            fake = fake_input(fake_mode, value, range(value.dim()), source)
             slots.append(("t", fake, n_ints))
             n_ints += 2 * value.dim() + 1
         elif isinstance(value, int):
@@ -205,19 +207,35 @@ def trace(op, args, specialize):
     with fake_mode, enable_python_dispatcher():
         gm = make_fx(fn, decomposition_table=select_decomp_table(), tracing_mode="real")(*fakes)
         if op._schema.name and torch.Tag.nondeterministic_seeded in op.tags:
-            # Random ops lower only after Inductor's seed pass (compile_fx runs it
-            # for whole graphs; compile_fx_inner does not).
-            from torch._inductor.fx_passes.replace_random import replace_random_passes
-            from torch._inductor.virtualized import V
-
-            with V.set_fake_mode(fake_mode):
-                replace_random_passes(gm)
+            seed_random_ops(gm, fake_mode)
     outputs = [n for n in gm.graph.nodes if n.op == "output"][0].args[0]
     for out in outputs:
         val = out.meta.get("val") if hasattr(out, "meta") else None
         if isinstance(val, torch.Tensor) and (val.layout != torch.strided or val.is_quantized):
             raise CompileError(f"output layout {val.layout} is not strided")
     return gm, fake_mode, shape_env, fakes, slots, (bindings, checks), len(outputs)
+
+
+def seed_random_ops(gm, fake_mode) -> None:
+    """Random ops lower only after Inductor's seed pass (compile_fx runs it for whole
+    graphs; compile_fx_inner, which eagerc calls, does not)."""
+    from torch._inductor.fx_passes.replace_random import replace_random_passes
+    from torch._inductor.virtualized import V
+
+    with V.set_fake_mode(fake_mode):
+        replace_random_passes(gm)
+
+
+def fake_input(fake_mode, t, dynamic_dims, source):
+    """A fake of tensor `t` whose dims in `dynamic_dims` are fresh size symbols (strides
+    inferred from them), the others static."""
+    from torch.fx.experimental.symbolic_shapes import DimDynamic, StatelessSymbolicContext
+
+    ctx = StatelessSymbolicContext(
+        dynamic_sizes=[DimDynamic.DYNAMIC if d in dynamic_dims else DimDynamic.STATIC
+                       for d in range(t.dim())],
+        dynamic_strides=[DimDynamic.INFER_STRIDE] * t.dim())
+    return fake_mode.from_tensor(t, symbolic_context=ctx, source=source)
 
 
 @contextlib.contextmanager
@@ -341,7 +359,7 @@ def compile_call(op, args, specialize: bool, dispatch_key: str = "CPU") -> Compi
     except Exception as e:  # noqa: BLE001 - any tracing failure is a reason to fall back
         if _has_lifted_scalars(op, args, specialize):
             raise SpecializeValues(str(e)) from e
-        raise CompileError(f"tracing failed: {type(e).__name__}: {str(e).splitlines()[0][:200]}") from e
+        raise CompileError(f"tracing failed: {error_summary(e)}") from e
 
     def check_code(code):
         if f'aoti_torch_call_dispatcher("{op_qualname}"' in code:
@@ -393,11 +411,11 @@ class InductorFailed(CompileError):
     """Inductor itself failed on a traced graph (the cause is chained)."""
 
 
-def compile_traced(gm, fake_mode, shape_env, fakes, bindings, input_checks, n_out, check_code,
-                   patches=None):
+def compile_traced(gm, fake_mode, shape_env, fakes, bindings, input_checks, n_out,
+                   check_code=None, patches=None):
     """Compile a graph traced over `fakes` with Inductor's C++ wrapper into an artifact.
 
-    `check_code(code) -> code` sees the generated wrapper first (it may refuse it by raising,
+    `check_code(code) -> code`, if given, sees the generated wrapper first (it may refuse it by raising,
     or rewrite it). Returns (library bytes, number of outputs, guard source); the guard holds
     `input_checks` and every assumption the ShapeEnv recorded while tracing and compiling.
     Raises CompileError (or NeedsCpuAliases) for what the hooks refused, InductorFailed else.
@@ -412,7 +430,8 @@ def compile_traced(gm, fake_mode, shape_env, fakes, bindings, input_checks, n_ou
         code = kw["main_code"]
         if "gil_scoped_acquire" in code or "PyObject_Call" in code:
             raise CompileError("the generated kernel calls back into Python")
-        code = check_code(code)
+        if check_code is not None:
+            code = check_code(code)
         checks = input_checks + [g.expr for g in shape_env.guards] + _range_checks(shape_env, bindings)
         guard = guard_source(bindings, checks)
         # The holder calls the entry without the GIL held: drop Inductor's release.
@@ -442,8 +461,7 @@ def compile_traced(gm, fake_mode, shape_env, fakes, bindings, input_checks, n_ou
             raise cause from e
         if isinstance(cause, (CompileError, GuardError)):
             raise CompileError(str(cause)) from e
-        raise InductorFailed(f"Inductor failed: {type(e).__name__}: "
-                             f"{str(e).splitlines()[0][:200] if str(e) else ''}") from e
+        raise InductorFailed(f"Inductor failed: {error_summary(e)}") from e
     loaded = getattr(on_source, "loaded", None)
     if loaded is None or "guard" not in captured:
         raise CompileError("Inductor produced no C++ wrapper for this graph")

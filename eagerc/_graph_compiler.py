@@ -3,14 +3,16 @@
 eagerc.capture records one torch.fx graph per record. It is compiled the way one ATen op is
 (_compiler.py): traced to ATen over fake tensors (functionalized when it writes into a
 tensor; Inductor's decompositions), compiled by Inductor's C++ wrapper into a shared library
-with ``eagerc_entry`` and ``eagerc_guard``, and stored in kernel_cache next to the per-op kernels. A later process that
-records the same graph for the same input metadata loads the library from disk: no Inductor
-import, no compile. The guard holds the symbolic-shape assumptions as C++, so a symbolic
-record checks its shapes without a Python evaluation per call.
+with ``eagerc_entry`` and ``eagerc_guard``, and stored in kernel_cache next to the per-op
+kernels. A later process that records the same graph for the same input metadata loads the
+library from disk: no Inductor import, no compile. The guard holds the symbolic-shape
+assumptions as C++, so a symbolic record checks its shapes without a Python evaluation per
+call.
 
 Graphs this path does not take (an output aliasing an input, inputs on devices other than
-the CPU and the eagerc device) raise CompileError; the capture backend then compiles them with Inductor's
-``compile_fx`` (whose AOTAutograd regenerates aliases).
+the CPU and the eagerc device, a graph that does not trace) raise CompileError; the capture
+backend then compiles them with Inductor's ``compile_fx`` (whose AOTAutograd regenerates
+aliases).
 """
 from __future__ import annotations
 
@@ -57,7 +59,7 @@ def load_or_compile(gm, example_inputs, dynamic_dims=None) -> GraphKernel:
     Raises CompileError when this path cannot take the graph (the reason is remembered on
     disk, so no process tries again)."""
     from eagerc import _C
-    from eagerc._compiler import CompileError
+    from eagerc._compiler import CompileError, _cpu_standin
     from eagerc._resolver import key_lock, remember_failure, store, stored_entries
 
     dynamic_dims = dynamic_dims or [[] for _ in example_inputs]
@@ -86,18 +88,10 @@ def load_or_compile(gm, example_inputs, dynamic_dims=None) -> GraphKernel:
             return _kernel(art, constants, True, writes, gm)
         start = time.perf_counter()
         try:
-            from eagerc._compiler import _cpu_standin
-
-            targets = [_cpu_standin(t) for t in example_inputs] if on_device else example_inputs
-            target_gm = _for_cpu_target(gm) if on_device else gm
-            try:
-                library, num_outputs, guard, constants, writes = _compile(
-                    target_gm, targets, dynamic_dims)
-            except CompileError:
-                raise
-            except Exception as e:  # noqa: BLE001 - any tracing failure: another path
-                raise CompileError(f"tracing failed: {type(e).__name__}: "
-                                   f"{str(e).splitlines()[0][:200] if str(e) else ''}") from e
+            library, num_outputs, guard, constants, writes = _compile(
+                _for_cpu_target(gm) if on_device else gm,
+                [_cpu_standin(t) for t in example_inputs] if on_device else example_inputs,
+                dynamic_dims)
         except CompileError as e:
             remember_failure(key, _STAT_KEY, str(e))
             raise
@@ -116,14 +110,18 @@ def load_or_compile(gm, example_inputs, dynamic_dims=None) -> GraphKernel:
 
 def _compile(gm, example_inputs, dynamic_dims):
     """Returns (library, num_outputs, guard source, constants, whether it writes inputs)."""
-    from eagerc._compiler import compile_traced
+    from eagerc._compiler import CompileError, compile_traced, error_summary
 
-    traced, fake_mode, shape_env, fakes, (bindings, checks), n_out = _trace(
-        gm, example_inputs, dynamic_dims)
+    try:
+        traced, fake_mode, shape_env, fakes, (bindings, checks), n_out = _trace(
+            gm, example_inputs, dynamic_dims)
+    except CompileError:
+        raise
+    except Exception as e:  # noqa: BLE001 - any tracing failure: the graph takes another path
+        raise CompileError(f"tracing failed: {error_summary(e)}") from e
     constants = _lift_constants(traced, fake_mode, fakes, checks)
     library, num_outputs, guard = compile_traced(
-        traced, fake_mode, shape_env, fakes, bindings, checks, n_out,
-        check_code=lambda code: code)
+        traced, fake_mode, shape_env, fakes, bindings, checks, n_out)
     return library, num_outputs, guard, constants, traced.meta["writes_inputs"]
 
 
@@ -206,21 +204,16 @@ def _trace(gm, example_inputs, dynamic_dims):
     from torch._inductor.decomposition import select_decomp_table
     from torch._subclasses.fake_tensor import FakeTensorMode
     from torch.fx.experimental.proxy_tensor import make_fx
-    from torch.fx.experimental.symbolic_shapes import (DimDynamic, ShapeEnv,
-                                                       StatelessSymbolicContext)
+    from torch.fx.experimental.symbolic_shapes import ShapeEnv
 
-    from eagerc._compiler import CompileError, _bindings_and_checks
+    from eagerc._compiler import CompileError, _bindings_and_checks, fake_input, seed_random_ops
 
     # No duck sizing: sizes equal by coincidence in this run stay separate symbols.
     shape_env = ShapeEnv(duck_shape=False)
     fake_mode = FakeTensorMode(shape_env=shape_env)
     fakes, slots, n_ints = [], [], 0
     for k, (t, dims) in enumerate(zip(example_inputs, dynamic_dims)):
-        ctx = StatelessSymbolicContext(
-            dynamic_sizes=[DimDynamic.DYNAMIC if d in dims else DimDynamic.STATIC
-                           for d in range(t.dim())],
-            dynamic_strides=[DimDynamic.INFER_STRIDE] * t.dim())
-        fake = fake_mode.from_tensor(t, symbolic_context=ctx, source=LocalSource(f"input{k}"))
+        fake = fake_input(fake_mode, t, dims, LocalSource(f"input{k}"))
         fakes.append(fake)
         slots.append(("t", fake, n_ints))
         n_ints += 2 * t.dim() + 1
@@ -228,9 +221,8 @@ def _trace(gm, example_inputs, dynamic_dims):
     # report the replacement, and the guard must still read every original symbol.
     bindings_and_checks = _bindings_and_checks(slots)
     with fake_mode, enable_python_dispatcher(), torch.no_grad():
-        _check_no_output_aliases(gm, fakes)
-        trace = make_fx(gm, decomposition_table=select_decomp_table(), tracing_mode="real")
-        traced = trace(*fakes)
+        traced = make_fx(gm, decomposition_table=select_decomp_table(), tracing_mode="real")(*fakes)
+        _check_no_output_aliases(traced, fakes)
         writes = any(_mutates(n) for n in traced.graph.nodes)
         if writes:
             # Inductor wants a functional graph: writes into inputs become copies back into
@@ -241,11 +233,7 @@ def _trace(gm, example_inputs, dynamic_dims):
                              tracing_mode="real")(*fakes)
         if any(isinstance(n.target, torch._ops.OpOverload)
                and torch.Tag.nondeterministic_seeded in n.target.tags for n in traced.graph.nodes):
-            from torch._inductor.fx_passes.replace_random import replace_random_passes
-            from torch._inductor.virtualized import V
-
-            with V.set_fake_mode(fake_mode):
-                replace_random_passes(traced)
+            seed_random_ops(traced, fake_mode)
     outputs = next(n for n in traced.graph.nodes if n.op == "output").args[0]
     for out in outputs:
         val = out.meta.get("val") if isinstance(out, torch.fx.Node) else None
@@ -255,22 +243,23 @@ def _trace(gm, example_inputs, dynamic_dims):
     return traced, fake_mode, shape_env, fakes, bindings_and_checks, len(outputs)
 
 
-def _check_no_output_aliases(gm, fakes):
+def _check_no_output_aliases(traced, fakes):
     """Functionalization turns views into copies; an output that is a view of an input (or
-    of another output) must stay one, so such graphs take Inductor's own path."""
+    of another output) must stay one, so such graphs take Inductor's own path. Read off the
+    first, unfunctionalized trace: its output values are the fakes the ops returned."""
     from torch.multiprocessing.reductions import StorageWeakRef
 
     from eagerc._compiler import CompileError
 
-    outs = gm(*fakes)
+    outputs = next(n for n in traced.graph.nodes if n.op == "output").args[0]
     seen = {StorageWeakRef(t.untyped_storage()) for t in fakes}
-    for o in outs:
-        if isinstance(o, torch.Tensor):
-            ref = StorageWeakRef(o.untyped_storage())
+    for out in outputs:
+        val = out.meta.get("val") if isinstance(out, torch.fx.Node) else None
+        if isinstance(val, torch.Tensor):
+            ref = StorageWeakRef(val.untyped_storage())
             if ref in seen:
                 raise CompileError("a graph output aliases an input or another output")
             seen.add(ref)
-
 
 
 def _mutates(node) -> bool:

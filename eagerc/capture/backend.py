@@ -17,7 +17,7 @@ def _compile_graph(gm, example_inputs):
 
     The callable takes the graph inputs positionally and returns the outputs as a sequence.
     """
-    from eagerc._compiler import CompileError
+    from eagerc._compiler import CompileError, error_summary
     from eagerc._graph_compiler import load_or_compile
 
     try:
@@ -30,8 +30,8 @@ def _compile_graph(gm, example_inputs):
     try:
         return compile_fx(gm, list(example_inputs)), False
     except Exception as e:  # noqa: BLE001 - e.g. a device Inductor has no codegen for
-        log.warning("eagerc.capture: graph not compiled (%s: %s); it runs as recorded",
-                    type(e).__name__, str(e).splitlines()[0][:200] if str(e) else "")
+        log.warning("eagerc.capture: graph not compiled (%s); it runs as recorded",
+                    error_summary(e))
         return gm, False
 
 
@@ -43,6 +43,8 @@ def _compile_graph_symbolic(gm, example_inputs, dynamic_dims, backend=None):
     such as `2 <= s0`), so a call never reaches the compiled graph with a shape it was not
     compiled for. On eagerc's path that check is C++ inside the artifact.
     """
+    from eagerc._compiler import error_summary
+
     if backend is None:
         from eagerc._compiler import CompileError
         from eagerc._graph_compiler import load_or_compile
@@ -55,8 +57,8 @@ def _compile_graph_symbolic(gm, example_inputs, dynamic_dims, backend=None):
         try:
             return _compile_fx_symbolic(gm, example_inputs, dynamic_dims, None), False
         except Exception as e:  # noqa: BLE001 - as in _compile_graph: run it as recorded
-            log.warning("eagerc.capture: symbolic graph not compiled (%s: %s); it runs as "
-                        "recorded", type(e).__name__, str(e).splitlines()[0][:200] if str(e) else "")
+            log.warning("eagerc.capture: symbolic graph not compiled (%s); it runs as recorded",
+                        error_summary(e))
             backend = _as_recorded
     return _compile_fx_symbolic(gm, example_inputs, dynamic_dims, backend), False
 
