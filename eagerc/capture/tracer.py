@@ -129,12 +129,7 @@ class MonitoringTracer:
             self.on_error(f"monitor error: {type(e).__name__}: {e}")
 
     def _instruction(self, code, offset):
-        if threading.get_ident() != self.thread:
-            return
-        frame = sys._getframe(1)
-        trace = self.watches.get(frame)
-        if trace is not None and trace(frame, "opcode", None) is None:
-            del self.watches[frame]
+        self._deliver("opcode")
 
     def _leave_frame(self, code, offset, *rest):
         # Returned, yielded (a resume is a new start) or unwound: forget the frame, so its
@@ -143,10 +138,15 @@ class MonitoringTracer:
             self.watches.pop(sys._getframe(1), None)
 
     def _exception(self, code, offset, *rest):
-        # The value stack is cut back to a handler's depth: drop the pending action.
+        # The value stack is cut back to a handler's depth: the watch drops its pending action.
+        self._deliver("exception")
+
+    def _deliver(self, event):
+        """Hand `event` to the watch of the frame it happened in (two frames up: the
+        callback's caller)."""
         if threading.get_ident() != self.thread:
             return
-        frame = sys._getframe(1)
+        frame = sys._getframe(2)
         trace = self.watches.get(frame)
-        if trace is not None and trace(frame, "exception", None) is None:
+        if trace is not None and trace(frame, event, None) is None:
             del self.watches[frame]
