@@ -4,23 +4,6 @@
 
 namespace eagerc {
 
-const char* arg_kind_name(ArgKind k) {
-  switch (k) {
-    case ArgKind::Tensor: return "Tensor";
-    case ArgKind::OptionalTensor: return "Tensor?";
-    case ArgKind::TensorList: return "Tensor[]";
-    case ArgKind::OptionalTensorList: return "Tensor?[]";
-    case ArgKind::Scalar: return "Scalar";
-    case ArgKind::OptionalScalar: return "Scalar?";
-    case ArgKind::Float: return "float";
-    case ArgKind::OptionalFloat: return "float?";
-    case ArgKind::Specialized: return "specialized";
-    case ArgKind::Generator: return "Generator?";
-    case ArgKind::Unsupported: return "unsupported";
-  }
-  return "?";
-}
-
 ArgKind classify_argument(const c10::Argument& arg, std::string* why) {
   const c10::TypePtr& type = arg.real_type() ? arg.real_type() : arg.type();
   auto kind = type->kind();

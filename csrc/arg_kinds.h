@@ -1,7 +1,6 @@
 // How each schema argument enters a compiled kernel. One enum, shared by the
-// signature (what is specialized) and the runtime-input builder (what is passed).
-// The Python mirror lives in eagerc/_arg_kinds.py; both must agree on the order in
-// which runtime inputs are collected (walk arguments left to right, flatten lists).
+// signature (what is specialized) and the runtime-input builder (what is passed);
+// runtime_layout.h tells Python the resulting order.
 #pragma once
 #include <ATen/core/function_schema.h>
 #include <string>
@@ -22,8 +21,6 @@ enum class ArgKind : uint8_t {
   Generator,       // Generator?: only None is supported
   Unsupported,
 };
-
-const char* arg_kind_name(ArgKind k);
 
 // Classifies one argument type. `why` is filled for Unsupported.
 ArgKind classify_argument(const c10::Argument& arg, std::string* why);

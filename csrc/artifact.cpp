@@ -13,9 +13,7 @@ namespace eagerc {
 Artifact::Artifact(std::string variant_id, const std::string& path, size_t num_outputs)
     : variant_id_(std::move(variant_id)), path_(path), num_outputs_(num_outputs) {
   void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
-  TORCH_CHECK(handle, "eagerc: cannot load compiled kernel ", path, ": ", dlerror(),
-              ". The cache entry will be rebuilt; if this repeats, run "
-              "`python -m kernel_cache verify`.");
+  TORCH_CHECK(handle, "eagerc: cannot load compiled kernel ", path, ": ", dlerror());
   guard_ = reinterpret_cast<GuardFn>(dlsym(handle, "eagerc_guard"));
   entry_ = reinterpret_cast<EntryFn>(dlsym(handle, "eagerc_entry"));
   TORCH_CHECK(guard_ && entry_, "eagerc: compiled kernel ", path,

@@ -33,6 +33,7 @@ class Artifact {
 
   const std::string& variant_id() const { return variant_id_; }
   const std::string& path() const { return path_; }
+  size_t num_outputs() const { return num_outputs_; }
 
  private:
   std::string variant_id_;
@@ -44,6 +45,8 @@ class Artifact {
 
 // Loaded artifacts live as long as the process: a library is never unloaded
 // (its code may still be on a stack), so loading one path twice returns the same.
+// Throws (with the path and dlerror()) when the library cannot be loaded; the caller
+// (eagerc/cache.py) evicts that entry and compiles again.
 const Artifact* load_artifact(const std::string& variant_id, const std::string& path,
                               size_t num_outputs);
 

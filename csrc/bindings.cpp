@@ -5,15 +5,16 @@
 #include <pybind11/stl.h>
 #include <torch/csrc/utils/pybind.h>
 
+#include "capture/graph_artifact.h"
 #include "device/device_bindings.h"
-#include "graph_artifact.h"
-
-namespace eagerc {
-void init_dict_versions_bindings(pybind11::module& m);  // dict_versions.cpp
-}
 #include "kernel_holder.h"
+#include "miss.h"
 #include "registration.h"
 #include "resolver_bridge.h"
+
+namespace eagerc {
+void init_dict_versions_bindings(pybind11::module& m);  // capture/dict_versions.cpp
+}
 
 namespace py = pybind11;
 
@@ -40,6 +41,7 @@ py::dict op_stats(const eagerc::OpState& st) {
 
 PYBIND11_MODULE(_C, m) {
   m.doc() = "eagerc C++ runtime: kernel holders, signatures, L1 tables, the eagerc device";
+  eagerc::init_miss_bindings(m);
   eagerc::device::init_bindings(m);
   eagerc::init_graph_artifact_bindings(m);
   eagerc::init_dict_versions_bindings(m);
@@ -48,9 +50,11 @@ PYBIND11_MODULE(_C, m) {
     return eagerc::servable_ops(parse_key(key), new_device, include_random, deny);
   });
   m.def("_enable_ops", [](const std::string& key, const std::vector<std::string>& ops,
-                          bool run_on_aliases) {
-    return eagerc::enable_ops(parse_key(key), ops, run_on_aliases);
-  }, py::arg("key"), py::arg("ops"), py::arg("run_on_aliases") = false);
+                          bool host_aliases, bool new_device, bool run_on_aliases) {
+    return eagerc::enable_ops(parse_key(key), ops,
+                              eagerc::ServingOptions{host_aliases, new_device, run_on_aliases});
+  }, py::arg("key"), py::arg("ops"), py::kw_only(), py::arg("host_aliases"),
+     py::arg("new_device"), py::arg("run_on_aliases") = false);
   m.def("_data_dependent_ops", &eagerc::data_dependent_ops);
   m.def("_specialize_scalars", [](const std::vector<std::string>& ops) {
     for (const auto& st : eagerc::all_op_states()) {

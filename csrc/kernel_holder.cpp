@@ -8,8 +8,7 @@
 #include <mutex>
 #include <set>
 
-#include "device/alias.h"
-#include "resolver_bridge.h"
+#include "host_alias.h"
 
 namespace eagerc {
 namespace {
@@ -37,39 +36,35 @@ void set_cpu_fallback(bool enabled) { g_cpu_fallback.store(enabled); }
 
 namespace {
 
-// The eagerc device keeps its memory on the host, so its target is the CPU: its
-// tensors are swapped for zero-copy CPU aliases, the CPU kernel runs on them, and
-// fresh outputs are handed back as eagerc tensors over the same memory.
-void swap_to_cpu_aliases(size_t n, torch::jit::Stack* stack) {
-  auto alias = [](c10::IValue& v) {
-    if (v.isTensor() && v.toTensor().defined() && v.toTensor().device().is_privateuseone()) {
-      v = device::cpu_alias(v.toTensor());
-    }
+// A host-memory device's tensors are swapped for zero-copy CPU aliases, the CPU kernel
+// runs on them, and fresh outputs are handed back as tensors of the device over the same
+// memory. Returns the device (the first non-CPU tensor's or device argument's).
+c10::Device swap_to_cpu_aliases(size_t n, torch::jit::Stack* stack) {
+  c10::Device device(c10::kCPU);
+  auto alias = [&](const at::Tensor& t) {
+    if (!t.defined() || t.is_cpu()) return t;
+    device = t.device();
+    return cpu_alias(t);
   };
   for (size_t i = stack->size() - n; i < stack->size(); ++i) {
     c10::IValue& v = (*stack)[i];
     if (v.isTensor()) {
-      alias(v);
+      v = alias(v.toTensor());
     } else if (v.isTensorList()) {
-      auto list = v.toTensorList();
       c10::List<at::Tensor> out;
-      for (const at::Tensor& t : list) {
-        out.push_back(t.defined() && t.device().is_privateuseone() ? device::cpu_alias(t) : t);
-      }
+      for (const at::Tensor& t : v.toTensorList()) out.push_back(alias(t));
       v = out;
     } else if (v.isList()) {  // Tensor?[]
       auto list = v.toList();
       c10::impl::GenericList out(list.elementType());
-      for (const c10::IValue& e : list) {
-        c10::IValue copy = e;
-        alias(copy);
-        out.push_back(copy);
-      }
+      for (const c10::IValue& e : list) out.push_back(e.isTensor() ? c10::IValue(alias(e.toTensor())) : e);
       v = out;
-    } else if (v.isDevice() && v.toDevice().is_privateuseone()) {
+    } else if (v.isDevice() && !v.toDevice().is_cpu()) {
+      device = v.toDevice();
       v = c10::Device(c10::kCPU);
     }
   }
+  return device;
 }
 
 }  // namespace
@@ -85,12 +80,12 @@ void KernelHolder::operator()(const c10::OperatorHandle& op, c10::DispatchKeySet
     run_out_variant(stack);
     return;
   }
-  if (st.dispatch_key == c10::DispatchKey::PrivateUse1) {
+  if (st.host_aliases) {
     if (ActivityGuard::active() || st.run_on_aliases) {
       run_on_cpu_aliases(op, stack);
       return;
     }
-    if (st.needs_cpu_aliases.load(std::memory_order_relaxed)) {
+    if (st.compiled_on_host_aliases.load(std::memory_order_relaxed)) {
       compiled_on_cpu_aliases(op, ks, stack);
       return;
     }
@@ -98,38 +93,32 @@ void KernelHolder::operator()(const c10::OperatorHandle& op, c10::DispatchKeySet
   // One signature buffer per thread: its strings and vectors keep their
   // capacity, so a hit allocates nothing for the key.
   thread_local CallSignature sig;
-  std::string reason;
-  const Artifact* artifact = find_or_resolve(*stack, &sig, &reason);
-  if (!artifact && reason == kRetryOnCpuAliases) {
-    compiled_on_cpu_aliases(op, ks, stack);
-    return;
+  MissOutcome outcome = find_or_resolve(*stack, &sig);
+  switch (outcome.next) {
+    case MissOutcome::Next::Run:
+      run_and_push(*outcome.artifact, sig, stack);
+      return;
+    case MissOutcome::Next::RunOnHostAliases:
+      compiled_on_cpu_aliases(op, ks, stack);
+      return;
+    case MissOutcome::Next::Fallback:
+      fallback(op, ks, stack, outcome.reason.c_str());
+      return;
   }
-  if (!artifact) {
-    fallback(op, ks, stack, reason.c_str());
-    return;
-  }
-  run_and_push(*artifact, sig, stack);
 }
 
-const Artifact* KernelHolder::find_or_resolve(const torch::jit::Stack& stack, CallSignature* sig,
-                                              std::string* reason) {
+MissOutcome KernelHolder::find_or_resolve(const torch::jit::Stack& stack, CallSignature* sig) {
   OpState& st = *state_;
   compute_signature(st.plan, stack, st.specialize_values.load(std::memory_order_relaxed), sig);
-  if (sig->unsupported) {
-    *reason = sig->unsupported;
-    return nullptr;
-  }
+  if (sig->unsupported) return {MissOutcome::Next::Fallback, nullptr, sig->unsupported};
   auto found = st.table.find(*sig);
-  if (found.fallback) {
-    *reason = *found.fallback;
-    return nullptr;
-  }
+  if (found.fallback) return {MissOutcome::Next::Fallback, nullptr, *found.fallback};
   if (found.artifact) {
     st.counters.hits.fetch_add(1, std::memory_order_relaxed);
-    return found.artifact;
+    return {MissOutcome::Next::Run, found.artifact, ""};
   }
   st.counters.misses.fetch_add(1, std::memory_order_relaxed);
-  return resolve_miss(st, stack, sig, reason);
+  return resolve_miss(st, stack, sig);
 }
 
 void KernelHolder::run_out_variant(torch::jit::Stack* stack) {
@@ -155,19 +144,22 @@ void KernelHolder::run_out_variant(torch::jit::Stack* stack) {
 }
 
 void KernelHolder::restore_device_outputs(const c10::SmallVector<c10::IValue, 8>& original,
-                                          size_t num_returns, torch::jit::Stack* stack) {
+                                          c10::Device device, size_t num_returns,
+                                          torch::jit::Stack* stack) {
   const OpPlan& plan = state_->plan;
   for (size_t r = 0; r < num_returns; ++r) {
     c10::IValue& v = (*stack)[stack->size() - num_returns + r];
     int alias = r < plan.return_alias.size() ? plan.return_alias[r] : -1;
     if (alias >= 0) {
       v = original[alias];  // in-place / out=: the caller's eagerc tensor itself
+    } else if (device.is_cpu()) {
+      continue;  // no tensor of the device among the arguments: nothing to hand back
     } else if (v.isTensor() && v.toTensor().defined() && v.toTensor().device().is_cpu()) {
-      v = device::device_alias_of_cpu(v.toTensor());
+      v = alias_on_device(v.toTensor(), device);
     } else if (v.isTensorList()) {
       c10::List<at::Tensor> out;
       for (const at::Tensor& t : v.toTensorList()) {
-        out.push_back(t.defined() && t.device().is_cpu() ? device::device_alias_of_cpu(t) : t);
+        out.push_back(t.defined() && t.device().is_cpu() ? alias_on_device(t, device) : t);
       }
       v = out;
     }
@@ -178,11 +170,11 @@ void KernelHolder::run_on_cpu_aliases(const c10::OperatorHandle& op, torch::jit:
   OpState& st = *state_;
   const size_t n = st.plan.kinds.size();
   c10::SmallVector<c10::IValue, 8> original(stack->end() - n, stack->end());
-  swap_to_cpu_aliases(n, stack);
+  const c10::Device device = swap_to_cpu_aliases(n, stack);
   if (st.run_on_aliases) st.counters.aliased.fetch_add(1, std::memory_order_relaxed);
   ActivityGuard guard;
   op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), stack);
-  restore_device_outputs(original, st.plan.num_returns, stack);
+  restore_device_outputs(original, device, st.plan.num_returns, stack);
 }
 
 void KernelHolder::compiled_on_cpu_aliases(const c10::OperatorHandle& op, c10::DispatchKeySet ks,
@@ -190,19 +182,22 @@ void KernelHolder::compiled_on_cpu_aliases(const c10::OperatorHandle& op, c10::D
   OpState& st = *state_;
   const size_t n = st.plan.kinds.size();
   c10::SmallVector<c10::IValue, 8> original(stack->end() - n, stack->end());
-  swap_to_cpu_aliases(n, stack);
+  const c10::Device device = swap_to_cpu_aliases(n, stack);
   // A separate buffer: the caller's signature buffer may point into the old stack.
   thread_local CallSignature sig;
-  std::string reason;
-  const Artifact* artifact = find_or_resolve(*stack, &sig, &reason);
-  if (artifact) {
-    run_and_push(*artifact, sig, stack);
-    restore_device_outputs(original, st.plan.returns_tensor_list ? 1 : st.plan.num_returns, stack);
+  MissOutcome outcome = find_or_resolve(*stack, &sig);
+  if (outcome.next == MissOutcome::Next::Run) {
+    run_and_push(*outcome.artifact, sig, stack);
+    restore_device_outputs(original, device, st.plan.returns_tensor_list ? 1 : st.plan.num_returns,
+                           stack);
     return;
   }
   torch::jit::drop(*stack, n);
   for (auto& v : original) stack->push_back(std::move(v));
-  fallback(op, ks, stack, reason.c_str());
+  // Already on aliases: a second "run on aliases" answer cannot make progress.
+  fallback(op, ks, stack, outcome.next == MissOutcome::Next::Fallback
+                              ? outcome.reason.c_str()
+                              : "its kernel needs CPU tensors even on CPU aliases");
 }
 
 void KernelHolder::run_and_push(const Artifact& artifact, const CallSignature& sig,

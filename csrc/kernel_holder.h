@@ -8,6 +8,7 @@
 #include <memory>
 
 #include "op_state.h"
+#include "resolver_bridge.h"
 
 namespace eagerc {
 
@@ -19,23 +20,21 @@ class KernelHolder final : public c10::OperatorKernel {
                   torch::jit::Stack* stack);
 
  private:
-  // Signature, L1 lookup and, on a miss, the resolver: the artifact for this call,
-  // or null with `reason` set (unsupported argument, known fallback, retry on aliases).
-  const Artifact* find_or_resolve(const torch::jit::Stack& stack, CallSignature* sig,
-                                  std::string* reason);
+  // Signature, L1 lookup and, on a miss, the resolver: what to do with this call.
+  MissOutcome find_or_resolve(const torch::jit::Stack& stack, CallSignature* sig);
   void fallback(const c10::OperatorHandle& op, c10::DispatchKeySet ks,
                 torch::jit::Stack* stack, const char* reason);
   // out= overloads: the functional op's kernel, then copy into the (resized) outs.
   void run_out_variant(torch::jit::Stack* stack);
-  // The eagerc device (PrivateUse1) keeps host memory; its codegen target is the CPU.
-  // A CPU kernel that must run as is (a compiled kernel's extern call, an op whose
-  // output shape depends on values) runs on zero-copy CPU aliases of its tensors.
+  // A device with host memory (OpState::host_aliases) has the CPU as its target. A CPU
+  // kernel that must run as is (a compiled kernel's extern call, an op whose output
+  // shape depends on values) runs on zero-copy CPU aliases of its tensors.
   void run_on_cpu_aliases(const c10::OperatorHandle& op, torch::jit::Stack* stack);
   // Compiled kernels that call ATen CPU functions (mm, convolution) get aliases too.
   void compiled_on_cpu_aliases(const c10::OperatorHandle& op, c10::DispatchKeySet ks,
                                torch::jit::Stack* stack);
   void restore_device_outputs(const c10::SmallVector<c10::IValue, 8>& original,
-                              size_t num_returns, torch::jit::Stack* stack);
+                              c10::Device device, size_t num_returns, torch::jit::Stack* stack);
   void run_and_push(const Artifact& artifact, const CallSignature& sig,
                     torch::jit::Stack* stack);
 

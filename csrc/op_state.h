@@ -22,12 +22,26 @@ struct OpCounters {
   std::atomic<uint64_t> aliased{0};  // ATen CPU kernel run on zero-copy aliases
 };
 
+// What registration decided for a device from its target (eagerc/targets.py). The
+// holder reads these flags; it never tests a dispatch key.
+struct ServingOptions {
+  // The device's memory is host memory: CPU kernels may run on zero-copy CPU aliases
+  // of its tensors (compiled kernels with extern CPU calls, data-dependent ops).
+  bool host_aliases = false;
+  // The device has no kernels of its own: an op eagerc cannot compile raises (or runs
+  // through the opt-in CPU fallback) instead of calling the device's kernel.
+  bool new_device = false;
+  // These holders never compile: they run the CPU kernel on aliases (needs host_aliases).
+  bool run_on_aliases = false;
+};
+
 struct OpState {
   OpState(const c10::OperatorHandle& handle, c10::DispatchKey key);
 
   c10::OperatorHandle op;
   std::string name;        // "aten::add.Tensor"
-  c10::DispatchKey dispatch_key;
+  c10::DispatchKey dispatch_key;  // for stats and messages only
+  bool host_aliases = false;      // see ServingOptions
   OpPlan plan;
   // The kernel the device had before eagerc; empty on a new device.
   std::optional<c10::SafeKernelFunction> native;
@@ -38,11 +52,11 @@ struct OpState {
   std::optional<c10::OperatorHandle> functional;
   std::vector<int> out_args;
   bool functional_served = false;  // eagerc registered a holder for `functional` too
-  // Data-dependent-shape ops on the eagerc device: always the CPU kernel on aliases.
+  // Data-dependent-shape ops on a host-memory device: always the CPU kernel on aliases.
   bool run_on_aliases = false;
   // Set when this op's kernels call ATen CPU functions (extern mm, convolution):
-  // on the eagerc device they then run on zero-copy CPU aliases of its tensors.
-  std::atomic<bool> needs_cpu_aliases{false};
+  // on a host-memory device they then run on zero-copy CPU aliases of its tensors.
+  std::atomic<bool> compiled_on_host_aliases{false};
   OpCounters counters;
   // Set when tracing with lifted scalars failed for this op: values then go
   // into the key (one kernel per value) instead of being runtime inputs.

@@ -98,7 +98,9 @@ std::vector<std::string> data_dependent_ops(const std::vector<std::string>& deny
 }
 
 std::pair<std::vector<std::string>, std::vector<std::pair<std::string, std::string>>>
-enable_ops(c10::DispatchKey key, const std::vector<std::string>& ops, bool run_on_aliases) {
+enable_ops(c10::DispatchKey key, const std::vector<std::string>& ops, const ServingOptions& options) {
+  TORCH_CHECK(!options.run_on_aliases || options.host_aliases,
+              "eagerc: ops can run on CPU aliases only on a device whose memory is host memory");
   std::lock_guard<std::mutex> lock(g_mu);
   std::vector<std::string> registered;
   std::vector<std::pair<std::string, std::string>> skipped;
@@ -117,8 +119,9 @@ enable_ops(c10::DispatchKey key, const std::vector<std::string>& ops, bool run_o
     }
     auto& state = g_states[{qualified, key}];
     if (!state) state = std::make_shared<OpState>(*handle, key);
-    state->run_on_aliases = run_on_aliases;
-    if (!state->plan.unsupported.empty() && !run_on_aliases) {
+    state->run_on_aliases = options.run_on_aliases;
+    state->host_aliases = options.host_aliases;
+    if (!state->plan.unsupported.empty() && !options.run_on_aliases) {
       skipped.emplace_back(qualified, "unsupported " + state->plan.unsupported);
       continue;
     }
@@ -132,11 +135,12 @@ enable_ops(c10::DispatchKey key, const std::vector<std::string>& ops, bool run_o
       std::string fq = f.name + (f.overload_name.empty() ? "" : "." + f.overload_name);
       auto& fstate = g_states[{fq, key}];
       if (!fstate) fstate = std::make_shared<OpState>(*state->functional, key);
+      fstate->host_aliases = options.host_aliases;
       // A CompositeImplicitAutograd op must keep decomposing (its autograd comes from
       // the pieces), so it never gets a backend kernel.
       bool has_kernel =
           !state->functional->hasKernelForDispatchKey(c10::DispatchKey::CompositeImplicitAutograd) &&
-          (key == c10::DispatchKey::PrivateUse1 || state->functional->hasKernelForDispatchKey(key));
+          (options.new_device || state->functional->hasKernelForDispatchKey(key));
       if (fstate->plan.unsupported.empty() && has_kernel && !registered_here.count(fq)) {
         std::string fname = fq.substr(fq.find("::") + 2);
         lib->impl(fname.c_str(), torch::CppFunction::makeFromBoxedFunctor(

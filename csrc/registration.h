@@ -24,12 +24,10 @@ std::vector<std::string> servable_ops(c10::DispatchKey key, bool new_device,
 // masked_select, unique...): no kernel with symbolic sizes can be compiled for them.
 std::vector<std::string> data_dependent_ops(const std::vector<std::string>& deny);
 
-// Registers holders for `ops` ("aten::add.Tensor") on `key`. Returns the ops
-// that were registered and, for the others, why not. With `run_on_aliases`, the
-// holders never compile: they run the CPU kernel on zero-copy aliases (only for a
-// device whose memory is host memory).
+// Registers holders for `ops` ("aten::add.Tensor") on `key`, served as `options` say.
+// Returns the ops that were registered and, for the others, why not.
 std::pair<std::vector<std::string>, std::vector<std::pair<std::string, std::string>>>
-enable_ops(c10::DispatchKey key, const std::vector<std::string>& ops, bool run_on_aliases = false);
+enable_ops(c10::DispatchKey key, const std::vector<std::string>& ops, const ServingOptions& options);
 
 // Removes every holder registered for `key`.
 void disable_key(c10::DispatchKey key);

@@ -3,6 +3,7 @@
 #include <torch/csrc/jit/python/pybind_utils.h>
 
 #include "kernel_holder.h"
+#include "miss.h"
 
 namespace py = pybind11;
 
@@ -11,6 +12,12 @@ namespace {
 
 py::object* g_resolver = nullptr;  // leaked: must outlive interpreter teardown order
 std::atomic<uint64_t> g_resolver_calls{0};
+
+MissOutcome fallback(OpState& st, const CallSignature& sig, std::string reason) {
+  // Remembered in L1: the next call with this signature falls back without Python.
+  st.table.mark_fallback(sig.key, reason);
+  return {MissOutcome::Next::Fallback, nullptr, std::move(reason)};
+}
 
 }  // namespace
 
@@ -21,11 +28,10 @@ void set_resolver(py::object resolver) {
 
 uint64_t resolver_calls() { return g_resolver_calls.load(); }
 
-const Artifact* resolve_miss(OpState& st, const torch::jit::Stack& stack,
-                             CallSignature* sig, std::string* reason) {
+MissOutcome resolve_miss(OpState& st, const torch::jit::Stack& stack, CallSignature* sig) {
   if (!Py_IsInitialized() || !g_resolver) {
-    *reason = "no Python resolver (eagerc is shutting down or not imported)";
-    return nullptr;
+    return {MissOutcome::Next::Fallback, nullptr,
+            "no Python resolver (eagerc is shutting down or not imported)"};
   }
   py::gil_scoped_acquire gil;
   // Ops the compiler runs for itself (constant folding, checks) stay native.
@@ -33,56 +39,56 @@ const Artifact* resolve_miss(OpState& st, const torch::jit::Stack& stack,
   const size_t n = st.plan.kinds.size();
   const size_t base = stack.size() - n;
   try {
-    py::tuple args(n);
-    for (size_t i = 0; i < n; ++i) args[i] = torch::jit::toPyObject(stack[base + i]);
+    MissRequest request;
+    request.op_name = st.name;
+    request.dispatch_key = c10::toString(st.dispatch_key);
+    request.args = py::tuple(n);
+    for (size_t i = 0; i < n; ++i) request.args[i] = torch::jit::toPyObject(stack[base + i]);
     // A few rounds: a variant found on disk may not pass this call's guard, and
     // an op may switch to specialized scalars; each round makes progress.
     for (int round = 0; round < 4; ++round) {
       g_resolver_calls.fetch_add(1, std::memory_order_relaxed);
-      const bool specialize = st.specialize_values.load();
-      py::list known;
-      for (const auto& id : st.table.variant_ids(sig->key)) known.append(id);
-      py::tuple res = (*g_resolver)(st.name, c10::toString(st.dispatch_key),
-                                    py::bytes(sig->key), args, specialize, known);
-      std::string kind = res[0].cast<std::string>();
-      if (kind == "fallback") {
-        *reason = res[1].cast<std::string>();
-        st.table.mark_fallback(sig->key, *reason);
-        return nullptr;
-      }
-      if (kind == "aliases") {
-        st.needs_cpu_aliases.store(true);
-        *reason = kRetryOnCpuAliases;
-        return nullptr;
-      }
-      if (kind == "specialize") {
-        st.specialize_values.store(true);
-        compute_signature(st.plan, stack, true, sig);
-        if (sig->unsupported) {
-          *reason = sig->unsupported;
-          return nullptr;
+      request.specialize_values = st.specialize_values.load();
+      CallSignature with_layout;
+      compute_signature(st.plan, stack, request.specialize_values, &with_layout, &request.layout);
+      request.key = sig->key;
+      request.parallel = sig->parallel;
+      request.known_variants = st.table.variant_ids(sig->key);
+      MissAnswer answer = (*g_resolver)(request).cast<MissAnswer>();
+      switch (answer.action) {
+        case MissAction::Fallback:
+          if (!answer.remember) return {MissOutcome::Next::Fallback, nullptr, answer.reason};
+          return fallback(st, *sig, answer.reason);
+        case MissAction::RunOnHostAliases:
+          if (!st.host_aliases) {
+            return fallback(st, *sig, "its kernel calls CPU functions and " +
+                                          request.dispatch_key + " memory is not host memory");
+          }
+          st.compiled_on_host_aliases.store(true);
+          return {MissOutcome::Next::RunOnHostAliases, nullptr, ""};
+        case MissAction::SpecializeValues: {
+          st.specialize_values.store(true);
+          compute_signature(st.plan, stack, true, sig);
+          if (sig->unsupported) return {MissOutcome::Next::Fallback, nullptr, sig->unsupported};
+          auto found = st.table.find(*sig);
+          if (found.artifact) return {MissOutcome::Next::Run, found.artifact, ""};
+          if (found.fallback) return {MissOutcome::Next::Fallback, nullptr, *found.fallback};
+          continue;
         }
-        auto found = st.table.find(*sig);
-        if (found.artifact) return found.artifact;
-        if (found.fallback) {
-          *reason = *found.fallback;
-          return nullptr;
-        }
-        continue;
+        case MissAction::Kernel:
+          st.table.insert(sig->key, answer.artifact);
+          if (answer.artifact->guard(*sig)) return {MissOutcome::Next::Run, answer.artifact, ""};
+          continue;
       }
-      const Artifact* artifact = load_artifact(res[1].cast<std::string>(),
-                                               res[2].cast<std::string>(),
-                                               res[3].cast<size_t>());
-      st.table.insert(sig->key, artifact);
-      if (artifact->guard(*sig)) return artifact;
     }
-    *reason = "no compiled variant satisfied this call's guards";
+    return {MissOutcome::Next::Fallback, nullptr,
+            "no compiled variant satisfied this call's guards"};
   } catch (py::error_already_set& e) {
-    *reason = std::string("resolver error: ") + e.what();
+    // Not remembered: a resolver error is not a property of the signature.
+    return {MissOutcome::Next::Fallback, nullptr, std::string("resolver error: ") + e.what()};
   } catch (const std::exception& e) {
-    *reason = std::string("resolver error: ") + e.what();
+    return {MissOutcome::Next::Fallback, nullptr, std::string("resolver error: ") + e.what()};
   }
-  return nullptr;
 }
 
 }  // namespace eagerc

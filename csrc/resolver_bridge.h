@@ -1,6 +1,6 @@
 // The miss path: the only place the kernel holder enters Python. It takes the
-// GIL once, asks the Python resolver (eagerc/_resolver.py) for a kernel for this
-// call (from disk or freshly compiled), loads it and adds it to the L1 table.
+// GIL once, asks the Python resolver (eagerc/resolver.py) for a kernel for this
+// call (from disk or freshly compiled) and adds it to the L1 table.
 #pragma once
 #include <pybind11/pybind11.h>
 
@@ -10,17 +10,19 @@
 
 namespace eagerc {
 
-// The reason resolve_miss gives when the op must be retried on CPU aliases.
-constexpr const char* kRetryOnCpuAliases = "retry on CPU aliases";
+// What the holder does with a call after a miss.
+struct MissOutcome {
+  enum class Next : uint8_t { Run, RunOnHostAliases, Fallback } next = Next::Fallback;
+  const Artifact* artifact = nullptr;  // Run
+  std::string reason;                  // Fallback
+};
 
-// Returns the artifact for this call, or null with `reason` set (the caller then
-// falls back). May switch the op to specialized values and recompute `sig`.
-const Artifact* resolve_miss(OpState& st, const torch::jit::Stack& stack,
-                             CallSignature* sig, std::string* reason);
+// Resolves a miss of `sig` (may switch the op to specialized values and recompute `sig`).
+// Every decision is remembered on the op state or in L1, so the next call with the same
+// signature does not come back here.
+MissOutcome resolve_miss(OpState& st, const torch::jit::Stack& stack, CallSignature* sig);
 
-// resolver(op_name, key, args, specialize_values, known_variant_ids) ->
-//   ("kernel", variant_id, path, num_outputs) | ("specialize",) | ("aliases",) |
-//   ("fallback", reason)
+// resolver(MissRequest) -> MissAnswer
 void set_resolver(pybind11::object resolver);
 
 // How many times C++ called the resolver (a hit never does).

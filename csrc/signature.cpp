@@ -14,8 +14,20 @@ void put_int(std::string& key, int64_t v) {
 
 uint8_t size_class(int64_t v) { return v == 0 ? 0 : (v == 1 ? 1 : 2); }
 
+// Where the runtime input being added comes from; `layout` is null on the hit path.
+struct Position {
+  std::vector<RuntimeSlot>* layout = nullptr;
+  int arg = 0;
+  int item = -1;
+
+  void record(SlotKind kind, int64_t first, int64_t dim) const {
+    if (layout) layout->push_back(RuntimeSlot{kind, arg, item, first, dim});
+  }
+};
+
 // Appends the tensor's specialized description and its guard values.
-void add_tensor(const at::Tensor& t, CallSignature* sig, int64_t* max_numel) {
+void add_tensor(const at::Tensor& t, CallSignature* sig, int64_t* max_numel,
+                const Position& pos) {
   std::string& key = sig->key;
   if (!t.defined()) {
     put_byte(key, 'N');
@@ -53,13 +65,13 @@ void add_tensor(const at::Tensor& t, CallSignature* sig, int64_t* max_numel) {
   const bool aligned = (reinterpret_cast<uintptr_t>(t.data_ptr()) % 16) == 0;
   put_byte(key, aligned ? 'A' : 'U');
   *max_numel = std::max(*max_numel, t.numel());
-  for (int64_t d = 0; d < dim; ++d) sig->ints.push_back(sizes[d]);
-  for (int64_t d = 0; d < dim; ++d) sig->ints.push_back(strides[d]);
-  sig->ints.push_back(t.storage_offset());
+  pos.record(SlotKind::Tensor, static_cast<int64_t>(sig->ints.size()), dim);
+  append_tensor_guard_values(t, &sig->ints);
   sig->inputs.push_back(RuntimeInput{&t, c10::Scalar()});
 }
 
-void add_value_scalar(const c10::Scalar& s, bool specialize, CallSignature* sig) {
+void add_value_scalar(const c10::Scalar& s, bool specialize, CallSignature* sig,
+                      const Position& pos) {
   std::string& key = sig->key;
   if (s.isBoolean()) {  // bools select code paths: always specialized
     put_byte(key, 'b');
@@ -87,9 +99,11 @@ void add_value_scalar(const c10::Scalar& s, bool specialize, CallSignature* sig)
   }
   if (s.isIntegral(false)) {
     put_byte(key, 'I');
+    pos.record(SlotKind::Int, static_cast<int64_t>(sig->ints.size()), 0);
     sig->ints.push_back(s.toLong());
   } else {
     put_byte(key, 'F');
+    pos.record(SlotKind::Float, static_cast<int64_t>(sig->floats.size()), 0);
     sig->floats.push_back(s.toDouble());
   }
   sig->inputs.push_back(RuntimeInput{nullptr, s});
@@ -157,8 +171,19 @@ void add_specialized(const c10::IValue& v, CallSignature* sig) {
 
 }  // namespace
 
+std::vector<RuntimeSlot> tensor_inputs_layout(const std::vector<int64_t>& ranks) {
+  std::vector<RuntimeSlot> layout;
+  int64_t first = 0;
+  for (size_t i = 0; i < ranks.size(); ++i) {
+    layout.push_back(RuntimeSlot{SlotKind::Tensor, static_cast<int>(i), -1, first, ranks[i]});
+    first += layout.back().int_slots();
+  }
+  return layout;
+}
+
 void compute_signature(const OpPlan& plan, const torch::jit::Stack& stack,
-                       bool specialize_values, CallSignature* sig) {
+                       bool specialize_values, CallSignature* sig,
+                       std::vector<RuntimeSlot>* layout) {
   sig->key.clear();
   sig->inputs.clear();
   sig->ints.clear();
@@ -167,15 +192,17 @@ void compute_signature(const OpPlan& plan, const torch::jit::Stack& stack,
   const size_t n = plan.kinds.size();
   const size_t base = stack.size() - n;
   int64_t max_numel = 0;
+  if (layout) layout->clear();
   for (size_t i = 0; i < n && !sig->unsupported; ++i) {
     const c10::IValue& v = stack[base + i];
+    Position pos{layout, static_cast<int>(i), -1};
     switch (plan.kinds[i]) {
       case ArgKind::Tensor:
-        add_tensor(v.toTensor(), sig, &max_numel);
+        add_tensor(v.toTensor(), sig, &max_numel, pos);
         break;
       case ArgKind::OptionalTensor:
         if (v.isNone()) put_byte(sig->key, 'N');
-        else add_tensor(v.toTensor(), sig, &max_numel);
+        else add_tensor(v.toTensor(), sig, &max_numel, pos);
         break;
       case ArgKind::TensorList: {
         // Tensor lists arrive as a list of IValues; the pointers stay valid
@@ -183,27 +210,31 @@ void compute_signature(const OpPlan& plan, const torch::jit::Stack& stack,
         const auto& list = v.toListRef();
         put_byte(sig->key, '[');
         put_int(sig->key, static_cast<int64_t>(list.size()));
-        for (const auto& e : list) add_tensor(e.toTensor(), sig, &max_numel);
+        for (size_t j = 0; j < list.size(); ++j) {
+          pos.item = static_cast<int>(j);
+          add_tensor(list[j].toTensor(), sig, &max_numel, pos);
+        }
         break;
       }
       case ArgKind::OptionalTensorList: {
         const auto& list = v.toListRef();
         put_byte(sig->key, '[');
         put_int(sig->key, static_cast<int64_t>(list.size()));
-        for (const auto& e : list) {
-          if (e.isNone()) put_byte(sig->key, 'N');
-          else add_tensor(e.toTensor(), sig, &max_numel);
+        for (size_t j = 0; j < list.size(); ++j) {
+          pos.item = static_cast<int>(j);
+          if (list[j].isNone()) put_byte(sig->key, 'N');
+          else add_tensor(list[j].toTensor(), sig, &max_numel, pos);
         }
         break;
       }
       case ArgKind::Scalar:
       case ArgKind::Float:
-        add_value_scalar(v.toScalar(), specialize_values, sig);
+        add_value_scalar(v.toScalar(), specialize_values, sig, pos);
         break;
       case ArgKind::OptionalScalar:
       case ArgKind::OptionalFloat:
         if (v.isNone()) put_byte(sig->key, 'n');
-        else add_value_scalar(v.toScalar(), specialize_values, sig);
+        else add_value_scalar(v.toScalar(), specialize_values, sig, pos);
         break;
       case ArgKind::Specialized:
         add_specialized(v, sig);
@@ -216,7 +247,8 @@ void compute_signature(const OpPlan& plan, const torch::jit::Stack& stack,
         break;
     }
   }
-  put_byte(sig->key, max_numel >= kParallelGrain ? 'P' : 'S');
+  sig->parallel = max_numel >= kParallelGrain;
+  put_byte(sig->key, sig->parallel ? 'P' : 'S');
 }
 
 }  // namespace eagerc

@@ -1,5 +1,5 @@
-// The signature of one call: what is specialized into a compiled kernel (the
-// cache key) and what is passed to it at run time (tensors and lifted scalars).
+// The signature of one call: what is specialized into a compiled kernel (the cache key)
+// and what is passed to it at run time (tensors and lifted scalars).
 //
 // Specialized: dtype, device, rank, 0/1 sizes, stride order and contiguity,
 // 16-byte alignment, the parallel class (numel above ATen's grain size), and
@@ -12,8 +12,10 @@
 #include <c10/util/SmallVector.h>
 
 #include <string>
+#include <vector>
 
 #include "arg_kinds.h"
+#include "runtime_layout.h"
 
 namespace eagerc {
 
@@ -28,6 +30,7 @@ struct CallSignature {
   c10::SmallVector<RuntimeInput, 8> inputs;  // graph inputs, in placeholder order
   c10::SmallVector<int64_t, 32> ints;        // guard values: sizes, strides, offsets, int scalars
   c10::SmallVector<double, 4> floats;        // guard values: float scalars
+  bool parallel = false;                     // largest tensor at or above the grain size
   const char* unsupported = nullptr;         // set when this call cannot be compiled
 };
 
@@ -37,7 +40,9 @@ constexpr int64_t kParallelGrain = 32768;
 
 // Fills `sig` from the op's arguments (the top `plan.kinds.size()` stack entries).
 // With `specialize_values`, value scalars go into the key instead of being lifted.
+// With `layout` (the miss path only), also records where each runtime input came from.
 void compute_signature(const OpPlan& plan, const torch::jit::Stack& stack,
-                       bool specialize_values, CallSignature* sig);
+                       bool specialize_values, CallSignature* sig,
+                       std::vector<RuntimeSlot>* layout = nullptr);
 
 }  // namespace eagerc

@@ -1,7 +1,7 @@
 """eagerc: an eager-mode PyTorch backend whose ATen kernels are compiled by TorchInductor.
 
-Each ATen op that reaches an enabled device is compiled on its first call (C++ on CPUs,
-Triton on GPUs), cached on disk, and run from a C++ kernel holder on every later call.
+Each ATen op that reaches an enabled device is compiled on its first call (C++ on CPUs),
+cached on disk, and run from a C++ kernel holder on every later call.
 
     >>> import torch, eagerc
     >>> served = eagerc.enable("cpu")   # the ops eagerc now serves on the CPU
@@ -12,13 +12,15 @@ Triton on GPUs), cached on disk, and run from a C++ kernel holder on every later
     >>> counters["hits"] + counters["misses"] >= 1
     True
     >>> eagerc.disable("cpu")
+
+``import eagerc`` registers the eagerc device and nothing more: the compiler, the cache
+and capture's monitor load on first use (see docs/architecture.md, "Layers").
 """
 import torch  # noqa: F401  (loads libtorch before eagerc._C)
 
-from eagerc._api import disable, enable, enabled, reset_stats, stats
+from eagerc._version import __version__
 from eagerc.capture import capture, capture_stats
-
-__version__ = "0.1.0"
+from eagerc.ops import disable, enable, enabled, reset_stats, stats
 
 
 def _register_device() -> None:
@@ -41,4 +43,5 @@ __all__ = [
     "reset_stats",
     "capture",
     "capture_stats",
+    "__version__",
 ]

@@ -3,21 +3,16 @@ from __future__ import annotations
 
 import os
 
-# Where compiled kernels persist (kernel_cache reads the same variable).
-CACHE_DIR_ENV = "EAGERC_CACHE_DIR"
 # On a new device, run ops that cannot be compiled on CPU instead of raising.
 CPU_FALLBACK_ENV = "EAGERC_CPU_FALLBACK"
 
-# Bump when the artifact format (entry points, guard arrays) changes: old entries retire.
-FORMAT_VERSION = 1
+# Bump when the artifact format (entry points, guard arrays) or the key layout changes:
+# old entries retire. 2: entry keys name the kind and the served device.
+FORMAT_VERSION = 2
 
 
 def cpu_fallback_enabled() -> bool:
     return os.environ.get(CPU_FALLBACK_ENV, "0") not in ("", "0", "false", "False")
-
-
-# Device name -> the dispatch key eagerc registers its holders for.
-DISPATCH_KEYS = {"cpu": "CPU", "cuda": "CUDA", "eagerc": "PrivateUse1", "privateuse1": "PrivateUse1"}
 
 # Ops that are the device runtime itself: allocation, copies, metadata, scalar reads.
 # Compiled kernels call these (e.g. to allocate outputs), so they always stay native.

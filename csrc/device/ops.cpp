@@ -16,7 +16,7 @@
 #include <ATen/ops/view_native.h>
 #include <torch/library.h>
 
-#include "device/alias.h"
+#include "host_alias.h"
 #include "device/runtime.h"
 
 namespace eagerc::device {

@@ -1,12 +1,53 @@
 """Whole-program capture after MagPy (USENIX ATC'24): monitor a real run, record a RefGraph,
 and turn the run into guard + mock + one operator graph compiled as a unit.
 
+The monitor, RefGraph and record builder load on the first call of :func:`capture`, not at
+``import eagerc``: this module holds only the entry points.
+
     >>> import torch
     >>> from eagerc.capture import capture, capture_stats
     >>> double = capture(lambda x: x * 2, backend="eager")
     >>> double(torch.ones(2)).tolist()
     [2.0, 2.0]
 """
-from .api import capture, capture_stats
 
 __all__ = ["capture", "capture_stats"]
+
+
+def capture(fn=None, *, dynamic=None, backend=None):
+    """Capture whole calls of `fn` (a function or nn.Module) into guarded compiled records.
+
+    The first call with new external state runs `fn` under the monitor and makes a record
+    (guard + mock + one operator graph, compiled by TorchInductor); later calls whose guard
+    passes run the mock. Calls that cannot be captured run eagerly, and the reason is counted
+    (see `capture_stats`). `backend` is "inductor" (default), "eager" (run the recorded FX
+    graph as is) or a callable `(gm, example_inputs) -> fn`. `dynamic`: None lifts float
+    arguments to graph inputs and compiles new records with symbolic sizes for the argument
+    tensors' dims (sizes Python reads are recorded as graph values), once the function has
+    3 records; True at once; False never (see docs/capture.md).
+
+    >>> import torch, eagerc
+    >>> f = eagerc.capture(lambda x, s: torch.relu(x) * s, backend="eager")
+    >>> x = torch.randn(4)
+    >>> torch.equal(f(x, 2.0), torch.relu(x) * 2.0), torch.equal(f(x, 2.0), torch.relu(x) * 2.0)
+    (True, True)
+    >>> eagerc.capture_stats(f)["hits"]
+    1
+    """
+    from eagerc.capture import api
+
+    return api.capture(fn, dynamic=dynamic, backend=backend)
+
+
+def capture_stats(captured):
+    """Counters of a captured function: records, hits, misses, graphs (compiled graphs),
+    graphs_from_disk (of those, loaded from kernel_cache without compiling), eager_runs and
+    stop_reasons (reason -> count).
+
+    >>> import eagerc
+    >>> sorted(eagerc.capture_stats(eagerc.capture(abs)))
+    ['eager_runs', 'graphs', 'graphs_from_disk', 'hits', 'misses', 'records', 'stop_reasons']
+    """
+    from eagerc.capture import api
+
+    return api.capture_stats(captured)

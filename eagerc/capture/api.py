@@ -126,25 +126,7 @@ class Captured:
 
 
 def capture(fn=None, *, dynamic=None, backend=None):
-    """Capture whole calls of `fn` (a function or nn.Module) into guarded compiled records.
-
-    The first call with new external state runs `fn` under the monitor and makes a record
-    (guard + mock + one operator graph, compiled by TorchInductor); later calls whose guard
-    passes run the mock. Calls that cannot be captured run eagerly, and the reason is counted
-    (see `capture_stats`). `backend` is "inductor" (default), "eager" (run the recorded FX
-    graph as is) or a callable `(gm, example_inputs) -> fn`. `dynamic`: None lifts float
-    arguments to graph inputs and compiles new records with symbolic sizes for the argument
-    tensors' dims (sizes Python reads are recorded as graph values), once the function has
-    3 records; True at once; False never (see docs/capture.md).
-
-    >>> import torch, eagerc
-    >>> f = eagerc.capture(lambda x, s: torch.relu(x) * s, backend="eager")
-    >>> x = torch.randn(4)
-    >>> torch.equal(f(x, 2.0), torch.relu(x) * 2.0), torch.equal(f(x, 2.0), torch.relu(x) * 2.0)
-    (True, True)
-    >>> eagerc.capture_stats(f)["hits"]
-    1
-    """
+    """See eagerc.capture.capture (the public entry point, which imports this module lazily)."""
     if fn is None:
         return lambda f: capture(f, dynamic=dynamic, backend=backend)
     lift_after = {None: LIFT_AFTER, True: 0, False: None}[dynamic]
@@ -152,14 +134,7 @@ def capture(fn=None, *, dynamic=None, backend=None):
 
 
 def capture_stats(captured):
-    """Counters of a captured function: records, hits, misses, graphs (compiled graphs),
-    graphs_from_disk (of those, loaded from kernel_cache without compiling), eager_runs and
-    stop_reasons (reason -> count).
-
-    >>> import eagerc
-    >>> sorted(eagerc.capture_stats(eagerc.capture(abs)))
-    ['eager_runs', 'graphs', 'graphs_from_disk', 'hits', 'misses', 'records', 'stop_reasons']
-    """
+    """See eagerc.capture.capture_stats."""
     if not isinstance(captured, Captured):
         raise TypeError(f"capture_stats expects what eagerc.capture returned, got "
                         f"{type(captured).__name__}")

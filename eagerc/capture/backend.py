@@ -1,6 +1,6 @@
 """The one seam between capture and the compiler: an FX graph in, a callable out.
 
-The default path is eagerc's own compile/cache layer (eagerc/_graph_compiler.py): the graph
+The default path is eagerc's compile/cache service (eagerc/graph_kernels.py): the graph
 becomes an artifact in kernel_cache, shared with the per-op kernels, so a later process
 recording the same graph loads it instead of compiling. Graphs that path refuses (outputs
 aliasing inputs, inputs on other devices) are compiled by Inductor's compile_fx; a graph
@@ -17,8 +17,8 @@ def _compile_graph(gm, example_inputs):
 
     The callable takes the graph inputs positionally and returns the outputs as a sequence.
     """
-    from eagerc._compiler import CompileError, error_summary
-    from eagerc._graph_compiler import load_or_compile
+    from eagerc.compile.errors import CompileError, error_summary
+    from eagerc.graph_kernels import load_or_compile
 
     try:
         kernel = load_or_compile(gm, list(example_inputs))
@@ -43,11 +43,11 @@ def _compile_graph_symbolic(gm, example_inputs, dynamic_dims, backend=None):
     such as `2 <= s0`), so a call never reaches the compiled graph with a shape it was not
     compiled for. On eagerc's path that check is C++ inside the artifact.
     """
-    from eagerc._compiler import error_summary
+    from eagerc.compile.errors import error_summary
 
     if backend is None:
-        from eagerc._compiler import CompileError
-        from eagerc._graph_compiler import load_or_compile
+        from eagerc.compile.errors import CompileError
+        from eagerc.graph_kernels import load_or_compile
 
         try:
             kernel = load_or_compile(gm, list(example_inputs), dynamic_dims)

@@ -58,6 +58,10 @@ def register() -> bool:
         torch._register_device_module(NAME, device_module)
     if not hasattr(torch.Tensor, NAME):
         torch.utils.generate_methods_for_privateuse1_backend(for_storage=True)
+    # Its memory is host memory: eagerc compiles for the CPU target (eagerc/targets.py).
+    from eagerc import targets
+
+    targets.register_device(NAME, host_memory=True)
     _registered = True
     return True
 

@@ -114,8 +114,19 @@ def set_rng_state(new_state: torch.Tensor, device="eagerc") -> None:
     _default_generator(device).set_state(new_state)
 
 
+# The device's Inductor backend, looked up here by Inductor (torch.compile on "eagerc");
+# loaded on first access so that `import eagerc` does not import Inductor.
+_INDUCTOR_BACKEND = ("Scheduling", "PythonWrapperCodegen", "CppWrapperCodegen", "WrapperFxCodegen")
+
+
 def __getattr__(name: str):
     # torch.eagerc.default_generators, like torch.cuda.default_generators.
     if name == "default_generators":
         return (_default_generator(),)
+    if name in _INDUCTOR_BACKEND:
+        from eagerc.device import inductor_backend
+
+        found = getattr(inductor_backend, name)
+        if found is not None:
+            return found
     raise AttributeError(f"module 'torch.eagerc' has no attribute {name!r}")

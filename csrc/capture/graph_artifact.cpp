@@ -4,7 +4,7 @@
 #include <torch/csrc/utils/pybind.h>
 
 #include "artifact.h"
-#include "device/alias.h"
+#include "host_alias.h"
 #include "signature.h"
 
 namespace py = pybind11;
@@ -14,12 +14,13 @@ namespace {
 
 class GraphArtifact {
  public:
-  // on_device: the graph was compiled for the CPU target from CPU stand-ins of eagerc
-  // tensors; it runs on zero-copy CPU aliases of them and its outputs are handed back as
-  // eagerc tensors (eagerc memory is host memory).
-  GraphArtifact(const std::string& variant_id, const std::string& path, size_t num_outputs,
-                bool on_device)
-      : artifact_(load_artifact(variant_id, path, num_outputs)), on_device_(on_device) {}
+  // host_aliases: the graph was compiled for the CPU target from CPU stand-ins of the
+  // tensors of a host-memory device; it runs on zero-copy CPU aliases of them and its
+  // outputs are handed back as tensors of that device.
+  GraphArtifact(const Artifact* artifact, bool host_aliases)
+      : artifact_(artifact), host_aliases_(host_aliases) {
+    TORCH_CHECK(artifact_ != nullptr, "eagerc: a graph artifact needs a loaded kernel");
+  }
 
   // True when the graph was compiled for these inputs' sizes and strides (the symbolic
   // shape assumptions, as C++; a static graph checks every size and stride).
@@ -35,11 +36,13 @@ class GraphArtifact {
     CallSignature sig;
     c10::SmallVector<at::Tensor, 16> aliases;
     fill(inputs, &sig, /*with_ints=*/false);
-    if (on_device_) {
+    c10::Device device(c10::kCPU);
+    if (host_aliases_) {
       aliases.reserve(sig.inputs.size());  // no reallocation: inputs point into it
       for (RuntimeInput& in : sig.inputs) {
-        if (in.tensor->device().type() == c10::DeviceType::PrivateUse1) {
-          aliases.push_back(device::cpu_alias(*in.tensor));
+        if (!in.tensor->is_cpu()) {
+          device = in.tensor->device();
+          aliases.push_back(cpu_alias(*in.tensor));
           in.tensor = &aliases.back();
         }
       }
@@ -48,9 +51,9 @@ class GraphArtifact {
     {
       py::gil_scoped_release no_gil;
       outs = artifact_->run(sig);
-      if (on_device_) {
+      if (!device.is_cpu()) {
         for (at::Tensor& t : outs) {
-          if (t.defined() && t.device().is_cpu()) t = device::device_alias_of_cpu(t);
+          if (t.defined() && t.device().is_cpu()) t = alias_on_device(t, device);
         }
       }
     }
@@ -71,24 +74,21 @@ class GraphArtifact {
       RuntimeInput in;
       in.tensor = &t;  // borrowed: `inputs` keeps the Python objects alive for the call
       sig->inputs.push_back(in);
-      if (with_ints) {
-        for (int64_t s : t.sizes()) sig->ints.push_back(s);
-        for (int64_t s : t.strides()) sig->ints.push_back(s);
-        sig->ints.push_back(t.storage_offset());
-      }
+      if (with_ints) append_tensor_guard_values(t, &sig->ints);
     }
     sig->floats.push_back(0.0);  // the guard takes a pointer; graphs have no float slots
   }
 
   const Artifact* artifact_;
-  bool on_device_;
+  bool host_aliases_;
 };
 
 }  // namespace
 
 void init_graph_artifact_bindings(py::module& m) {
   py::class_<GraphArtifact>(m, "_GraphArtifact")
-      .def(py::init<const std::string&, const std::string&, size_t, bool>())
+      .def(py::init<const Artifact*, bool>(), py::arg("artifact"), py::arg("host_aliases"),
+           py::keep_alive<1, 2>())
       .def("guard", &GraphArtifact::guard)
       .def("__call__", &GraphArtifact::run);
 }

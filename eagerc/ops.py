@@ -4,25 +4,9 @@ from __future__ import annotations
 import contextlib
 from typing import Iterable, Optional
 
-from eagerc import _C, _config, _stats
+from eagerc import _C, _config, _stats, targets
 
 _resolver_installed = False
-
-
-def _dispatch_key(device: str) -> str:
-    import torch
-
-    name = device.split(":")[0].lower()
-    if name == torch._C._get_privateuse1_backend_name():
-        return "PrivateUse1"
-    try:
-        return _config.DISPATCH_KEYS[name]
-    except KeyError:
-        raise ValueError(
-            f"eagerc cannot serve device {device!r}: known devices are "
-            f"{sorted(_config.DISPATCH_KEYS)} and the PrivateUse1 backend "
-            f"({torch._C._get_privateuse1_backend_name()!r}). Pass one of those."
-        ) from None
 
 
 def _normalize(op: str) -> str:
@@ -33,7 +17,7 @@ def _normalize(op: str) -> str:
 def _install_resolver() -> None:
     global _resolver_installed
     if not _resolver_installed:
-        from eagerc._resolver import resolve
+        from eagerc.resolver import resolve
 
         _C._set_resolver(resolve)
         _C._set_cpu_fallback(_config.cpu_fallback_enabled())
@@ -46,6 +30,8 @@ def enable(device: str = "cpu", ops: Optional[Iterable[str]] = None) -> list:
     ``ops=None`` means every op eagerc can serve: views, random ops and the device
     runtime (allocation, copies) stay native. Name ops ("aten::add.Tensor",
     "aten::abs") to serve only those; a random op named here is compiled too.
+    A device eagerc has no target for (eagerc/targets.py) raises TargetError, a
+    ValueError naming the known targets and how to add one.
 
         >>> import torch, eagerc
         >>> ops = eagerc.enable("cpu", ops=["aten::abs"])
@@ -53,9 +39,13 @@ def enable(device: str = "cpu", ops: Optional[Iterable[str]] = None) -> list:
         1.0
         >>> eagerc.disable("cpu")
     """
+    target = targets.for_device(device)
     _install_resolver()
-    key = _dispatch_key(device)
-    new_device = key == "PrivateUse1"
+    from eagerc.resolver import serve
+
+    serve(target.dispatch_key, target.device)
+    key, new_device = target.dispatch_key, target.new_device
+    serving = {"host_aliases": target.host_aliases, "new_device": new_device}
     if ops is None:
         deny = list(_config.RUNTIME_OPS) + (list(_C._device_runtime_ops()) if new_device else [])
         names = _C._servable_ops(key, new_device, new_device, deny)
@@ -68,13 +58,13 @@ def enable(device: str = "cpu", ops: Optional[Iterable[str]] = None) -> list:
                 "(allocation, copies, metadata), which compiled kernels themselves call. "
                 "Leave them out of ops=."
             )
-    registered, skipped = _C._enable_ops(key, names)
+    registered, skipped = _C._enable_ops(key, names, **serving)
     _C._specialize_scalars(list(_config.SPECIALIZE_SCALARS))
-    if new_device and ops is None:
+    if new_device and target.host_aliases and ops is None:
         # Output shapes that depend on values (nonzero, masked_select) cannot be
         # compiled with symbolic sizes; the device's memory is host memory, so ATen's
         # CPU kernels run on zero-copy aliases instead (counted as "aliased").
-        aliased, _ = _C._enable_ops(key, _C._data_dependent_ops(deny), True)
+        aliased, _ = _C._enable_ops(key, _C._data_dependent_ops(deny), **serving, run_on_aliases=True)
         registered += aliased
     if ops is not None and skipped:
         raise ValueError(
@@ -90,7 +80,7 @@ def disable(device: str = "cpu") -> None:
         >>> import eagerc
         >>> _ = eagerc.enable("cpu", ops=["aten::abs"]); eagerc.disable("cpu")
     """
-    _C._disable_key(_dispatch_key(device))
+    _C._disable_key(targets.for_device(device).dispatch_key)
 
 
 @contextlib.contextmanager
@@ -101,7 +91,7 @@ def enabled(device: str = "cpu", ops: Optional[Iterable[str]] = None):
         >>> with eagerc.enabled("cpu", ops=["aten::add.Tensor"]):
         ...     y = torch.ones(3) + torch.ones(3)
     """
-    was_enabled = _C._is_enabled(_dispatch_key(device))
+    was_enabled = _C._is_enabled(targets.for_device(device).dispatch_key)
     enable(device, ops)
     try:
         yield

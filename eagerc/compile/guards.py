@@ -3,13 +3,14 @@
 Tracing with symbolic sizes assumes things (two sizes are equal because they broadcast,
 a row fits one reduction strategy, a stride equals the next size). Each assumption is a
 sympy expression over the call's size, stride, offset and scalar symbols. The holder
-fills two arrays per call, in runtime-input order: ``ints`` = for each tensor its sizes,
-strides and storage offset, for each int scalar its value; ``floats`` = float scalars.
+fills two arrays per call (``ints``, ``floats``); which slot holds what is C++'s layout
+(csrc/runtime_layout.h), read here through ``eagerc._C.RuntimeSlot``.
 ``eagerc_guard(ints, floats)`` is 1 when every assumption holds for that call.
 """
 from __future__ import annotations
 
 import sympy
+import torch
 
 from torch.utils._sympy.functions import (
     CeilDiv,
@@ -27,7 +28,10 @@ from torch.utils._sympy.functions import (
 )
 
 
-class GuardError(Exception):
+from eagerc.compile.errors import CompileError
+
+
+class GuardError(CompileError):
     """An assumption eagerc cannot express as a C++ guard (the op falls back)."""
 
 
@@ -125,3 +129,49 @@ def guard_source(bindings: dict, checks: list) -> str:
     lines.append("  return 1;")
     lines.append("}")
     return "\n".join(lines) + "\n"
+
+
+def bind_symbols(inputs) -> tuple[dict, list]:
+    """Bind each symbol to the first guard slot holding it; every other size, stride and
+    offset must equal its symbolic expression (a check of the guard).
+
+    ``inputs``: (RuntimeSlot, fake value) pairs, the fake a tensor or a SymInt (int
+    scalars); float scalars bind nothing (they are read inside the graph). Returns
+    (bindings: symbol name -> ("i"|"f", slot), checks: (slot, expr) pairs).
+    """
+    bindings, checks = {}, []
+
+    def visit(slot, value, arr="i"):
+        expr = value.node.expr if isinstance(value, (torch.SymInt, torch.SymFloat)) else value
+        if isinstance(expr, sympy.Symbol) and expr.name not in bindings:
+            bindings[expr.name] = (arr, slot)
+        elif arr == "i":
+            checks.append((slot, sympy.sympify(expr)))
+
+    for slot, fake in inputs:
+        if slot.kind == "tensor":
+            for index, value in zip(slot.size_slots, fake.shape):
+                visit(index, value)
+            for index, value in zip(slot.stride_slots, fake.stride()):
+                visit(index, value)
+            visit(slot.offset_slot, fake.storage_offset())
+        elif slot.kind == "int":
+            visit(slot.value_slot, fake)
+    return bindings, checks
+
+
+def range_checks(shape_env, bindings) -> list:
+    """The value ranges the ShapeEnv assumed for bound symbols (a symbolic size is >= 2:
+    sizes 0 and 1 are specialized), as guard terms."""
+    from torch.utils._sympy.numbers import int_oo
+
+    unbounded = (int_oo, -int_oo, sympy.oo, -sympy.oo)
+    checks = []
+    for sym, vr in shape_env.var_to_range.items():
+        if sym.name not in bindings:
+            continue
+        if vr.lower not in unbounded:
+            checks.append(sympy.Ge(sym, vr.lower))
+        if vr.upper not in unbounded:
+            checks.append(sympy.Le(sym, vr.upper))
+    return checks

@@ -1,0 +1,46 @@
+// The typed seam between the kernel holder and the Python resolver (eagerc/resolver.py).
+//
+// On an L1 miss C++ hands Python a MissRequest and gets a MissAnswer back; both are
+// pybind classes (eagerc._C.MissRequest / MissAnswer), so the contract is checked by
+// types, not kept by convention.
+#pragma once
+#include <pybind11/pybind11.h>
+
+#include <string>
+#include <vector>
+
+#include "artifact.h"
+#include "runtime_layout.h"
+
+namespace eagerc {
+
+struct MissRequest {
+  std::string op_name;        // "aten::add.Tensor"
+  std::string dispatch_key;   // "CPU", "PrivateUse1"
+  std::string key;            // the signature bytes
+  pybind11::tuple args;       // the call's arguments, as Python values
+  std::vector<RuntimeSlot> layout;
+  bool parallel = false;      // the call is large enough for a parallel kernel
+  bool specialize_values = false;
+  std::vector<std::string> known_variants;  // already in L1 for this key: skip them
+};
+
+enum class MissAction : uint8_t {
+  Kernel,            // run `artifact` (inserted into L1)
+  SpecializeValues,  // lifted scalars did not trace: put scalar values into the key, ask again
+  RunOnHostAliases,  // the kernel calls CPU functions: run it on zero-copy CPU aliases
+  Fallback,          // cannot be compiled: the device's own kernel (or an error) serves it
+};
+
+struct MissAnswer {
+  MissAction action = MissAction::Fallback;
+  const Artifact* artifact = nullptr;  // Kernel
+  std::string reason;                  // Fallback
+  // Fallback: whether the reason is a property of the signature (then L1 remembers it);
+  // a transient failure is asked about again on the next call.
+  bool remember = true;
+};
+
+void init_miss_bindings(pybind11::module& m);
+
+}  // namespace eagerc

@@ -1,0 +1,278 @@
+"""The compile/cache service: one get-or-compile for every caller.
+
+Op misses (eagerc/resolver.py), captured graphs (eagerc/graph_kernels.py), and next
+warm_cache and coverage, all ask :func:`service` the same question: "the artifact for this
+key, from disk or the remote tier, or compiled now" (L1 is the caller's: the C++ table for
+ops, which names the variants it already holds; capture's record cache for graphs). The
+service owns the key
+(:class:`CacheKey`), the per-key lock (threads, and processes through a lock file), the
+store lookups, load-or-evict, the compile, what a refusal leaves on disk, the counters, the
+log line and the store.
+
+A key has named components. The namespace (kernel_cache.Namespace) holds the format
+version, torch, eagerc, the target's arch and a digest of the compiler settings that change
+code (Inductor's environment and changed config entries, the C++ compiler; see
+eagerc/compile/settings.py); the entry key holds the kind, the served device, the name and
+the signature. At DEBUG the ``eagerc`` logger prints each component's hash, so "why did
+this miss?" has an answer. An example entry key::
+
+    op\\0eagerc\\0aten::add.Tensor\\0<signature bytes>
+
+    >>> import eagerc.cache as cache, eagerc.targets as targets
+    >>> key = cache.CacheKey("op", targets.for_device("cpu"), "aten::abs", b"sig")
+    >>> key.entry_key()
+    b'op\\x00cpu\\x00aten::abs\\x00sig'
+    >>> sorted(key.namespace_components())[:3]
+    ['cxx', 'eagerc', 'format']
+"""
+from __future__ import annotations
+
+import collections
+import contextlib
+import dataclasses
+import hashlib
+import logging
+import os
+import tempfile
+import threading
+from typing import Any, Callable
+
+import torch
+
+from eagerc import _config, _stats
+from eagerc._version import __version__
+from eagerc.compile.errors import CompileError, NeedsHostAliases, NotCompiled
+
+log = logging.getLogger("eagerc")
+
+
+@dataclasses.dataclass(frozen=True)
+class CacheKey:
+    """Everything an artifact depends on, by name."""
+
+    kind: str          # "op" | "graph"
+    target: Any        # eagerc.targets.Target
+    name: str          # "aten::add.Tensor", "graph"
+    signature: bytes   # the call's specialized part (C++ signature, or a graph digest)
+
+    def entry_key(self) -> bytes:
+        return b"\0".join((self.kind.encode(), self.target.device.encode(), self.name.encode(),
+                           bytes(self.signature)))
+
+    def namespace_components(self) -> dict:
+        """The namespace's parts, each a short string (settings as digests)."""
+        from eagerc.compile import settings
+
+        return {
+            "format": str(_config.FORMAT_VERSION),
+            "torch": torch.__version__,
+            "eagerc": __version__,
+            "arch": self.target.arch(),
+            "inductor_env": settings.digest(settings.inductor_environment()),
+            "inductor_config": settings.digest(settings.inductor_overrides()),
+            **{k: settings.digest(v) for k, v in self.target.compiler_settings().items()},
+        }
+
+    def namespace(self):
+        import kernel_cache
+
+        parts = self.namespace_components()
+        fixed = ("format", "torch", "eagerc", "arch")
+        compiler = hashlib.sha256(repr(sorted((k, v) for k, v in parts.items()
+                                              if k not in fixed)).encode()).hexdigest()[:16]
+        return kernel_cache.Namespace(format_version=int(parts["format"]), torch_version=parts["torch"],
+                                      eagerc_version=parts["eagerc"], target_arch=parts["arch"],
+                                      compiler_settings=compiler)
+
+
+@dataclasses.dataclass
+class Compiled:
+    """What a compile produced, for the store."""
+
+    library: bytes
+    metadata: dict      # JSON-serializable: num_outputs and whatever the loader needs
+    description: str    # for the log line, e.g. "aten::abs(float32[s,s] C)"
+    seconds: float
+
+
+@dataclasses.dataclass
+class Result:
+    """The service's answer: a loaded value, or why there is none."""
+
+    value: Any = None
+    from_disk: bool = False
+    refusal: NotCompiled | None = None
+
+
+@dataclasses.dataclass
+class Request:
+    key: CacheKey
+    stat_key: str                          # counters: "aten::abs@CPU", "capture-graph"
+    load: Callable[[Any], Any]             # kernel_cache Entry -> loaded value (raises if broken)
+    compile: Callable[[], Compiled]        # raises NotCompiled
+    skip_variants: frozenset = frozenset()  # already in the caller's L1 (the C++ table)
+
+
+class CompileService:
+    """Get-or-compile over kernel_cache; one instance per process (:func:`service`)."""
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._key_locks: dict = collections.defaultdict(threading.Lock)
+        self._stores: dict = {}        # namespace digest -> store
+
+    def get(self, request: Request) -> Result:
+        key = request.key
+        namespace = key.namespace()
+        digest, entry_key = namespace.digest(), key.entry_key()
+        if log.isEnabledFor(logging.DEBUG):
+            log.debug("eagerc: key %s %s on %s: namespace %s = %s, signature %s", key.kind, key.name,
+                      key.target.device, digest, key.namespace_components(),
+                      hashlib.sha256(bytes(key.signature)).hexdigest()[:16])
+        store = self._store(namespace)
+        with self._key_lock(digest, entry_key), self._process_lock(entry_key):
+            result = self._lookup(store, entry_key, request)
+            if result is None:
+                result = self._compile(store, entry_key, request)
+        return result
+
+    def _lookup(self, store, entry_key: bytes, request: Request) -> Result | None:
+        for entry in self._entries(store, entry_key):
+            recorded = _recorded_refusal(entry.metadata)
+            if recorded is not None:
+                return Result(refusal=recorded)
+            if entry.variant_id in request.skip_variants:
+                continue
+            try:
+                value = request.load(entry)
+            except Exception as e:  # noqa: BLE001 - a broken entry is rebuilt, never a crash
+                log.warning("eagerc: evicted an unloadable artifact of %s (%s); compiling it again",
+                            request.key.name, e)
+                with contextlib.suppress(Exception):
+                    store.evict(entry_key, entry.variant_id)
+                continue
+            _stats.count(request.stat_key, "disk_loads")
+            return Result(value, from_disk=True)
+        return None
+
+    def _compile(self, store, entry_key: bytes, request: Request) -> Result:
+        try:
+            compiled = request.compile()
+        except NotCompiled as refusal:
+            record = _refusal_record(refusal)
+            if record is not None:
+                self._add(store, entry_key, b"", {**record, "op": request.key.name, "num_outputs": 0})
+            log.info("eagerc: %s not compiled: %s", request.key.name, refusal)
+            return Result(refusal=refusal)
+        _stats.count(request.stat_key, "compiles")
+        _stats.count(request.stat_key, "compile_seconds", compiled.seconds)
+        log.info("eagerc: compiled %s in %.2f s", compiled.description, compiled.seconds)
+        metadata = {**compiled.metadata, "op": request.key.name, "signature": compiled.description,
+                    "compile_seconds": compiled.seconds}
+        entry = self._add(store, entry_key, compiled.library, metadata)
+        return Result(request.load(entry), from_disk=False)
+
+    # Store access: a broken or unavailable store must not break the call.
+    def _entries(self, store, entry_key: bytes) -> list:
+        try:
+            return store.get(entry_key)
+        except Exception as e:  # noqa: BLE001
+            log.warning("eagerc: kernel cache unavailable (%s); compiling without it", e)
+            return []
+
+    def _add(self, store, entry_key: bytes, library: bytes, metadata: dict):
+        """Store an artifact; one the store cannot take (a read-only cache) still serves this
+        process from a private file."""
+        try:
+            return store.add(entry_key, library, metadata)
+        except Exception as e:  # noqa: BLE001
+            log.warning("eagerc: could not store %s in the kernel cache (%s); it is kept for this "
+                        "process only", metadata.get("op"), e)
+            import kernel_cache
+
+            sha = hashlib.sha256(library).hexdigest()
+            path = os.path.join(tempfile.gettempdir(), f"eagerc-unstored-{os.getpid()}", f"{sha}.so")
+            if library and not os.path.exists(path):
+                os.makedirs(os.path.dirname(path), exist_ok=True)
+                with open(path + ".tmp", "wb") as f:
+                    f.write(library)
+                os.replace(path + ".tmp", path)
+            return kernel_cache.Entry(entry_key, sha, path, metadata)
+
+    def _store(self, namespace):
+        with self._lock:
+            store = self._stores.get(namespace.digest())
+            if store is None:
+                import kernel_cache
+
+                store = kernel_cache.open_store(namespace)
+                self._stores[namespace.digest()] = store
+            return store
+
+    def _key_lock(self, digest: str, entry_key: bytes):
+        with self._lock:
+            return self._key_locks[(digest, entry_key)]
+
+    @contextlib.contextmanager
+    def _process_lock(self, entry_key: bytes):
+        """Another process missing the same key waits for this one's compile, then loads it.
+        A cache directory that cannot hold lock files (read-only) is used without one."""
+        from kernel_cache.layout import default_directory
+
+        directory = default_directory()  # where open_store put the store
+        lock = None
+        if os.path.isdir(directory):
+            import filelock
+
+            name = hashlib.sha256(entry_key).hexdigest()[:32] + ".lock"
+            try:
+                os.makedirs(os.path.join(directory, "locks"), exist_ok=True)
+                lock = filelock.FileLock(os.path.join(directory, "locks", name), timeout=600)
+                lock.acquire()
+            except (OSError, filelock.Timeout) as e:
+                log.debug("eagerc: no process lock for a key (%s)", e)
+                lock = None
+        try:
+            yield
+        finally:
+            if lock is not None:
+                lock.release()
+
+    def reset(self) -> None:
+        """Forget open stores (tests point EAGERC_CACHE_DIR elsewhere)."""
+        with self._lock:
+            for store in self._stores.values():
+                with contextlib.suppress(Exception):
+                    store.close()
+            self._stores.clear()
+
+
+def _refusal_record(refusal: NotCompiled) -> dict | None:
+    """What a refusal leaves on disk: only what is a property of the key."""
+    if isinstance(refusal, NeedsHostAliases):
+        return {"needs_host_aliases": True}
+    if isinstance(refusal, CompileError) and refusal.permanent:
+        return {"fallback": str(refusal)}
+    return None
+
+
+def _recorded_refusal(metadata: dict) -> NotCompiled | None:
+    if metadata.get("needs_host_aliases"):
+        return NeedsHostAliases(metadata.get("op", ""))
+    if "fallback" in metadata:
+        return CompileError(metadata["fallback"])
+    return None
+
+
+_service = None
+_service_lock = threading.Lock()
+
+
+def service() -> CompileService:
+    """The process's compile/cache service (created on the first miss, not at import)."""
+    global _service
+    with _service_lock:
+        if _service is None:
+            _service = CompileService()
+        return _service
+

@@ -1,0 +1,98 @@
+"""The per-op front end: one ATen call -> a compiled kernel for a target.
+
+trace (trace.py) -> refuse what must not become a kernel -> build (inductor_wrapper.py).
+The target (eagerc/targets.py) says what the call looks like to the code generator (CPU
+stand-ins for a host-memory device's tensors) and where outputs are allocated.
+"""
+from __future__ import annotations
+
+import dataclasses
+import re
+import time
+
+import torch
+
+from eagerc.compile.errors import CompileError, InductorFailed, NeedsHostAliases, SpecializeValues, error_summary
+from eagerc.compile.inductor_wrapper import build_artifact
+from eagerc.compile.trace import trace_op
+
+# ATen CPU functions called through the C shim (allocation helpers excepted).
+_CPU_SHIM_CALL = re.compile(r"aoti_torch_cpu_\w+\(")
+
+
+@dataclasses.dataclass
+class CompiledKernel:
+    library: bytes           # the shared library
+    num_outputs: int
+    guard_source: str
+    description: str         # human-readable signature, for logs and reports
+    seconds: float
+
+
+def describe_call(op, args, layout) -> str:
+    """e.g. 'aten::add.Tensor(float32[s,s] C, float32[s,s] C, alpha=float)'."""
+    lifted = {s.arg for s in layout if s.kind != "tensor"}
+    parts = []
+    for i, (arg, value) in enumerate(zip(op._schema.arguments, args)):
+        if isinstance(value, torch.Tensor):
+            parts.append(_describe_tensor(value))
+        elif isinstance(value, (list, tuple)) and any(isinstance(v, torch.Tensor) for v in value):
+            parts.append("[" + ", ".join("None" if v is None else _describe_tensor(v) for v in value) + "]")
+        elif i in lifted:
+            parts.append(f"{arg.name}={type(value).__name__}")
+        else:
+            parts.append(f"{arg.name}={value!r}")
+    overload = f".{op._overloadname}" if op._overloadname != "default" else ""
+    return f"aten::{op._schema.name.split('::')[-1]}{overload}(" + ", ".join(parts) + ")"
+
+
+def _describe_tensor(t: torch.Tensor) -> str:
+    dims = ",".join(str(s) if s in (0, 1) else "s" for s in t.shape)
+    layout = "C" if t.is_contiguous() else "nc"
+    return f"{str(t.dtype).replace('torch.', '')}[{dims}] {layout}"
+
+
+def compile_op(op, args, layout, target, parallel: bool) -> CompiledKernel:
+    """Trace and compile one call of `op` (an OpOverload) for `target`.
+
+    `layout`: the call's runtime inputs (eagerc._C.RuntimeSlot list from the holder).
+    `parallel`: the call is large enough for a parallel kernel (else single-threaded).
+    Raises CompileError, SpecializeValues or NeedsHostAliases.
+    """
+    # A call that still has device tensors (not one moved to CPU aliases) gets its outputs
+    # allocated on the device.
+    on_device = target.touches_device(args)
+    args = target.standins(args)
+    start = time.perf_counter()
+    description = describe_call(op, args, layout)
+    has_lifted_scalars = any(s.kind != "tensor" for s in layout)
+    try:
+        traced = trace_op(op, args, layout)
+    except CompileError:
+        raise
+    except Exception as e:  # noqa: BLE001 - any tracing failure is a reason to fall back
+        if has_lifted_scalars:
+            raise SpecializeValues(str(e)) from e
+        raise CompileError(f"tracing failed: {error_summary(e)}") from e
+
+    op_qualname = op._schema.name
+
+    def check_code(code):
+        if f'aoti_torch_call_dispatcher("{op_qualname}"' in code:
+            # No lowering: the "kernel" would only call this op again, slower.
+            raise CompileError("Inductor has no lowering for this op (it would call the op itself)")
+        if on_device and _CPU_SHIM_CALL.search(code):
+            raise NeedsHostAliases(op_qualname)
+        return target.allocate_outputs(code) if on_device else code
+
+    patches = {} if parallel else {"cpp.threads": 1}  # small calls: no OpenMP fork
+    try:
+        built = build_artifact(traced, check_code, patches)
+    except InductorFailed as e:
+        if has_lifted_scalars:
+            # Some Inductor paths (extern kernels such as addmm's beta/alpha) cannot
+            # take symbolic scalars; the op then compiles one kernel per value.
+            raise SpecializeValues(str(e.__cause__)) from e
+        raise
+    return CompiledKernel(built.library, built.num_outputs, built.guard_source, description,
+                          time.perf_counter() - start)

@@ -1,0 +1,144 @@
+"""Op + call -> a traced ATen graph over fake inputs (:class:`Traced`).
+
+Sizes are fresh symbols (no duck sizing: two sizes equal by coincidence at the first call
+stay separate), ints are lifted as SymInts, floats as 0-dim float64 tensors read with
+``.item()`` inside the graph (Inductor's C++ wrapper cannot take a SymFloat input).
+Which argument becomes which runtime input, and where its guard values go, is C++'s layout
+(``eagerc._C.RuntimeSlot``, csrc/runtime_layout.h): nothing here recomputes that order.
+"""
+from __future__ import annotations
+
+import dataclasses
+
+import torch
+
+from eagerc.compile.errors import CompileError
+from eagerc.compile.guards import bind_symbols
+
+
+@dataclasses.dataclass
+class Traced:
+    """A functional ATen graph ready for Inductor, and what its guard must check."""
+
+    gm: torch.fx.GraphModule
+    fake_mode: object            # the FakeTensorMode the graph was traced in
+    shape_env: object            # its ShapeEnv: the assumptions made while tracing
+    fakes: list                  # the graph's example inputs (fake tensors, SymInts)
+    bindings: dict               # symbol name -> ("i"|"f", guard slot)
+    checks: list                 # (guard slot, expr) pairs and sympy booleans
+    num_outputs: int
+    writes_inputs: bool = False  # graphs: the graph writes into an input
+    constants: list = dataclasses.field(default_factory=list)  # graphs: lifted tensor constants
+
+
+def fake_input(fake_mode, t, dynamic_dims, source):
+    """A fake of tensor `t` whose dims in `dynamic_dims` are fresh size symbols (strides
+    inferred from them), the others static."""
+    from torch.fx.experimental.symbolic_shapes import DimDynamic, StatelessSymbolicContext
+
+    ctx = StatelessSymbolicContext(
+        dynamic_sizes=[DimDynamic.DYNAMIC if d in dynamic_dims else DimDynamic.STATIC
+                       for d in range(t.dim())],
+        dynamic_strides=[DimDynamic.INFER_STRIDE] * t.dim())
+    return fake_mode.from_tensor(t, symbolic_context=ctx, source=source)
+
+
+def seed_random_ops(gm, fake_mode) -> None:
+    """Random ops lower only after Inductor's seed pass (compile_fx runs it for whole
+    graphs; compile_fx_inner, which eagerc calls, does not)."""
+    from torch._inductor.fx_passes.replace_random import replace_random_passes
+    from torch._inductor.virtualized import V
+
+    with V.set_fake_mode(fake_mode):
+        replace_random_passes(gm)
+
+
+def runtime_values(args, layout) -> list:
+    """The call's runtime inputs, in the order of `layout`."""
+    return [args[s.arg] if s.item is None else args[s.arg][s.item] for s in layout]
+
+
+def _fake_runtime_inputs(args, layout):
+    """Fakes for the runtime inputs; returns (fake_mode, shape_env, fakes, bindings, checks)."""
+    from torch._dynamo.source import LocalSource
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    from torch.fx.experimental.symbolic_shapes import DimDynamic, ShapeEnv
+
+    shape_env = ShapeEnv(duck_shape=False, allow_scalar_outputs=True)
+    fake_mode = FakeTensorMode(shape_env=shape_env)
+    fakes = []
+    for k, (slot, value) in enumerate(zip(layout, runtime_values(args, layout))):
+        source = LocalSource(f"input{k}")
+        if slot.kind == "tensor":
+            fakes.append(fake_input(fake_mode, value, range(value.dim()), source))
+        elif slot.kind == "int":
+            sym = shape_env.create_unspecified_symbol(value, source=source, dynamic_dim=DimDynamic.DYNAMIC)
+            fakes.append(shape_env.create_symintnode(sym, hint=value, source=source))
+        else:
+            fakes.append(fake_mode.from_tensor(torch.tensor(float(value), dtype=torch.float64)))
+    # Bind the symbols now: once tracing proves two of them equal, the fakes report the
+    # replacement, and the guard must still bind every original symbol.
+    bindings, checks = bind_symbols(list(zip(layout, fakes)))
+    return fake_mode, shape_env, fakes, bindings, checks
+
+
+def _rebuild_call(op, args, layout, values):
+    """The op's args and kwargs with runtime inputs replaced by `values`."""
+    full = [list(a) if isinstance(a, (list, tuple)) else a for a in args]
+    for slot, v in zip(layout, values):
+        if slot.item is None:
+            full[slot.arg] = v
+        else:
+            full[slot.arg][slot.item] = v
+    pos, kw = [], {}
+    for arg, v in zip(op._schema.arguments, full):
+        if arg.kwarg_only:
+            kw[arg.name] = v
+        else:
+            pos.append(v)
+    return pos, kw
+
+
+def trace_op(op, args, layout) -> Traced:
+    """Trace one call of `op` (an OpOverload) over fakes of its runtime inputs."""
+    from torch._dispatch.python import enable_python_dispatcher
+    from torch._inductor.decomposition import select_decomp_table
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    fake_mode, shape_env, fakes, bindings, checks = _fake_runtime_inputs(args, layout)
+    schema = op._schema
+    # Returns that alias a mutated argument are returned by the holder as that argument;
+    # the graph's outputs are the fresh ones.
+    fresh = [i for i, ret in enumerate(schema.returns) if ret.alias_info is None]
+    mutates = any(a.alias_info is not None and a.alias_info.is_write for a in schema.arguments)
+    returns_list = len(schema.returns) == 1 and isinstance(schema.returns[0].type, torch._C.ListType)
+    float_inputs = [k for k, slot in enumerate(layout) if slot.kind == "float"]
+
+    def call(*values):
+        values = list(values)
+        for k in float_inputs:
+            values[k] = values[k].item()
+        pos, kw = _rebuild_call(op, args, layout, values)
+        out = op(*pos, **kw)
+        if returns_list:
+            return tuple(out)
+        outs = out if isinstance(out, tuple) else (out,)
+        return tuple(outs[i] for i in fresh)
+
+    fn = call
+    if mutates:
+        # Functionalize: the op becomes its functional form plus copy_ into the
+        # mutated inputs, which Inductor fuses into one kernel writing in place.
+        fn = torch.func.functionalize(call, remove="mutations_and_views")
+    # The Python dispatcher lets meta functions with symbolic sizes (expand in
+    # addcmul's broadcasting) take their SymInt-aware Python paths.
+    with fake_mode, enable_python_dispatcher():
+        gm = make_fx(fn, decomposition_table=select_decomp_table(), tracing_mode="real")(*fakes)
+        if torch.Tag.nondeterministic_seeded in op.tags:
+            seed_random_ops(gm, fake_mode)
+    outputs = next(n for n in gm.graph.nodes if n.op == "output").args[0]
+    for out in outputs:
+        val = out.meta.get("val") if hasattr(out, "meta") else None
+        if isinstance(val, torch.Tensor) and (val.layout != torch.strided or val.is_quantized):
+            raise CompileError(f"output layout {val.layout} is not strided")
+    return Traced(gm, fake_mode, shape_env, fakes, bindings, checks, len(outputs))

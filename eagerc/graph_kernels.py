@@ -1,0 +1,132 @@
+"""Captured graphs through the compile/cache service: a graph in, a loaded kernel out.
+
+eagerc.capture (eagerc/capture/backend.py) asks :func:`load_or_compile` for the kernel of
+one recorded torch.fx graph. The service finds it in kernel_cache, or compiles
+it (eagerc/compile/graph.py + inductor_wrapper.py) and stores it next to the per-op
+kernels: a later process recording the same graph for the same input metadata loads the
+library from disk, with no Inductor import and no compile. The artifact's guard holds the
+symbolic-shape assumptions as C++, so a symbolic record checks its shapes without a
+Python evaluation per call.
+"""
+from __future__ import annotations
+
+import base64
+import dataclasses
+import hashlib
+import io
+import time
+
+import torch
+
+from eagerc import _C
+from eagerc.cache import CacheKey, Compiled, Request, service
+from eagerc.compile.errors import CompileError
+from eagerc.targets import TargetError, for_device
+
+STAT_KEY = "capture-graph"
+
+
+@dataclasses.dataclass
+class GraphKernel:
+    """A loaded graph artifact: `run(*inputs)` -> list of outputs; `guard(inputs) -> bool`."""
+
+    run: object
+    guard: object
+    from_disk: bool
+
+
+def graph_signature(gm, example_inputs, dynamic_dims) -> bytes:
+    """What the artifact depends on: the graph's code and each input's metadata (symbolic
+    dims as 's'; strides and offsets of static inputs exactly, since the kernel assumes them)."""
+    parts = [gm.code]
+    for t, dims in zip(example_inputs, dynamic_dims):
+        if not isinstance(t, torch.Tensor):
+            raise TypeError(f"a compiled graph takes tensors, got {type(t).__name__}")
+        sizes = ["s" if d in dims else str(n) for d, n in enumerate(t.shape)]
+        strides = ["?"] * t.dim() if dims else [str(s) for s in t.stride()]
+        parts.append(f"{t.dtype}|{t.device}|{','.join(sizes)}|{','.join(strides)}|"
+                     f"{t.storage_offset() if not dims else '?'}")
+    return hashlib.sha256("\n".join(parts).encode()).hexdigest().encode()
+
+
+def _target(example_inputs):
+    devices = {t.device.type for t in example_inputs if isinstance(t, torch.Tensor)}
+    if len(devices) != 1:
+        raise CompileError(f"graph inputs on {sorted(devices)}: eagerc compiles graphs whose "
+                           "inputs are all on one device")
+    try:
+        return for_device(devices.pop())
+    except TargetError as e:
+        raise CompileError(str(e)) from None
+
+
+def load_or_compile(gm, example_inputs, dynamic_dims=None) -> GraphKernel:
+    """The graph's kernel for these inputs: from kernel_cache, or compiled and
+    stored there. Raises CompileError when this path cannot take the graph (a failure that
+    is a property of the graph is remembered on disk, so no process tries again)."""
+    dynamic_dims = dynamic_dims or [[] for _ in example_inputs]
+    target = _target(example_inputs)
+
+    def compile_graph() -> Compiled:
+        from eagerc.compile.graph import trace_graph
+        from eagerc.compile.inductor_wrapper import build_artifact
+
+        start = time.perf_counter()
+        traced = trace_graph(gm, example_inputs, dynamic_dims, target)
+        built = build_artifact(traced)
+        return Compiled(built.library, {"num_outputs": built.num_outputs, "guard": built.guard_source,
+                                        "constants": _pack(traced.constants),
+                                        "writes_inputs": traced.writes_inputs},
+                        f"a captured graph ({len(gm.graph.nodes)} nodes)", time.perf_counter() - start)
+
+    def load(entry):
+        artifact = _C._load_artifact(entry.variant_id, entry.artifact_path, int(entry.metadata["num_outputs"]))
+        return (_C._GraphArtifact(artifact, target.host_aliases), _unpack(entry.metadata["constants"]),
+                bool(entry.metadata["writes_inputs"]))
+
+    result = service().get(Request(
+        key=CacheKey("graph", target, "graph", graph_signature(gm, example_inputs, dynamic_dims)),
+        stat_key=STAT_KEY, load=load, compile=compile_graph))
+    if result.refusal is not None:
+        raise CompileError(str(result.refusal))
+    art, constants, writes = result.value
+    return _kernel(art, constants, result.from_disk, writes, gm)
+
+
+def _pack(tensors) -> str:
+    buf = io.BytesIO()
+    torch.save(tensors, buf)
+    return base64.b64encode(buf.getvalue()).decode()
+
+
+def _unpack(text: str):
+    return torch.load(io.BytesIO(base64.b64decode(text)), weights_only=True)
+
+
+def _kernel(art, constants, from_disk, writes_inputs, gm) -> GraphKernel:
+    extra = tuple(constants)
+    run = art if not extra else (lambda *inputs: art(*inputs, *extra))
+    guard = art.guard if not extra else (lambda inputs: art.guard(tuple(inputs) + extra))
+    if writes_inputs:
+        # The functional kernel reads every input before writing any: right only while no
+        # two inputs share memory. A call whose inputs overlap runs the recorded graph, op by
+        # op, as the program did.
+        compiled = run
+
+        def run(*inputs):
+            if _disjoint(inputs):
+                return compiled(*inputs)
+            return list(gm(*inputs))
+    return GraphKernel(run, guard, from_disk)
+
+
+def _disjoint(tensors) -> bool:
+    seen = set()
+    for t in tensors:
+        if t.numel() == 0:
+            continue
+        ptr = t.untyped_storage().data_ptr()
+        if ptr in seen:
+            return False
+        seen.add(ptr)
+    return True

@@ -1,0 +1,73 @@
+"""The op miss path, called from C++ (csrc/resolver_bridge.cpp) with the GIL held.
+
+holder -> resolve(MissRequest) -> the compile/cache service (eagerc/cache.py), whose
+compile step is the per-op compiler (eagerc/compile/op.py) -> a typed MissAnswer back to
+C++, which inserts the loaded artifact into L1. Nothing here looks at a dispatch key to
+decide anything: the device's target (eagerc/targets.py) does.
+"""
+from __future__ import annotations
+
+import torch
+
+from eagerc import _C
+from eagerc.cache import CacheKey, Compiled, Request, service
+from eagerc.compile.errors import CompileError, NeedsHostAliases, SpecializeValues
+from eagerc.targets import for_device
+
+# Dispatch key -> device, for the devices eagerc registered (eagerc/ops.py fills it).
+_device_of_key: dict = {}
+
+
+def serve(dispatch_key: str, device: str) -> None:
+    """Remember that holders on `dispatch_key` serve `device`."""
+    _device_of_key[dispatch_key] = device
+
+
+def _overload(op_name: str):
+    name, _, overload = op_name.split("::", 1)[-1].partition(".")
+    return getattr(getattr(torch.ops.aten, name), overload or "default")
+
+
+def _context_is_unusual() -> bool:
+    """A dispatch mode or no_dispatch is active on this thread (e.g. Dynamo cloning inputs
+    under no_dispatch): tracing cannot run there, and its failure would say nothing about
+    the signature."""
+    return (torch._C._len_torch_dispatch_stack() > 0
+            or torch._C._dispatch_tls_is_dispatch_key_excluded(torch._C.DispatchKey.Python))
+
+
+def resolve(request) -> "_C.MissAnswer":
+    """The answer to one L1 miss (a `_C.MissRequest`)."""
+    target = for_device(_device_of_key.get(request.dispatch_key, request.dispatch_key))
+    op = _overload(request.op_name)
+    args, layout = request.args, request.layout
+    transient = _context_is_unusual()
+
+    def compile_call() -> Compiled:
+        if transient:
+            # Tracing needs the Python dispatcher: a stored kernel may serve this call, but
+            # none is compiled here (the next call in a plain context compiles it).
+            raise CompileError("called inside a dispatch mode or no_dispatch(); not compiled there",
+                               permanent=False)
+        from eagerc.compile.op import compile_op
+
+        kernel = compile_op(op, args, layout, target, request.parallel)
+        return Compiled(kernel.library, {"num_outputs": kernel.num_outputs, "guard": kernel.guard_source},
+                        kernel.description, kernel.seconds)
+
+    def load(entry):
+        return _C._load_artifact(entry.variant_id, entry.artifact_path, int(entry.metadata["num_outputs"]))
+
+    result = service().get(Request(
+        key=CacheKey("op", target, request.op_name, request.key),
+        stat_key=f"{request.op_name}@{request.dispatch_key}",
+        load=load, compile=compile_call, skip_variants=frozenset(request.known_variants)))
+    refusal = result.refusal
+    if refusal is None:
+        return _C.MissAnswer.kernel(result.value)
+    if isinstance(refusal, NeedsHostAliases):
+        return _C.MissAnswer.run_on_host_aliases()
+    if isinstance(refusal, SpecializeValues):
+        return _C.MissAnswer.specialize_values()
+    permanent = not isinstance(refusal, CompileError) or refusal.permanent
+    return _C.MissAnswer.fallback(str(refusal), permanent)
