@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <optional>
 
 namespace eagerc {
 namespace {
@@ -25,12 +26,33 @@ struct Position {
   }
 };
 
+void add_value_scalar(const c10::Scalar& s, bool specialize, CallSignature* sig,
+                      const Position& pos);
+
+// A Python number passed where the schema says Tensor (`x + 3`) arrives as a 0-dim CPU
+// "wrapped number" tensor; it is a value scalar (Python sees the number, and promotion
+// treats it as one), read here without a dispatcher call.
+std::optional<c10::Scalar> wrapped_number(const at::Tensor& t) {
+  if (!t.unsafeGetTensorImpl()->is_wrapped_number() || !t.is_cpu()) return std::nullopt;
+  switch (t.scalar_type()) {
+    case c10::kLong: return c10::Scalar(*t.const_data_ptr<int64_t>());
+    case c10::kDouble: return c10::Scalar(*t.const_data_ptr<double>());
+    case c10::kBool: return c10::Scalar(*t.const_data_ptr<bool>());
+    default: return std::nullopt;
+  }
+}
+
 // Appends the tensor's specialized description and its guard values.
 void add_tensor(const at::Tensor& t, CallSignature* sig, int64_t* max_numel,
-                const Position& pos) {
+                const Position& pos, bool specialize) {
   std::string& key = sig->key;
   if (!t.defined()) {
     put_byte(key, 'N');
+    return;
+  }
+  if (auto number = wrapped_number(t)) {
+    put_byte(key, 'W');
+    add_value_scalar(*number, specialize, sig, pos);
     return;
   }
   if (t.layout() != c10::kStrided || t.is_quantized() || t.is_conj() || t.is_neg() ||
@@ -198,11 +220,11 @@ void compute_signature(const OpPlan& plan, const torch::jit::Stack& stack,
     Position pos{layout, static_cast<int>(i), -1};
     switch (plan.kinds[i]) {
       case ArgKind::Tensor:
-        add_tensor(v.toTensor(), sig, &max_numel, pos);
+        add_tensor(v.toTensor(), sig, &max_numel, pos, specialize_values);
         break;
       case ArgKind::OptionalTensor:
         if (v.isNone()) put_byte(sig->key, 'N');
-        else add_tensor(v.toTensor(), sig, &max_numel, pos);
+        else add_tensor(v.toTensor(), sig, &max_numel, pos, specialize_values);
         break;
       case ArgKind::TensorList: {
         // Tensor lists arrive as a list of IValues; the pointers stay valid
@@ -212,7 +234,7 @@ void compute_signature(const OpPlan& plan, const torch::jit::Stack& stack,
         put_int(sig->key, static_cast<int64_t>(list.size()));
         for (size_t j = 0; j < list.size(); ++j) {
           pos.item = static_cast<int>(j);
-          add_tensor(list[j].toTensor(), sig, &max_numel, pos);
+          add_tensor(list[j].toTensor(), sig, &max_numel, pos, specialize_values);
         }
         break;
       }
@@ -223,7 +245,7 @@ void compute_signature(const OpPlan& plan, const torch::jit::Stack& stack,
         for (size_t j = 0; j < list.size(); ++j) {
           pos.item = static_cast<int>(j);
           if (list[j].isNone()) put_byte(sig->key, 'N');
-          else add_tensor(list[j].toTensor(), sig, &max_numel, pos);
+          else add_tensor(list[j].toTensor(), sig, &max_numel, pos, specialize_values);
         }
         break;
       }

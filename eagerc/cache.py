@@ -22,8 +22,8 @@ this miss?" has an answer. An example entry key::
     >>> key = cache.CacheKey("op", targets.for_device("cpu"), "aten::abs", b"sig")
     >>> key.entry_key()
     b'op\\x00cpu\\x00aten::abs\\x00sig'
-    >>> sorted(key.namespace_components())[:3]
-    ['cxx', 'eagerc', 'format']
+    >>> sorted(key.namespace_components())
+    ['arch', 'cxx', 'eagerc', 'format', 'inductor_config', 'inductor_env', 'torch']
 """
 from __future__ import annotations
 

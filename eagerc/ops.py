@@ -7,6 +7,13 @@ from typing import Iterable, Optional
 from eagerc import _C, _config, _stats, targets
 
 _resolver_installed = False
+# Dispatch key -> the device whose holders it carries (the resolver finds the target by it).
+_served: dict = {}
+
+
+def served_device(dispatch_key: str) -> str:
+    """The device enabled on `dispatch_key` ("PrivateUse1" -> "eagerc")."""
+    return _served.get(dispatch_key, dispatch_key)
 
 
 def _normalize(op: str) -> str:
@@ -14,12 +21,17 @@ def _normalize(op: str) -> str:
     return op if op.startswith("aten::") else "aten::" + op
 
 
+def _resolve(request):
+    """The first miss loads the resolver (and with it the cache service), not `import eagerc`."""
+    from eagerc.resolver import resolve
+
+    return resolve(request)
+
+
 def _install_resolver() -> None:
     global _resolver_installed
     if not _resolver_installed:
-        from eagerc.resolver import resolve
-
-        _C._set_resolver(resolve)
+        _C._set_resolver(_resolve)
         _C._set_cpu_fallback(_config.cpu_fallback_enabled())
         _resolver_installed = True
 
@@ -41,9 +53,7 @@ def enable(device: str = "cpu", ops: Optional[Iterable[str]] = None) -> list:
     """
     target = targets.for_device(device)
     _install_resolver()
-    from eagerc.resolver import serve
-
-    serve(target.dispatch_key, target.device)
+    _served[target.dispatch_key] = target.device
     key, new_device = target.dispatch_key, target.new_device
     serving = {"host_aliases": target.host_aliases, "new_device": new_device}
     if ops is None:

@@ -12,16 +12,8 @@ import torch
 from eagerc import _C
 from eagerc.cache import CacheKey, Compiled, Request, service
 from eagerc.compile.errors import CompileError, NeedsHostAliases, SpecializeValues
+from eagerc.ops import served_device
 from eagerc.targets import for_device
-
-# Dispatch key -> device, for the devices eagerc registered (eagerc/ops.py fills it).
-_device_of_key: dict = {}
-
-
-def serve(dispatch_key: str, device: str) -> None:
-    """Remember that holders on `dispatch_key` serve `device`."""
-    _device_of_key[dispatch_key] = device
-
 
 def _overload(op_name: str):
     name, _, overload = op_name.split("::", 1)[-1].partition(".")
@@ -38,7 +30,7 @@ def _context_is_unusual() -> bool:
 
 def resolve(request) -> "_C.MissAnswer":
     """The answer to one L1 miss (a `_C.MissRequest`)."""
-    target = for_device(_device_of_key.get(request.dispatch_key, request.dispatch_key))
+    target = for_device(served_device(request.dispatch_key))
     op = _overload(request.op_name)
     args, layout = request.args, request.layout
     transient = _context_is_unusual()

@@ -198,10 +198,9 @@ def _from_inductor_backend(name: str) -> Target:
     from torch._inductor.codegen.cpp import CppScheduling
 
     if not (isinstance(scheduling, type) and issubclass(scheduling, CppScheduling)):
-        kind = getattr(scheduling, "__name__", type(scheduling).__name__)
         raise TargetError(
-            f"eagerc cannot serve device {name!r} yet: Inductor generates {kind} "
-            f"code for it, and eagerc packages only C++ kernels ({', '.join(CODEGENS)}) as "
+            f"eagerc cannot serve device {name!r} yet: Inductor's backend for it does not "
+            f"generate C++, and eagerc packages only C++ kernels ({', '.join(CODEGENS)}) as "
             "artifacts so far (GPU kernels are the GPU issue's work). " + _how_to_add())
     # A C++ scheduling addresses the device's buffers as host pointers: its memory is host
     # memory, so the CPU target serves it through stand-ins and zero-copy aliases.

@@ -16,12 +16,13 @@ os.environ.setdefault("EAGERC_CACHE_DIR", _SESSION_CACHE)
 def fresh_cache(tmp_path, monkeypatch):
     """An empty kernel cache directory and empty in-memory tables for one test."""
     import eagerc
-    from eagerc import _C, _resolver
+    from eagerc import _C
+    from eagerc.cache import service
 
     monkeypatch.setenv("EAGERC_CACHE_DIR", str(tmp_path / "cache"))
-    _resolver.reset_store()
+    service().reset()
     _C._clear_tables()
     eagerc.reset_stats()
     yield tmp_path / "cache"
-    _resolver.reset_store()
+    service().reset()
     _C._clear_tables()

@@ -1,4 +1,4 @@
-"""Captured graphs go through eagerc's compile/cache layer (eagerc/_graph_compiler.py): one
+"""Captured graphs go through eagerc's compile/cache service (eagerc/graph_kernels.py): one
 artifact per graph and input metadata in kernel_cache, loaded by later processes without
 compiling; symbolic graphs check their shapes in C++."""
 import logging
@@ -175,8 +175,8 @@ def test_graph_on_the_eagerc_device(fresh_cache):
 def test_graph_nothing_can_compile_runs_as_recorded(fresh_cache, monkeypatch, caplog):
     import torch._inductor.compile_fx as inductor
 
-    from eagerc import _graph_compiler
-    from eagerc._compiler import CompileError
+    from eagerc import graph_kernels
+    from eagerc.compile.errors import CompileError
 
     def refuse(*a, **k):
         raise CompileError("refused for the test")
@@ -184,7 +184,7 @@ def test_graph_nothing_can_compile_runs_as_recorded(fresh_cache, monkeypatch, ca
     def broken(*a, **k):
         raise RuntimeError("no codegen for this device")
 
-    monkeypatch.setattr(_graph_compiler, "load_or_compile", refuse)
+    monkeypatch.setattr(graph_kernels, "load_or_compile", refuse)
     monkeypatch.setattr(inductor, "compile_fx", broken)
     cap = capture(mlp)
     with torch.no_grad(), caplog.at_level(logging.WARNING):

@@ -142,10 +142,10 @@ def test_corrupt_artifact_is_evicted_and_rebuilt(fresh_cache, caplog):
     with open(artifacts[0], "wb") as f:
         f.write(b"garbage, not a shared library")
     # A fresh L1 and store: the next miss reads the broken entry from disk.
-    from eagerc import _resolver
+    from eagerc.cache import service
 
     _C._clear_tables()
-    _resolver.reset_store()
+    service().reset()
     eagerc.reset_stats()
     with caplog.at_level(logging.WARNING), eagerc.enabled("cpu", ops=["aten::abs"]):
         y = torch.abs(x)
@@ -185,7 +185,7 @@ def test_stats_keys(fresh_cache):
 
 
 def test_unknown_device_and_op_errors_name_the_fix():
-    with pytest.raises(ValueError, match="known devices"):
+    with pytest.raises(ValueError, match="Known targets"):
         eagerc.enable("tpu")
     with pytest.raises(ValueError, match="no such operator"):
         eagerc.enable("cpu", ops=["aten::not_an_op"])
