@@ -1,0 +1,145 @@
+"""The compile/cache service (eagerc/cache.py) and the typed seam with C++ (eagerc._C)."""
+from __future__ import annotations
+
+import logging
+
+import pytest
+import torch
+
+import eagerc
+from eagerc import _C, targets
+from eagerc.cache import CacheKey
+from eagerc.compile import op as op_compiler
+from eagerc.compile.errors import CompileError
+
+ABS = "aten::abs@CPU"
+CPU = targets.for_device("cpu")
+
+
+def key(**changes):
+    fields = {"kind": "op", "target": CPU, "name": "aten::abs", "signature": b"sig"} | changes
+    return CacheKey(**fields)
+
+
+def test_same_key():
+    assert key().entry_key() == key().entry_key()
+    assert key().namespace().digest() == key().namespace().digest()
+
+
+def test_different_key_per_component(monkeypatch):
+    assert key(kind="graph").entry_key() != key().entry_key()
+    assert key(target=targets.for_device("eagerc")).entry_key() != key().entry_key()
+    assert key(signature=b"other").entry_key() != key().entry_key()
+    base = key().namespace().digest()
+    monkeypatch.setenv("TORCHINDUCTOR_MAX_AUTOTUNE", "1")  # an Inductor setting that changes code
+    assert key().namespace().digest() != base
+    monkeypatch.delenv("TORCHINDUCTOR_MAX_AUTOTUNE")
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", "/tmp/elsewhere")  # one that does not
+    assert key().namespace().digest() == base
+    monkeypatch.setenv("CXX", "clang++-that-is-not-installed")
+    assert key().namespace().digest() != base
+
+
+def test_changed_inductor_config_changes_the_namespace():
+    import torch._inductor.config as inductor_config
+
+    base = key().namespace().digest()
+    with inductor_config.patch({"cpp.simdlen": 8}):
+        assert key().namespace().digest() != base
+    assert key().namespace().digest() == base
+
+
+def test_debug_log_names_every_component(fresh_cache, caplog):
+    with caplog.at_level(logging.DEBUG, logger="eagerc"), eagerc.enabled("cpu", ops=["aten::abs"]):
+        torch.abs(torch.randn(4, 4))
+    lines = [r.getMessage() for r in caplog.records if "namespace" in r.getMessage()]
+    assert lines, "no DEBUG line for the key"
+    for component in ("format", "torch", "eagerc", "arch", "inductor_env", "inductor_config", "cxx"):
+        assert f"'{component}'" in lines[0], (component, lines[0])
+
+
+def test_typed_answers():
+    assert _C.MissAnswer.fallback("no lowering").action == "fallback"
+    assert _C.MissAnswer.fallback("busy", remember=False).remember is False
+    assert _C.MissAnswer.specialize_values().action == "specialize_values"
+    assert _C.MissAnswer.run_on_host_aliases().action == "run_on_host_aliases"
+    with pytest.raises(TypeError):
+        _C.MissAnswer.kernel("a path is not an artifact")
+
+
+def test_layout_is_owned_by_cpp():
+    a, b = _C._tensor_inputs_layout([2, 0])
+    assert (a.kind, a.size_slots, a.stride_slots, a.offset_slot) == ("tensor", [0, 1], [2, 3], 4)
+    assert (b.size_slots, b.offset_slot, b.int_slots) == ([], 5, 1)
+
+
+def test_resolver_receives_the_call_layout(fresh_cache, monkeypatch):
+    from eagerc import resolver
+
+    seen = []
+    real = resolver.resolve
+
+    def spy(request):
+        seen.append([(s.kind, s.arg, s.item) for s in request.layout])
+        return real(request)
+
+    monkeypatch.setattr(resolver, "resolve", spy)
+    with eagerc.enabled("cpu", ops=["aten::add.Tensor", "aten::cat"]):
+        torch.add(torch.randn(3), torch.randn(3), alpha=2.5)
+        torch.cat([torch.randn(2), torch.randn(3)])
+        torch.arange(4) + 7  # a Python number: a wrapped 0-dim tensor, lifted as an int
+    assert seen == [[("tensor", 0, None), ("tensor", 1, None), ("float", 2, None)],
+                    [("tensor", 0, 0), ("tensor", 0, 1)],
+                    [("tensor", 0, None), ("int", 1, None)]]
+
+
+def _refuse(permanent):
+    def compile_op(*a, **k):
+        raise CompileError("refused for the test", permanent=permanent)
+    return compile_op
+
+
+def test_permanent_failure_is_remembered_in_l1_and_on_disk(fresh_cache, monkeypatch):
+    monkeypatch.setattr(op_compiler, "compile_op", _refuse(True))
+    x = torch.randn(5, 5)
+    with eagerc.enabled("cpu", ops=["aten::abs"]):
+        torch.abs(x)
+        calls = _C._resolver_calls()
+        for _ in range(3):
+            torch.abs(x)
+        assert _C._resolver_calls() == calls  # L1 remembers the decision
+    assert eagerc.stats()["ops"][ABS]["fallback_reasons"] == {"refused for the test": 4}
+    _C._clear_tables()
+    monkeypatch.setattr(op_compiler, "compile_op", _refuse(False))
+    with eagerc.enabled("cpu", ops=["aten::abs"]):
+        torch.abs(x)
+    assert eagerc.stats()["compiles"] == 0  # read back from disk, not compiled
+
+
+def test_transient_failure_is_not_remembered(fresh_cache, monkeypatch):
+    monkeypatch.setattr(op_compiler, "compile_op", _refuse(False))
+    x = torch.randn(5, 5)
+    with eagerc.enabled("cpu", ops=["aten::abs"]):
+        torch.abs(x)
+        calls = _C._resolver_calls()
+        torch.abs(x)
+        assert _C._resolver_calls() == calls + 1  # asked again
+    monkeypatch.undo()
+    with eagerc.enabled("cpu", ops=["aten::abs"]):
+        y = torch.abs(x)
+    assert torch.equal(y, x.abs())
+    assert eagerc.stats()["compiles"] == 1
+
+
+def test_no_compile_inside_no_dispatch(fresh_cache):
+    from torch.utils._mode_utils import no_dispatch
+
+    x = torch.randn(6, 6)
+    with eagerc.enabled("cpu", ops=["aten::abs"]):
+        with no_dispatch():
+            y = torch.abs(x)
+        assert eagerc.stats()["compiles"] == 0
+        assert "no_dispatch" in next(iter(eagerc.stats()["ops"][ABS]["fallback_reasons"]))
+        z = torch.abs(x)
+    assert torch.equal(y, x.abs()) and torch.equal(z, x.abs())
+    assert eagerc.stats()["compiles"] == 1  # the plain call compiled: nothing was remembered
