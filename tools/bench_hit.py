@@ -2,9 +2,9 @@
 
     python tools/bench_hit.py [--size 64] [--repeats 200] [--device cpu]
 
-For each op: the median over `repeats` samples of the mean time of one call in a loop
-of `inner` calls, first natively, then with eagerc enabled for that op (kernel already
-compiled). Prints a table with the ratio eagerc / native.
+For each op (kernel compiled first): `repeats` alternating rounds, each one sample of the
+mean time of one call in a loop of `inner` calls natively, then one with eagerc enabled for
+that op; medians of both. Prints a table with the ratio eagerc / native.
 """
 from __future__ import annotations
 
@@ -17,16 +17,11 @@ import torch
 import eagerc
 
 
-def _median_call_us(fn, repeats: int, inner: int) -> float:
-    for _ in range(inner):  # warm-up
+def _sample_us(fn, inner: int) -> float:
+    t0 = time.perf_counter()
+    for _ in range(inner):
         fn()
-    samples = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        for _ in range(inner):
-            fn()
-        samples.append((time.perf_counter() - t0) / inner * 1e6)
-    return statistics.median(samples)
+    return (time.perf_counter() - t0) / inner * 1e6
 
 
 def cases(size: int, device: str):
@@ -51,19 +46,26 @@ def main() -> None:
     print(f"torch {torch.__version__}, threads {torch.get_num_threads()}, {args.size}x{args.size} float32, "
           f"device {args.device}")
     print(f"{'op':<14} {'native us':>10} {'eagerc us':>10} {'ratio':>7}")
+    key = "CPU" if args.device == "cpu" else "CUDA"
     for name, op, fn in cases(args.size, args.device):
-        def timed():
-            fn()
-        native = _median_call_us(timed, args.repeats, args.inner)
-        sync()
         with eagerc.enabled(args.device, ops=[op]):
             fn()  # compile (or load from the cache)
-            before = eagerc.stats()["compiles"]
-            compiled = _median_call_us(timed, args.repeats, args.inner)
+        compiles = eagerc.stats()["compiles"]
+        native, compiled = [], []
+        for _ in range(args.repeats):  # alternating rounds: load drifts hit both sides alike
+            for _ in range(3):
+                fn()
+            native.append(_sample_us(fn, args.inner))
             sync()
-            assert eagerc.stats()["compiles"] == before, "a hit recompiled"
-            assert eagerc.stats()["ops"][f"{op}@{'CPU' if args.device == 'cpu' else 'CUDA'}"]["hits"] > 0
-        print(f"{name:<14} {native:>10.2f} {compiled:>10.2f} {compiled / native:>7.2f}")
+            with eagerc.enabled(args.device, ops=[op]):
+                for _ in range(3):
+                    fn()
+                compiled.append(_sample_us(fn, args.inner))
+                sync()
+        assert eagerc.stats()["compiles"] == compiles, "a hit recompiled"
+        assert eagerc.stats()["ops"][f"{op}@{key}"]["hits"] > 0
+        n, c = statistics.median(native), statistics.median(compiled)
+        print(f"{name:<14} {n:>10.2f} {c:>10.2f} {c / n:>7.2f}")
 
 
 if __name__ == "__main__":

@@ -15,4 +15,11 @@ fi
 $PY -m pip install -q "scikit-build-core>=0.10" "pybind11>=2.12" cmake ninja "diskcache>=5.6" \
   tqdm pytest expecttest "transformers>=4.40,<6" redis
 $PY -m pip install -q --no-build-isolation --no-deps -e .
+# A redis-server lets the remote-tier tests run (they skip cleanly without one); installed
+# where the machine allows (root with apt), never fatal.
+if ! command -v redis-server >/dev/null 2>&1 && command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
+  (apt-get install -y -q redis-server >/dev/null 2>&1 || \
+   (apt-get update -q >/dev/null 2>&1 && apt-get install -y -q redis-server >/dev/null 2>&1)) || \
+    echo "setup: redis-server not installed; the remote-tier tests will skip"
+fi
 $PY -c "import eagerc; print('eagerc', eagerc.__version__, 'ready with torch', __import__('torch').__version__)"

@@ -14,7 +14,6 @@ import sys
 from _ctypes import PyObj_FromPtr
 
 _F_FRAME = 24  # PyFrameObject.f_frame
-_STACKTOP = 64  # _PyInterpreterFrame.stacktop
 _LOCALSPLUS = 72  # _PyInterpreterFrame.localsplus
 # Where _PyInterpreterFrame keeps its code object, used only to validate the layout.
 _F_CODE = {(3, 11): 32, (3, 12): 0}.get(sys.version_info[:2])
@@ -22,7 +21,6 @@ _F_CODE = {(3, 11): 32, (3, 12): 0}.get(sys.version_info[:2])
 NULL = object()  # a NULL slot on the stack (e.g. the "no self" half of a method call)
 
 _read_ptr = ctypes.c_void_p.from_address
-_read_int = ctypes.c_int.from_address
 
 
 def _interp(frame):
@@ -40,11 +38,6 @@ def peek_many(frame, top, n):
     """The top `n` stack slots, deepest first."""
     raw = (ctypes.c_void_p * n).from_address(_interp(frame) + _LOCALSPLUS + 8 * (top - n))
     return [NULL if not p else PyObj_FromPtr(p) for p in raw]
-
-
-def stored_stacktop(frame):
-    """The stack end that 3.11 stores for trace functions (used to validate `stack_depths`)."""
-    return _read_int(_interp(frame) + _STACKTOP).value
 
 
 def n_localsplus(code):
