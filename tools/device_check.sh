@@ -4,6 +4,7 @@
 # eagerc device; CUDA is not a target yet) and the benchmarks. Carry the wheels it lacks
 # in .whl/ (diskcache, expecttest). Usage (device tool):
 #   bash tools/device_check.sh          # per-op kernels and the eagerc device
+#   bash tools/device_check.sh core     # targets, the compile/cache service, the typed seam
 #   bash tools/device_check.sh capture  # eagerc.capture: its tests and bench_capture.py
 #                                       # on 2 pinned cores (the numbers in docs/capture.md)
 set -uo pipefail
@@ -20,9 +21,17 @@ if [ "${1:-ops}" = capture ]; then
     | tail -20 | tee "$OUT/bench_capture.txt"
   exit 0
 fi
+if [ "${1:-ops}" = core ]; then  # the core/targets layer on this torch: targets, service, seam
+  python3 -m pytest -q -p no:cacheprovider tests/test_targets.py tests/test_cache_service.py \
+    tests/test_torch_compile_device.py tests/test_layering.py tests/test_kernel_behaviour.py \
+    tests/test_argument_kinds.py tests/test_docstrings.py tests/test_capture_compile.py 2>&1 \
+    | tail -25 | tee "$OUT/tests_core.txt"
+  exit 0
+fi
 python3 -m pytest -q -p no:cacheprovider tests/test_kernel_behaviour.py tests/test_argument_kinds.py \
   tests/test_device_runtime.py tests/test_device_semantics.py tests/test_device_models.py \
-  tests/test_op_selection.py 2>&1 | tail -15 | tee "$OUT/tests.txt"
+  tests/test_op_selection.py tests/test_targets.py tests/test_cache_service.py \
+  tests/test_torch_compile_device.py 2>&1 | tail -15 | tee "$OUT/tests.txt"
 for threads in 16 2; do
   OMP_NUM_THREADS=$threads python3 tools/bench_hit.py --repeats 100 2>&1 | grep -v Warn | tee -a "$OUT/bench_hit.txt"
 done
