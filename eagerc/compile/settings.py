@@ -9,6 +9,7 @@ logging or worker processes are left out: they do not change code.
 """
 from __future__ import annotations
 
+import contextvars
 import hashlib
 import os
 import re
@@ -41,7 +42,9 @@ def inductor_overrides() -> list:
     for name, entry in getattr(config, "_config", {}).items():
         if _NOT_CODE.search(name):
             continue
-        value = entry.user_override.get()
+        value = entry.user_override
+        if isinstance(value, contextvars.ContextVar):  # torch >= 2.13; a plain value before
+            value = value.get()
         if value is not _UNSET_SENTINEL and value != entry.default:
             changed.append((name, repr(value)))
     return sorted(changed)
