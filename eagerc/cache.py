@@ -73,10 +73,11 @@ class CacheKey:
             **{k: settings.digest(v) for k, v in self.target.compiler_settings().items()},
         }
 
-    def namespace(self):
+    def namespace(self, parts: dict | None = None):
+        """The kernel_cache namespace built from `parts` (default: namespace_components())."""
         import kernel_cache
 
-        parts = self.namespace_components()
+        parts = parts or self.namespace_components()
         fixed = ("format", "torch", "eagerc", "arch")
         compiler = hashlib.sha256(repr(sorted((k, v) for k, v in parts.items()
                                               if k not in fixed)).encode()).hexdigest()[:16]
@@ -123,11 +124,12 @@ class CompileService:
 
     def get(self, request: Request) -> Result:
         key = request.key
-        namespace = key.namespace()
+        parts = key.namespace_components()
+        namespace = key.namespace(parts)
         digest, entry_key = namespace.digest(), key.entry_key()
         if log.isEnabledFor(logging.DEBUG):
             log.debug("eagerc: key %s %s on %s: namespace %s = %s, signature %s", key.kind, key.name,
-                      key.target.device, digest, key.namespace_components(),
+                      key.target.device, digest, parts,
                       hashlib.sha256(bytes(key.signature)).hexdigest()[:16])
         store = self._store(namespace)
         with self._key_lock(digest, entry_key), self._process_lock(entry_key):
