@@ -58,6 +58,7 @@ OpPlan make_op_plan(const c10::FunctionSchema& schema) {
     if (k == ArgKind::Unsupported && plan.unsupported.empty()) plan.unsupported = why;
     plan.kinds.push_back(k);
     plan.mutated.push_back(arg.alias_info() && arg.alias_info()->isWrite());
+    plan.writes = plan.writes || plan.mutated.back();
   }
   plan.num_returns = schema.returns().size();
   for (const auto& ret : schema.returns()) {

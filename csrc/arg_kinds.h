@@ -31,6 +31,7 @@ ArgKind classify_argument(const c10::Argument& arg, std::string* why);
 struct OpPlan {
   std::vector<ArgKind> kinds;
   std::vector<bool> mutated;     // per argument: written by the op (alias_info is_write)
+  bool writes = false;           // some argument is written
   std::vector<int> return_alias; // per return: index of the argument it aliases, or -1
   bool returns_tensor_list = false;
   size_t num_returns = 0;

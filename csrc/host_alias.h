@@ -7,6 +7,9 @@
 #pragma once
 
 #include <ATen/core/Tensor.h>
+#include <c10/util/SmallVector.h>
+
+#include <utility>
 
 namespace eagerc {
 
@@ -20,5 +23,21 @@ at::Tensor cpu_alias(const at::Tensor& t);
 // The converse: a tensor on `device` over the memory of CPU tensor `t`, same layout,
 // holding a reference to t's storage (to hand a CPU-allocated result back).
 at::Tensor alias_on_device(const at::Tensor& t, c10::Device device);
+
+// CPU aliases for the tensors of one call. Tensors over one device storage get aliases
+// over one CPU storage, so the CPU kernel's overlap checks (an out= or in-place argument
+// that overlaps an input) see what they would see on the device itself. The aliases are
+// resizable: a CPU kernel may resize an out= argument (see sync_written).
+class CallAliases {
+ public:
+  at::Tensor alias(const at::Tensor& t);
+
+ private:
+  c10::SmallVector<std::pair<const c10::StorageImpl*, c10::Storage>, 4> storages_;
+};
+
+// After a CPU kernel wrote `alias` (a CallAliases alias of device tensor `original`): if
+// it resized it, give `original` the new sizes and strides and copy the bytes over.
+void sync_written(const at::Tensor& original, const at::Tensor& alias);
 
 }  // namespace eagerc

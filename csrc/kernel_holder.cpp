@@ -1,5 +1,6 @@
 #include "kernel_holder.h"
 
+#include <ATen/MemoryOverlap.h>
 #include <ATen/native/CPUFallback.h>
 #include <ATen/native/Resize.h>
 #include <c10/util/Exception.h>
@@ -39,17 +40,27 @@ namespace {
 // A host-memory device's tensors are swapped for zero-copy CPU aliases, the CPU kernel
 // runs on them, and fresh outputs are handed back as tensors of the device over the same
 // memory. Returns the device (the first non-CPU tensor's or device argument's).
-c10::Device swap_to_cpu_aliases(size_t n, torch::jit::Stack* stack) {
+// `written` (optional) receives (device tensor, alias) for the tensor arguments the
+// plan marks as written.
+c10::Device swap_to_cpu_aliases(
+    size_t n, torch::jit::Stack* stack, const OpPlan* plan = nullptr,
+    c10::SmallVector<std::pair<at::Tensor, at::Tensor>, 2>* written = nullptr) {
   c10::Device device(c10::kCPU);
+  CallAliases aliases;
   auto alias = [&](const at::Tensor& t) {
     if (!t.defined() || t.is_cpu()) return t;
     device = t.device();
-    return cpu_alias(t);
+    return aliases.alias(t);
   };
-  for (size_t i = stack->size() - n; i < stack->size(); ++i) {
+  const size_t base = stack->size() - n;
+  for (size_t i = base; i < stack->size(); ++i) {
     c10::IValue& v = (*stack)[i];
     if (v.isTensor()) {
-      v = alias(v.toTensor());
+      at::Tensor original = v.toTensor();
+      v = alias(original);
+      if (written && plan->mutated[i - base] && !original.is_cpu() && original.defined()) {
+        written->emplace_back(std::move(original), v.toTensor());
+      }
     } else if (v.isTensorList()) {
       c10::List<at::Tensor> out;
       for (const at::Tensor& t : v.toTensorList()) out.push_back(alias(t));
@@ -67,6 +78,50 @@ c10::Device swap_to_cpu_aliases(size_t n, torch::jit::Stack* stack) {
   return device;
 }
 
+// Calls a function on every defined tensor of argument `v` (a tensor or a tensor list).
+template <typename F>
+void for_each_tensor(const c10::IValue& v, F&& f) {
+  if (v.isTensor()) {
+    if (v.toTensor().defined()) f(v.toTensor());
+  } else if (v.isTensorList() || v.isList()) {
+    for (const c10::IValue& e : v.toListRef()) {
+      if (e.isTensor() && e.toTensor().defined()) f(e.toTensor());
+    }
+  }
+}
+
+// Whether a written argument (in-place self, out=) overlaps itself (an expanded tensor)
+// or another argument's memory. A compiled kernel assumes it does not; eager's kernel
+// checks, and either raises (partial overlap) or handles it (an identical view).
+bool writes_overlap(const OpPlan& plan, const torch::jit::Stack& stack) {
+  const size_t n = plan.kinds.size();
+  const size_t base = stack.size() - n;
+  for (size_t i = 0; i < n; ++i) {
+    if (!plan.mutated[i] || !stack[base + i].isTensor()) continue;
+    const at::Tensor& written = stack[base + i].toTensor();
+    if (!written.defined() || written.numel() == 0) continue;
+    if (at::has_internal_overlap(written) == at::MemOverlap::Yes) return true;
+    bool overlap = false;
+    for (size_t j = 0; j < n && !overlap; ++j) {
+      if (j == i) continue;
+      for_each_tensor(stack[base + j], [&](const at::Tensor& other) {
+        overlap = overlap || at::get_overlap_status(written, other) != at::MemOverlapStatus::No;
+      });
+    }
+    if (overlap) return true;
+  }
+  return false;
+}
+
+[[noreturn]] void raise_as(const std::string& kind, const std::string& message) {
+  if (kind == "IndexError") C10_THROW_ERROR(IndexError, message);
+  if (kind == "ValueError") C10_THROW_ERROR(ValueError, message);
+  if (kind == "TypeError") C10_THROW_ERROR(TypeError, message);
+  if (kind == "NotImplementedError") C10_THROW_ERROR(NotImplementedError, message);
+  if (kind == "LinAlgError") C10_THROW_ERROR(LinAlgError, message);
+  C10_THROW_ERROR(Error, message);
+}
+
 }  // namespace
 
 void KernelHolder::operator()(const c10::OperatorHandle& op, c10::DispatchKeySet ks,
@@ -76,8 +131,12 @@ void KernelHolder::operator()(const c10::OperatorHandle& op, c10::DispatchKeySet
     fallback(op, ks, stack, nullptr);
     return;
   }
-  if (st.functional && st.functional_served && !st.run_on_aliases && !ActivityGuard::active()) {
-    run_out_variant(stack);
+  if (st.plan.writes && writes_overlap(st.plan, *stack)) {
+    run_eager(op, ks, stack);
+    return;
+  }
+  if (st.functional && st.functional_served && !st.run_on_aliases && !ActivityGuard::active() &&
+      run_out_variant(stack)) {
     return;
   }
   if (st.host_aliases) {
@@ -104,6 +163,24 @@ void KernelHolder::operator()(const c10::OperatorHandle& op, c10::DispatchKeySet
     case MissOutcome::Next::Fallback:
       fallback(op, ks, stack, outcome.reason.c_str());
       return;
+    case MissOutcome::Next::Raise:
+      raise_as(outcome.error_kind, outcome.reason);
+  }
+}
+
+void KernelHolder::run_eager(const c10::OperatorHandle& op, c10::DispatchKeySet ks,
+                             torch::jit::Stack* stack) {
+  OpState& st = *state_;
+  static const std::string why = "an output overlaps an input: eager's own kernel runs it";
+  if (st.native) {
+    st.count_fallback(why);
+    ActivityGuard guard;
+    st.native->callBoxed(op, ks, stack);
+  } else if (st.host_aliases) {
+    st.count_fallback(why);
+    run_on_cpu_aliases(op, stack);
+  } else {
+    fallback(op, ks, stack, why.c_str());
   }
 }
 
@@ -121,11 +198,10 @@ MissOutcome KernelHolder::find_or_resolve(const torch::jit::Stack& stack, CallSi
   return resolve_miss(st, stack, sig);
 }
 
-void KernelHolder::run_out_variant(torch::jit::Stack* stack) {
+bool KernelHolder::run_out_variant(torch::jit::Stack* stack) {
   OpState& st = *state_;
   const size_t n = st.plan.kinds.size();
   c10::SmallVector<c10::IValue, 8> args(stack->end() - n, stack->end());
-  torch::jit::drop(*stack, n);
   torch::jit::Stack call;
   for (size_t i = 0; i < n; ++i) {
     if (std::find(st.out_args.begin(), st.out_args.end(), static_cast<int>(i)) == st.out_args.end()) {
@@ -133,6 +209,18 @@ void KernelHolder::run_out_variant(torch::jit::Stack* stack) {
     }
   }
   st.functional->callBoxed(&call);  // dispatched: its own compiled kernel serves it
+  for (size_t r = 0; r < st.out_args.size(); ++r) {
+    const c10::IValue& out = args[st.out_args[r]];
+    if (!out.isTensor() || !call[r].isTensor()) return false;
+    const at::Tensor& result = call[r].toTensor();
+    // An out of another dtype or device follows the out= op's own rules (a cast eager
+    // allows or an error it raises): the out= op itself serves that call.
+    if (out.toTensor().scalar_type() != result.scalar_type() ||
+        out.toTensor().device() != result.device()) {
+      return false;
+    }
+  }
+  torch::jit::drop(*stack, n);
   st.counters.hits.fetch_add(1, std::memory_order_relaxed);
   for (size_t r = 0; r < st.out_args.size(); ++r) {
     const at::Tensor& out = args[st.out_args[r]].toTensor();
@@ -141,6 +229,7 @@ void KernelHolder::run_out_variant(torch::jit::Stack* stack) {
     out.copy_(result);
   }
   for (int index : st.out_args) stack->push_back(args[index]);
+  return true;
 }
 
 void KernelHolder::restore_device_outputs(const c10::SmallVector<c10::IValue, 8>& original,
@@ -170,10 +259,12 @@ void KernelHolder::run_on_cpu_aliases(const c10::OperatorHandle& op, torch::jit:
   OpState& st = *state_;
   const size_t n = st.plan.kinds.size();
   c10::SmallVector<c10::IValue, 8> original(stack->end() - n, stack->end());
-  const c10::Device device = swap_to_cpu_aliases(n, stack);
+  c10::SmallVector<std::pair<at::Tensor, at::Tensor>, 2> written;
+  const c10::Device device = swap_to_cpu_aliases(n, stack, &st.plan, &written);
   if (st.run_on_aliases) st.counters.aliased.fetch_add(1, std::memory_order_relaxed);
   ActivityGuard guard;
   op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), stack);
+  for (const auto& [device_tensor, alias] : written) sync_written(device_tensor, alias);
   restore_device_outputs(original, device, st.plan.num_returns, stack);
 }
 
@@ -192,6 +283,7 @@ void KernelHolder::compiled_on_cpu_aliases(const c10::OperatorHandle& op, c10::D
                            stack);
     return;
   }
+  if (outcome.next == MissOutcome::Next::Raise) raise_as(outcome.error_kind, outcome.reason);
   torch::jit::drop(*stack, n);
   for (auto& v : original) stack->push_back(std::move(v));
   // Already on aliases: a second "run on aliases" answer cannot make progress.

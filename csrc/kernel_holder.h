@@ -24,8 +24,12 @@ class KernelHolder final : public c10::OperatorKernel {
   MissOutcome find_or_resolve(const torch::jit::Stack& stack, CallSignature* sig);
   void fallback(const c10::OperatorHandle& op, c10::DispatchKeySet ks,
                 torch::jit::Stack* stack, const char* reason);
+  // Eager's own kernel for this call: the device's native kernel, or ATen's CPU kernel
+  // on aliases of a host-memory device's tensors (else the fallback's error).
+  void run_eager(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::jit::Stack* stack);
   // out= overloads: the functional op's kernel, then copy into the (resized) outs.
-  void run_out_variant(torch::jit::Stack* stack);
+  // Declines (false, stack untouched) when an out's dtype or device differs from the result's.
+  bool run_out_variant(torch::jit::Stack* stack);
   // A device with host memory (OpState::host_aliases) has the CPU as its target. A CPU
   // kernel that must run as is (a compiled kernel's extern call, an op whose output
   // shape depends on values) runs on zero-copy CPU aliases of its tensors.

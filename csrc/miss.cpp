@@ -73,17 +73,26 @@ void init_miss_bindings(py::module& m) {
       .def_static("fallback", [](std::string reason, bool remember) {
         return MissAnswer{MissAction::Fallback, nullptr, std::move(reason), remember};
       }, py::arg("reason"), py::arg("remember") = true)
+      .def_static("raise_error", [](std::string kind, std::string message) {
+        MissAnswer answer{MissAction::Raise, nullptr, std::move(message), false};
+        answer.error_kind = std::move(kind);
+        return answer;
+      }, py::arg("kind"), py::arg("message"),
+         "Raise this error for the call, as eager does (RuntimeError, IndexError, ValueError, "
+         "TypeError, NotImplementedError, LinAlgError); nothing is remembered.")
       .def_property_readonly("action", [](const MissAnswer& a) {
         switch (a.action) {
           case MissAction::Kernel: return "kernel";
           case MissAction::SpecializeValues: return "specialize_values";
           case MissAction::RunOnHostAliases: return "run_on_host_aliases";
           case MissAction::Fallback: return "fallback";
+          case MissAction::Raise: return "raise_error";
         }
         return "?";
       })
       .def_readonly("reason", &MissAnswer::reason)
-      .def_readonly("remember", &MissAnswer::remember);
+      .def_readonly("remember", &MissAnswer::remember)
+      .def_readonly("error_kind", &MissAnswer::error_kind);
 }
 
 }  // namespace eagerc

@@ -30,6 +30,7 @@ enum class MissAction : uint8_t {
   SpecializeValues,  // lifted scalars did not trace: put scalar values into the key, ask again
   RunOnHostAliases,  // the kernel calls CPU functions: run it on zero-copy CPU aliases
   Fallback,          // cannot be compiled: the device's own kernel (or an error) serves it
+  Raise,             // eager raises for this call: raise `error_kind(reason)` (not remembered)
 };
 
 struct MissAnswer {
@@ -39,6 +40,7 @@ struct MissAnswer {
   // Fallback: whether the reason is a property of the signature (then L1 remembers it);
   // a transient failure is asked about again on the next call.
   bool remember = true;
+  std::string error_kind;              // Raise: "RuntimeError", "IndexError", ...
 };
 
 void init_miss_bindings(pybind11::module& m);

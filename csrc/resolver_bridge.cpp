@@ -59,6 +59,12 @@ MissOutcome resolve_miss(OpState& st, const torch::jit::Stack& stack, CallSignat
         case MissAction::Fallback:
           if (!answer.remember) return {MissOutcome::Next::Fallback, nullptr, answer.reason};
           return fallback(st, *sig, answer.reason);
+        case MissAction::Raise: {
+          // Eager raises for this call (a user error): never remembered.
+          MissOutcome raise{MissOutcome::Next::Raise, nullptr, answer.reason};
+          raise.error_kind = answer.error_kind;
+          return raise;
+        }
         case MissAction::RunOnHostAliases:
           if (!st.host_aliases) {
             return fallback(st, *sig, "its kernel calls CPU functions and " +

@@ -7,8 +7,10 @@ import os
 CPU_FALLBACK_ENV = "EAGERC_CPU_FALLBACK"
 
 # Bump when the artifact format (entry points, guard arrays) or the key layout changes:
-# old entries retire. 2: entry keys name the kind and the served device.
-FORMAT_VERSION = 2
+# old entries retire. 2: entry keys name the kind and the served device. 3: a recorded
+# refusal is a property of the signature (eager accepted the call); older ones may be a
+# user's error, so they retire.
+FORMAT_VERSION = 3
 
 
 def cpu_fallback_enabled() -> bool:

@@ -41,7 +41,7 @@ import torch
 
 from eagerc import _config, _stats
 from eagerc._version import __version__
-from eagerc.compile.errors import CompileError, NeedsHostAliases, NotCompiled
+from eagerc.compile.errors import ON_DISK, CompileError, NeedsHostAliases, NotCompiled
 
 log = logging.getLogger("eagerc")
 
@@ -253,7 +253,7 @@ def _refusal_record(refusal: NotCompiled) -> dict | None:
     """What a refusal leaves on disk: only what is a property of the key."""
     if isinstance(refusal, NeedsHostAliases):
         return {"needs_host_aliases": True}
-    if isinstance(refusal, CompileError) and refusal.permanent:
+    if isinstance(refusal, CompileError) and refusal.remembered == ON_DISK:
         return {"fallback": str(refusal)}
     return None
 

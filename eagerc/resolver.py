@@ -11,9 +11,11 @@ import torch
 
 from eagerc import _C
 from eagerc.cache import CacheKey, Compiled, Request, service
-from eagerc.compile.errors import CompileError, NeedsHostAliases, SpecializeValues
+from eagerc.compile.errors import NOWHERE, CompileError, EagerRaises, NeedsHostAliases, SpecializeValues
+from eagerc.eager_rules import check_call
 from eagerc.ops import served_device
 from eagerc.targets import for_device
+
 
 def _overload(op_name: str):
     name, _, overload = op_name.split("::", 1)[-1].partition(".")
@@ -40,7 +42,9 @@ def resolve(request) -> "_C.MissAnswer":
             # Tracing needs the Python dispatcher: a stored kernel may serve this call, but
             # none is compiled here (the next call in a plain context compiles it).
             raise CompileError("called inside a dispatch mode or no_dispatch(); not compiled there",
-                               permanent=False)
+                               NOWHERE)
+        # A user error is eager's to report, and says nothing about the signature.
+        check_call(op, args, target)
         from eagerc.compile.op import compile_op
 
         kernel = compile_op(op, args, layout, target, request.parallel)
@@ -61,5 +65,14 @@ def resolve(request) -> "_C.MissAnswer":
         return _C.MissAnswer.run_on_host_aliases()
     if isinstance(refusal, SpecializeValues):
         return _C.MissAnswer.specialize_values()
-    permanent = not isinstance(refusal, CompileError) or refusal.permanent
-    return _C.MissAnswer.fallback(str(refusal), permanent)
+    if isinstance(refusal, CompileError) and target.new_device and not transient:
+        # A recorded refusal raises NotImplementedError on a device with no kernels of its
+        # own; a call that eager rejects must still get eager's error.
+        try:
+            check_call(op, args, target)
+        except EagerRaises as e:
+            refusal = e
+    if isinstance(refusal, EagerRaises):
+        return _C.MissAnswer.raise_error(refusal.kind, refusal.message)
+    remember = not isinstance(refusal, CompileError) or refusal.remembered != NOWHERE
+    return _C.MissAnswer.fallback(str(refusal), remember)

@@ -53,7 +53,7 @@ def cmd_info(args) -> int:
     stores = _stores(args)
     for store in stores:
         stats = store.stats()
-        print(_describe(args.dir, store.digest))
+        print(_describe(args.dir, store.digest) + (" (read-only)" if store.read_only else ""))
         print(f"  keys {stats['keys']}, variants {stats['variants']}, "
               f"artifact bytes {stats['artifact_bytes']}")
         for name in totals:
@@ -74,16 +74,20 @@ def cmd_list(args) -> int:
 
 
 def cmd_verify(args) -> int:
-    totals = {"checked": 0, "ok": 0, "evicted": 0, "stray_files_removed": 0}
+    """Exit status 1 when broken entries had to stay (a read-only cache cannot evict)."""
+    totals = {"checked": 0, "ok": 0, "evicted": 0, "unusable": 0, "stray_files_removed": 0}
     for store in _stores(args):
         result = store.verify()
-        print(f"{store.digest}: checked {result['checked']}, ok {result['ok']}, evicted "
-              f"{result['evicted']}, stray files removed {result['stray_files_removed']}")
+        mode = " (read-only: broken entries stay, unused)" if result["read_only"] else ""
+        print(f"{store.digest}{mode}: checked {result['checked']}, ok {result['ok']}, evicted "
+              f"{result['evicted']}, broken left in place {result['unusable']}, stray files "
+              f"removed {result['stray_files_removed']}")
         for name in totals:
             totals[name] += result[name]
     print(f"verified {totals['checked']} variants: {totals['ok']} ok, {totals['evicted']} "
-          f"broken evicted, {totals['stray_files_removed']} stray files removed")
-    return 0
+          f"broken evicted, {totals['unusable']} broken left in place, "
+          f"{totals['stray_files_removed']} stray files removed")
+    return 1 if totals["unusable"] else 0
 
 
 def cmd_clear(args) -> int:

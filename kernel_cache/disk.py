@@ -15,6 +15,7 @@ mapped the old inode keeps it.
 """
 from __future__ import annotations
 
+import errno
 import json
 import os
 import shutil
@@ -26,8 +27,9 @@ import diskcache
 from kernel_cache.interface import Entry, KernelStore
 from kernel_cache.layout import ARTIFACT_SUFFIX, DIGEST_NAME, default_directory
 from kernel_cache.namespace import Namespace
-from kernel_cache.records import (atomic_write, check_key, file_problem, is_record, log_evicted,
-                                  logger, make_record)
+from kernel_cache.readonly import ReadOnlyIndex
+from kernel_cache.records import (atomic_write, check_key, describe_key, file_problem,
+                                  is_record, log_evicted, logger, make_record)
 
 _INDEX_SETTINGS = {
     # diskcache culls by size by default; losing an index record silently would orphan its
@@ -36,6 +38,16 @@ _INDEX_SETTINGS = {
     # Keep every record inside sqlite, so one transaction covers it (no side files).
     "disk_min_file_size": 1 << 24,
 }
+
+
+def _writable(path: str) -> bool:
+    """Whether this process may create files at `path` (its nearest existing folder)."""
+    while not os.path.exists(path):
+        parent = os.path.dirname(path)
+        if parent == path:
+            break
+        path = parent
+    return os.access(path, os.W_OK)
 
 
 def _unlink(path: str) -> None:
@@ -62,9 +74,10 @@ class DiskStore(KernelStore):
         self.root = os.path.join(self.directory, self.digest)
         self.artifact_dir = os.path.join(self.root, "artifacts")
         self._index_dir = os.path.join(self.root, "index")
-        self._cache: diskcache.Cache | None = None  # opened on first use: construction is free
+        self._cache: diskcache.Cache | ReadOnlyIndex | None = None  # opened on first use
         self._opened_id: tuple[int, int] | None = None
-        self.counters = {"hits": 0, "misses": 0, "adds": 0, "evicted": 0}
+        self.read_only = False  # known once the index is open
+        self.counters = {"hits": 0, "misses": 0, "adds": 0, "evicted": 0, "unusable": 0}
 
     # -- the index -------------------------------------------------------------------------
 
@@ -73,6 +86,11 @@ class DiskStore(KernelStore):
             # Deleted or replaced by another process (prune, a reset after corruption): an
             # open sqlite connection would go on using the unlinked file, unseen by others.
             self.close()
+        if self._cache is None and not _writable(self.root):
+            # A read-only cache (a pre-warmed one mounted read-only) serves what it holds.
+            self._cache = ReadOnlyIndex(self._index_dir, _INDEX_SETTINGS["disk_min_file_size"])
+            self.read_only = True
+            self._opened_id = self._index_file_id()
         if self._cache is None:
             os.makedirs(self.artifact_dir, exist_ok=True)
             meta = os.path.join(self.root, "namespace.json")
@@ -134,7 +152,7 @@ class DiskStore(KernelStore):
         except (ValueError, TypeError):
             pass
         # Unreadable: behave as a miss; the next add for this key overwrites it.
-        logger.warning("unreadable cache record for key %s; it will be rebuilt", key.hex()[:16])
+        logger.warning("unreadable cache record for key %s; it will be rebuilt", describe_key(key))
         return []
 
     def _put_records(self, index: diskcache.Cache, key: bytes, records: list[dict]) -> None:
@@ -165,6 +183,11 @@ class DiskStore(KernelStore):
     def _evict_broken(self, key: bytes, record: dict) -> bool:
         """Evict a variant whose artifact failed its check; False if it was repaired since."""
         path = self.artifact_path(record["sha256"])
+        if self.read_only:
+            self.counters["unusable"] += 1
+            log_evicted(key, record["variant_id"], file_problem(path, record) or "broken",
+                        action="skipped (the cache is read-only)")
+            return True
 
         def evict(index):
             # Check again under the lock: another process may have re-added the same bytes.
@@ -192,6 +215,9 @@ class DiskStore(KernelStore):
         key = check_key(key)
         record = make_record(artifact, metadata)
         path = self.artifact_path(record["sha256"])
+        self._index()
+        if self.read_only:
+            raise OSError(errno.EROFS, "the kernel cache is read-only", self.directory)
 
         def store(index):
             # The file is written inside the transaction so an evict or clear in another
@@ -255,14 +281,16 @@ class DiskStore(KernelStore):
 
     def verify(self) -> dict:
         """Check every artifact, evict broken ones and delete stray files; returns counts."""
-        evicted_before = self.counters["evicted"]
+        before = dict(self.counters)
         items = self.items()
         for key, _ in items:
             self.get(key)
         checked = sum(len(records) for _, records in items)
-        evicted = self.counters["evicted"] - evicted_before
-        return {"checked": checked, "ok": checked - evicted, "evicted": evicted,
-                "stray_files_removed": self.collect_garbage()}
+        evicted = self.counters["evicted"] - before["evicted"]
+        unusable = self.counters["unusable"] - before["unusable"]  # read-only: left in place
+        return {"checked": checked, "ok": checked - evicted - unusable, "evicted": evicted,
+                "unusable": unusable, "read_only": self.read_only,
+                "stray_files_removed": 0 if self.read_only else self.collect_garbage()}
 
     def collect_garbage(self, min_age_s: float = 60.0) -> int:
         """Remove artifacts no record references and temporary files left by a crash.

@@ -82,9 +82,23 @@ def file_problem(path: str, record: dict) -> str | None:
     return artifact_problem(data, record)
 
 
-def log_evicted(key: bytes, variant_id: str, why: str) -> None:
-    logger.warning("evicted broken cache entry %s variant %s: %s; it will be rebuilt",
-                   key.hex()[:16], variant_id, why)
+def describe_key(key: bytes) -> str:
+    """A key for people: its leading printable fields (NUL-separated, shown as "|"), then a
+    short digest of the whole key, e.g. ``op|eagerc|aten::add.Tensor|…#3f2a9c1d``."""
+    fields = []
+    for field in key.split(b"\0"):
+        text = field.decode("ascii", "replace")
+        if not field or not text.isprintable() or len(text) > 80:
+            fields.append("…")
+            break
+        fields.append(text)
+    return "|".join(fields) + "#" + hashlib.sha256(key).hexdigest()[:8]
+
+
+def log_evicted(key: bytes, variant_id: str, why: str,
+                action: str = "evicted; it will be rebuilt") -> None:
+    logger.warning("broken cache entry %s variant %s: %s; %s", describe_key(key), variant_id,
+                   why, action)
 
 
 def atomic_write(path: str, data: bytes) -> None:

@@ -25,8 +25,8 @@ import time
 from kernel_cache.interface import Entry, KernelStore
 from kernel_cache.namespace import Namespace
 from kernel_cache.layout import default_directory
-from kernel_cache.records import (artifact_problem, atomic_write, check_key, file_problem,
-                                  is_record, log_evicted, logger, make_record)
+from kernel_cache.records import (artifact_problem, atomic_write, check_key, describe_key,
+                                  file_problem, is_record, log_evicted, logger, make_record)
 
 _MISSING_PACKAGE = ("RedisStore needs the 'redis' Python package, which is not installed. "
                     "Fix: pip install redis, or unset EAGERC_REMOTE_CACHE to use the local disk "
@@ -72,16 +72,31 @@ class RedisStore(KernelStore):
         self._redis = client
         self._prefix = f"{prefix}:{self.digest}:"
         self.local_dir = os.path.join(local_dir or default_directory(), self.digest, "remote")
-        self.counters = {"hits": 0, "misses": 0, "adds": 0, "evicted": 0}
+        self.counters = {"hits": 0, "misses": 0, "adds": 0, "evicted": 0, "skipped": 0}
+        self._down_until = 0.0  # while the server is down: skip it until then
+
+    # A server that went away is said once, skipped, and tried again every this many seconds.
+    RETRY_INTERVAL_S = 30.0
 
     def _guarded(self, action: str, fallback, fn):
-        """A server that goes away mid-run costs rebuilds, never a crash."""
-        try:
-            return fn(self._redis)
-        except self._errors as exc:
-            logger.warning("remote cache %s failed while %s (%s); treating it as a miss",
-                           self.url, action, exc)
+        """A server that goes away mid-run costs rebuilds, never a crash, and one warning
+        per outage: while it is down it is skipped, and tried again at intervals."""
+        now = time.monotonic()
+        if now < self._down_until:
+            self.counters["skipped"] += 1
             return fallback
+        try:
+            result = fn(self._redis)
+        except self._errors as exc:
+            logger.warning("remote cache %s failed while %s (%s); using the local cache alone, "
+                           "trying the server again in %.0f s", self.url, action, exc,
+                           self.RETRY_INTERVAL_S)
+            self._down_until = now + self.RETRY_INTERVAL_S
+            return fallback
+        if self._down_until:
+            logger.warning("remote cache %s is back", self.url)
+            self._down_until = 0.0
+        return result
 
     def _index_key(self, key: bytes) -> str:
         return f"{self._prefix}k:{key.hex()}"
@@ -96,13 +111,18 @@ class RedisStore(KernelStore):
         key = check_key(key)
         raw = self._guarded("reading", {}, lambda r: r.hgetall(self._index_key(key)))
         records = []
-        for value in raw.values():
+        for field, value in raw.items():
             try:
                 record = json.loads(value)
             except ValueError:
                 record = None
-            if is_record(record):  # anything else is a miss; its next add replaces it
+            if is_record(record):
                 records.append(record)
+            else:  # garbage (another program, a bad write): say so, and remove it
+                logger.warning("remote cache %s: unreadable record %r under %s; removed",
+                               self.url, field, describe_key(key))
+                self._guarded("removing a bad record",
+                              None, lambda r, f=field: r.hdel(self._index_key(key), f))
         entries = []
         for record in sorted(records, key=lambda r: r.get("added", 0)):
             path = self._local_path(record["sha256"])
@@ -218,7 +238,7 @@ class TieredStore(KernelStore):
                 filled.append(copies[0])
             except OSError as exc:  # e.g. local disk full: the remote entry still works
                 logger.warning("could not copy cache entry %s into a nearer tier (%s)",
-                               key.hex()[:16], exc)
+                               describe_key(key), exc)
                 filled.append(entry)
         return filled
 
@@ -228,7 +248,7 @@ class TieredStore(KernelStore):
             try:
                 tier.add(key, artifact, metadata)
             except OSError as exc:
-                logger.warning("could not store cache entry %s in %s (%s)", key.hex()[:16],
+                logger.warning("could not store cache entry %s in %s (%s)", describe_key(key),
                                type(tier).__name__, exc)
         return entry
 

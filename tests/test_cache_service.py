@@ -10,6 +10,7 @@ import eagerc
 from eagerc import _C, targets
 from eagerc.cache import CacheKey
 from eagerc.compile import op as op_compiler
+from eagerc.compile import errors
 from eagerc.compile.errors import CompileError
 
 ABS = "aten::abs@CPU"
@@ -93,14 +94,14 @@ def test_resolver_receives_the_call_layout(fresh_cache, monkeypatch):
                     [("tensor", 0, None), ("int", 1, None)]]
 
 
-def _refuse(permanent):
+def _refuse(remembered):
     def compile_op(*a, **k):
-        raise CompileError("refused for the test", permanent=permanent)
+        raise CompileError("refused for the test", remembered)
     return compile_op
 
 
 def test_permanent_failure_is_remembered_in_l1_and_on_disk(fresh_cache, monkeypatch):
-    monkeypatch.setattr(op_compiler, "compile_op", _refuse(True))
+    monkeypatch.setattr(op_compiler, "compile_op", _refuse(errors.ON_DISK))
     x = torch.randn(5, 5)
     with eagerc.enabled("cpu", ops=["aten::abs"]):
         torch.abs(x)
@@ -110,14 +111,14 @@ def test_permanent_failure_is_remembered_in_l1_and_on_disk(fresh_cache, monkeypa
         assert _C._resolver_calls() == calls  # L1 remembers the decision
     assert eagerc.stats()["ops"][ABS]["fallback_reasons"] == {"refused for the test": 4}
     _C._clear_tables()
-    monkeypatch.setattr(op_compiler, "compile_op", _refuse(False))
+    monkeypatch.setattr(op_compiler, "compile_op", _refuse(errors.NOWHERE))
     with eagerc.enabled("cpu", ops=["aten::abs"]):
         torch.abs(x)
     assert eagerc.stats()["compiles"] == 0  # read back from disk, not compiled
 
 
 def test_transient_failure_is_not_remembered(fresh_cache, monkeypatch):
-    monkeypatch.setattr(op_compiler, "compile_op", _refuse(False))
+    monkeypatch.setattr(op_compiler, "compile_op", _refuse(errors.NOWHERE))
     x = torch.randn(5, 5)
     with eagerc.enabled("cpu", ops=["aten::abs"]):
         torch.abs(x)
@@ -143,3 +144,18 @@ def test_no_compile_inside_no_dispatch(fresh_cache):
         z = torch.abs(x)
     assert torch.equal(y, x.abs()) and torch.equal(z, x.abs())
     assert eagerc.stats()["compiles"] == 1  # the plain call compiled: nothing was remembered
+
+
+def test_failure_of_this_process_is_remembered_in_l1_only(fresh_cache, monkeypatch):
+    monkeypatch.setattr(op_compiler, "compile_op", _refuse(errors.IN_PROCESS))
+    x = torch.randn(5, 5)
+    with eagerc.enabled("cpu", ops=["aten::abs"]):
+        torch.abs(x)
+        calls = _C._resolver_calls()
+        torch.abs(x)
+        assert _C._resolver_calls() == calls  # this process does not ask again
+    monkeypatch.undo()
+    _C._clear_tables()  # a new process
+    with eagerc.enabled("cpu", ops=["aten::abs"]):
+        torch.abs(x)
+    assert eagerc.stats()["compiles"] == 1  # nothing was left on disk

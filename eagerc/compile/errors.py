@@ -1,12 +1,19 @@
 """Why a call or a graph was not compiled.
 
 Every refusal is a :class:`NotCompiled`. The compile/cache service (eagerc/cache.py)
-decides from its type what to remember on disk: a :class:`CompileError` that is a property
-of the signature is recorded (so no process tries again until torch or eagerc change); a
-transient one is not; :class:`NeedsHostAliases` is a decision about the op, recorded;
-:class:`SpecializeValues` asks the caller to retry with another signature, never recorded.
+decides from its type what to remember: a :class:`CompileError` says where (its
+``remembered``: on disk, in this process, or nowhere); :class:`NeedsHostAliases` is a
+decision about the op, recorded; :class:`SpecializeValues` asks the caller to retry with
+another signature, and :class:`EagerRaises` (the call is a user error) is never recorded.
 """
 from __future__ import annotations
+
+# Where a CompileError is remembered.
+ON_DISK = "disk"        # a property of the signature: the cache (whose namespace names
+                        # torch and eagerc, so an upgrade tries again) and L1
+IN_PROCESS = "process"  # something about this machine or process (the C++ compiler could
+                        # not run, out of memory): L1 only, a new process tries again
+NOWHERE = "never"       # the caller's context (a dispatch mode): asked again next call
 
 
 class NotCompiled(Exception):
@@ -16,18 +23,50 @@ class NotCompiled(Exception):
 class CompileError(NotCompiled):
     """The call cannot be compiled; the message says why (it becomes a fallback reason).
 
-    ``permanent``: the failure is a property of the signature (the same call fails again in
-    any process with this torch and eagerc), so it may be remembered. A failure caused by the
-    caller's context (a dispatch mode or ``no_dispatch`` active while tracing) is not.
+    ``remembered`` (ON_DISK, IN_PROCESS or NOWHERE): only a failure that is a property of
+    the signature (eager accepted this very call, and the same call fails again in any
+    process with this torch and eagerc) goes on disk.
     """
 
-    def __init__(self, reason: str, permanent: bool = True):
+    def __init__(self, reason: str, remembered: str = ON_DISK):
         super().__init__(reason)
-        self.permanent = permanent
+        assert remembered in (ON_DISK, IN_PROCESS, NOWHERE), remembered
+        self.remembered = remembered
 
 
 class InductorFailed(CompileError):
     """Inductor itself failed on a traced graph (the cause is chained)."""
+
+
+def environment_failure(e: BaseException) -> bool:
+    """Whether `e` (or an exception it chains) is about the machine, not the graph: a file
+    or process error, memory, a timeout, or the C++ compiler failing to build the code."""
+    seen = set()
+    while e is not None and id(e) not in seen:
+        seen.add(id(e))
+        if isinstance(e, (OSError, MemoryError, TimeoutError)) or type(e).__name__ in (
+                "CppCompileError", "CalledProcessError", "SubprocessError", "BrokenProcessPool"):
+            return True
+        e = getattr(e, "inner_exception", None) or e.__cause__ or e.__context__
+    return False
+
+
+class EagerRaises(NotCompiled):
+    """Eager's own kernel raises for this call (a user error, or a dtype eager does not
+    support): the caller raises the same exception type with the same message."""
+
+    KINDS = ("RuntimeError", "IndexError", "ValueError", "TypeError", "NotImplementedError",
+             "LinAlgError")
+
+    def __init__(self, kind: str, message: str):
+        super().__init__(f"{kind}: {message}")
+        self.kind = kind if kind in self.KINDS else "RuntimeError"
+        self.message = message
+
+    @classmethod
+    def from_exception(cls, e: BaseException) -> "EagerRaises":
+        kinds = [k.__name__ for k in type(e).__mro__ if k.__name__ in cls.KINDS]
+        return cls(kinds[0] if kinds else "RuntimeError", str(e))
 
 
 class SpecializeValues(NotCompiled):

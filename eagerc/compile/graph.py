@@ -16,6 +16,7 @@ import torch
 from eagerc import _C
 from eagerc.compile.errors import CompileError, error_summary
 from eagerc.compile.guards import bind_symbols
+from eagerc.compile.lock import compile_lock
 from eagerc.compile.trace import Traced, fake_input, seed_random_ops
 
 
@@ -25,7 +26,8 @@ def trace_graph(gm, example_inputs, dynamic_dims, target) -> Traced:
         gm = _retarget_devices(gm, target)
         example_inputs = target.standins(example_inputs)
     try:
-        traced = _trace(gm, example_inputs, dynamic_dims)
+        with compile_lock:
+            traced = _trace(gm, example_inputs, dynamic_dims)
     except CompileError:
         raise
     except Exception as e:  # noqa: BLE001 - any tracing failure: the graph takes another path

@@ -18,12 +18,11 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import threading
 
-from eagerc.compile.errors import CompileError, InductorFailed, NeedsHostAliases, error_summary
+from eagerc.compile.errors import (IN_PROCESS, ON_DISK, CompileError, InductorFailed,
+                                   NeedsHostAliases, environment_failure, error_summary)
 from eagerc.compile.guards import guard_source, range_checks
-
-_compile_lock = threading.Lock()  # Inductor's global state is not thread-safe
+from eagerc.compile.lock import compile_lock
 
 # Lifted scalars arrive as 0-dim int64/float64 host tensors (csrc/artifact.cpp); reading
 # them through the data pointer skips the dispatcher call inside aoti_torch_item_*.
@@ -128,7 +127,7 @@ def build_artifact(traced, check_code=None, patches=None) -> BuiltArtifact:
 
     patches = {"fx_graph_cache": False, "freezing": False, **(patches or {})}
     try:
-        with _compile_lock, inductor_config.patch(patches), \
+        with compile_lock, inductor_config.patch(patches), \
                 tracing(TracingContext(traced.fake_mode)), _intercept_wrapper_source(on_source):
             compile_fx_inner(traced.gm, traced.fakes, cpp_wrapper=True, is_inference=True)
     except (CompileError, NeedsHostAliases):
@@ -139,7 +138,10 @@ def build_artifact(traced, check_code=None, patches=None) -> BuiltArtifact:
             raise refusal from e
         if isinstance(refusal, CompileError):
             raise CompileError(str(refusal)) from e
-        raise InductorFailed(f"Inductor failed: {error_summary(e)}") from e
+        # A compiler that could not run (disk full, killed, out of memory) says nothing
+        # about the graph: this process runs the call natively, the next one tries again.
+        raise InductorFailed(f"Inductor failed: {error_summary(e)}",
+                             IN_PROCESS if environment_failure(e) else ON_DISK) from e
     loaded = getattr(on_source, "loaded", None)
     if loaded is None or "guard" not in captured:
         raise CompileError("Inductor produced no C++ wrapper for this graph")

@@ -14,6 +14,7 @@ import torch
 
 from eagerc.compile.errors import CompileError, InductorFailed, NeedsHostAliases, SpecializeValues, error_summary
 from eagerc.compile.inductor_wrapper import build_artifact
+from eagerc.compile.lock import compile_lock
 from eagerc.compile.trace import trace_op
 
 # ATen CPU functions called through the C shim (allocation helpers excepted).
@@ -57,8 +58,15 @@ def compile_op(op, args, layout, target, parallel: bool) -> CompiledKernel:
 
     `layout`: the call's runtime inputs (eagerc._C.RuntimeSlot list from the holder).
     `parallel`: the call is large enough for a parallel kernel (else single-threaded).
-    Raises CompileError, SpecializeValues or NeedsHostAliases.
+    Raises CompileError, SpecializeValues or NeedsHostAliases. The caller has checked that
+    eager accepts this call (eagerc/eager_rules.py), so a tracing failure is a property of
+    the signature, not a user error.
     """
+    with compile_lock:
+        return _compile_op(op, args, layout, target, parallel)
+
+
+def _compile_op(op, args, layout, target, parallel: bool) -> CompiledKernel:
     # A call that still has device tensors (not one moved to CPU aliases) gets its outputs
     # allocated on the device.
     on_device = target.touches_device(args)

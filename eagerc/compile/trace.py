@@ -90,8 +90,13 @@ def _rebuild_call(op, args, layout, values):
             full[slot.arg] = v
         else:
             full[slot.arg][slot.item] = v
+    return split_call(op, full)
+
+
+def split_call(op, args):
+    """The schema-ordered `args` of `op` as (positional, keyword) for calling it."""
     pos, kw = [], {}
-    for arg, v in zip(op._schema.arguments, full):
+    for arg, v in zip(op._schema.arguments, args):
         if arg.kwarg_only:
             kw[arg.name] = v
         else:

@@ -1,0 +1,160 @@
+"""Does eager accept this call? Asked on a miss, before anything is compiled.
+
+A compiled kernel computes; it does not check what eager's kernel checks: dtypes it
+supports (softmax of int8), casting rules for out= (a float result into an int64 out),
+shapes that must match, devices that must agree. So before compiling a call, eagerc runs
+eager's own kernel for it once, on a replica of the memory the call writes: the device's
+native kernel in override mode, ATen's CPU kernel on aliases on a host-memory device. If
+eager raises, :class:`EagerRaises` carries its exception type and message to the holder,
+which raises the same for the caller; nothing is compiled or remembered, since a user
+error says nothing about the signature. A failure after eager accepted the call is the
+compiler's, a property of the signature (eagerc/compile/errors.py).
+
+Devices are checked separately (a replica on aliases cannot see them), with eager's rules:
+operators checked by the dispatcher's generated device check want every tensor on one
+device; TensorIterator operators let 0-dim CPU tensors in as scalars; the others (index
+with CPU indices, ...) decide for themselves.
+"""
+from __future__ import annotations
+
+import functools
+import os
+
+import torch
+
+from eagerc.compile.errors import EagerRaises
+from eagerc.compile.trace import split_call
+
+
+def check_call(op, args, target) -> None:
+    """Raise EagerRaises when eager's kernel raises for `op(*args)` on `target`'s device.
+    Runs inside the miss (the holder's activity guard is set: ops run natively)."""
+    if target.new_device:
+        check_devices(op, args, target)
+    try:
+        _run_eager(op, args)
+    except Exception as e:  # noqa: BLE001 - eager's exception is the answer
+        raise EagerRaises.from_exception(e) from e
+
+
+def _run_eager(op, args) -> None:
+    written = _written_storages(op, args)
+    replicas = {key: _clone_storage(t) for key, t in written.items()}
+    call = [_on_replica(v, replicas) for v in args]
+    pos, kw = split_call(op, call)
+    if torch.Tag.nondeterministic_seeded in op.tags:
+        with torch.random.fork_rng(devices=[]):  # the caller's random stream is untouched
+            op(*pos, **kw)
+    else:
+        op(*pos, **kw)
+
+
+def _tensors(value):
+    if isinstance(value, torch.Tensor):
+        yield value
+    elif isinstance(value, (list, tuple)):
+        yield from (v for v in value if isinstance(v, torch.Tensor))
+
+
+def _storage_key(t: torch.Tensor):
+    return t.device, t.untyped_storage().data_ptr()
+
+
+def _written_storages(op, args) -> dict:
+    """Storages of the tensors the op writes (in-place self, out=): one tensor of each."""
+    written = {}
+    for arg, value in zip(op._schema.arguments, args):
+        if arg.alias_info is not None and arg.alias_info.is_write:
+            for t in _tensors(value):
+                written.setdefault(_storage_key(t), t)
+    return written
+
+
+def _clone_storage(t: torch.Tensor) -> torch.UntypedStorage:
+    """A CPU copy of t's storage: eager may resize what it writes (out=), which a host
+    alias cannot be, and devices were checked already, so the copy's device is free."""
+    whole = torch.empty(0, dtype=torch.uint8, device=t.device).set_(t.untyped_storage())
+    return whole.to("cpu", copy=True).untyped_storage()
+
+
+def _on_replica(value, replicas):
+    """`value` with every tensor over a written storage rebuilt over that storage's CPU
+    copy (same sizes, strides and offset: overlaps between arguments stay as they were)."""
+    def swap(t):
+        storage = replicas.get(_storage_key(t))
+        if storage is None:
+            return t
+        return torch.empty(0, dtype=t.dtype).set_(storage, t.storage_offset(), t.size(), t.stride())
+
+    if isinstance(value, torch.Tensor):
+        return swap(value)
+    if isinstance(value, torch.device):
+        # Factories (arange, full) run eager's CPU kernel; the device was checked already.
+        return torch.device("cpu")
+    if isinstance(value, (list, tuple)):
+        return type(value)(swap(v) if isinstance(v, torch.Tensor) else v for v in value)
+    return value
+
+
+# -- devices -----------------------------------------------------------------------------
+
+
+def check_devices(op, args, target) -> None:
+    """Eager's device rule for `op` on the served device; raises EagerRaises."""
+    tensors = [(a.name, t, a.alias_info is not None and a.alias_info.is_write)
+               for a, v in zip(op._schema.arguments, args) for t in _tensors(v)]
+    if len({t.device for _, t, _ in tensors}) <= 1:
+        return
+    policy = _device_policy(op._schema.name.split("::")[-1], op._overloadname)
+    if policy == "own":
+        return
+    if policy == "tensor_iterator":
+        # TensorIterator: outputs first; a 0-dim CPU input is a scalar, not a device.
+        tensors = ([x for x in tensors if x[2]]
+                   + [x for x in tensors if not x[2] and not (x[1].dim() == 0 and x[1].is_cpu)])
+    common = None
+    for name, t, _ in tensors:
+        if common is None:
+            common = t.device
+        elif t.device != common:
+            message = ("Expected all tensors to be on the same device, but found at least two "
+                       f"devices, {common} and {t.device}!")
+            if policy == "exact":
+                overload = "" if op._overloadname == "default" else f"_{op._overloadname}"
+                method = f"wrapper_{target.dispatch_key}_{op._schema.name.split('::')[-1]}{overload}"
+                message += f" (when checking argument for argument {name} in method {method})"
+            raise EagerRaises("RuntimeError", message)
+
+
+@functools.lru_cache(maxsize=None)
+def _device_policy(name: str, overload: str) -> str:
+    """"exact" (the dispatcher's device check), "tensor_iterator" or "own", from
+    native_functions.yaml as shipped in torchgen (read once, on the first mixed call)."""
+    entry = _native_functions().get(name if overload == "default" else f"{name}.{overload}")
+    if entry is None:
+        return "own"  # not a native function (a custom op): its kernel decides
+    if entry.get("device_check") != "NoCheck":
+        return "exact"
+    structured = entry
+    delegate = entry.get("structured_delegate")
+    if delegate:
+        structured = _native_functions().get(delegate, {})
+    return "tensor_iterator" if structured.get("structured_inherits") == "TensorIteratorBase" \
+        else "own"
+
+
+@functools.lru_cache(maxsize=1)
+def _native_functions() -> dict:
+    try:
+        import torchgen
+        import yaml
+    except ImportError:
+        return {}
+    path = os.path.join(os.path.dirname(torchgen.__file__), "packaged", "ATen", "native",
+                        "native_functions.yaml")
+    try:
+        with open(path) as f:
+            entries = yaml.load(f, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+    except OSError:
+        return {}
+    return {e["func"].split("(")[0]: e for e in entries if isinstance(e, dict) and "func" in e}
