@@ -221,19 +221,20 @@ class CompileService:
         A cache directory that cannot hold lock files (read-only) is used without one."""
         from kernel_cache.layout import default_directory
 
-        directory = default_directory()  # where open_store put the store
-        lock = None
-        if os.path.isdir(directory):
-            import filelock
+        import filelock
 
-            name = hashlib.sha256(entry_key).hexdigest()[:32] + ".lock"
-            try:
-                os.makedirs(os.path.join(directory, "locks"), exist_ok=True)
-                lock = filelock.FileLock(os.path.join(directory, "locks", name), timeout=600)
-                lock.acquire()
-            except (OSError, filelock.Timeout) as e:
-                log.debug("eagerc: no process lock for a key (%s)", e)
-                lock = None
+        # Where open_store puts the store. Created here if missing: processes that start
+        # together on a new cache must already agree on one lock.
+        directory = default_directory()
+        name = hashlib.sha256(entry_key).hexdigest()[:32] + ".lock"
+        lock = None
+        try:
+            os.makedirs(os.path.join(directory, "locks"), exist_ok=True)
+            lock = filelock.FileLock(os.path.join(directory, "locks", name), timeout=600)
+            lock.acquire()
+        except (OSError, filelock.Timeout) as e:
+            log.debug("eagerc: no process lock for a key (%s)", e)
+            lock = None
         try:
             yield
         finally:

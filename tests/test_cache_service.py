@@ -159,3 +159,22 @@ def test_failure_of_this_process_is_remembered_in_l1_only(fresh_cache, monkeypat
     with eagerc.enabled("cpu", ops=["aten::abs"]):
         torch.abs(x)
     assert eagerc.stats()["compiles"] == 1  # nothing was left on disk
+
+
+def test_environment_failures_are_told_from_graph_failures():
+    class CppCompileError(RuntimeError):  # Inductor's name for a C++ compiler failure
+        pass
+
+    def chained(outer, inner):
+        try:
+            raise inner
+        except Exception as e:  # noqa: BLE001
+            try:
+                raise outer from e
+            except Exception as chained_error:  # noqa: BLE001
+                return chained_error
+
+    assert errors.environment_failure(OSError(28, "No space left on device"))
+    assert errors.environment_failure(chained(RuntimeError("wrapped"), CppCompileError("killed")))
+    assert errors.environment_failure(chained(RuntimeError("wrapped"), MemoryError()))
+    assert not errors.environment_failure(chained(RuntimeError("lowering"), KeyError("op")))

@@ -210,9 +210,10 @@ def test_broken_artifact_is_evicted_and_rebuilt(store, caplog, damage, why):
     [record] = caplog.records
     assert record.name == LOGGER and record.levelno == logging.WARNING
     message = record.getMessage()
-    assert message.startswith(f"evicted broken cache entry {KEY.hex()[:16]} variant "
-                              f"{entry.variant_id}: ")
-    assert why in message and message.endswith("; it will be rebuilt")
+    # The key as people read it (its text fields), not as hex.
+    assert message.startswith(f"broken cache entry {KEY.decode()}#")
+    assert f" variant {entry.variant_id}: " in message
+    assert why in message and message.endswith("; evicted; it will be rebuilt")
     assert store.get(b"neighbour") == [good]
     assert store.add(KEY, ARTIFACT, {}) == entry
     assert store.get(KEY) == [entry] and read(entry.artifact_path) == ARTIFACT
@@ -275,7 +276,8 @@ def test_cli_info_verify_clear(store, cache_dir):
     assert "variant " + broken.variant_id in cli(cache_dir, "list")
 
     verify = cli(cache_dir, "verify")
-    assert "verified 3 variants: 2 ok, 1 broken evicted, 1 stray files removed" in verify
+    assert ("verified 3 variants: 2 ok, 1 broken evicted, 0 broken left in place, 1 stray files "
+            "removed") in verify
     assert store.get(b"broken") == [] and len(store.get(KEY)) == 2
     assert sorted(os.listdir(store.artifact_dir)) == sorted(
         os.path.basename(e.artifact_path) for e in store.get(KEY))
@@ -405,3 +407,77 @@ def test_public_api():
     assert sorted(kernel_cache.__all__) == sorted(
         ["Namespace", "Entry", "KernelStore", "DiskStore", "RedisStore", "TieredStore",
          "open_store"])
+
+
+def test_read_only_index_reads_what_diskcache_wrote(store):
+    """A cache this process cannot write is read through ReadOnlyIndex (the read-only
+    mount itself is exercised end to end in tests/test_reliability.py)."""
+    from kernel_cache.readonly import ReadOnlyIndex
+
+    first = store.add(KEY, ARTIFACT, {"g": 1})
+    store.add(b"other", b"code", {})
+    store.close()
+    index = ReadOnlyIndex(store._index_dir, min_file_size=1 << 24)
+    assert sorted(index.iterkeys()) == sorted([KEY, b"other"])
+    assert first.variant_id in index.get(KEY) and index.get(b"absent") is None
+    with pytest.raises(OSError, match="read-only"):
+        index.set(KEY, "[]")
+    index.close()
+    assert ReadOnlyIndex(str(store.root) + "/no-index", 1 << 24).get(KEY) is None
+
+
+def test_keys_are_logged_as_people_read_them():
+    from kernel_cache.records import describe_key
+
+    text = describe_key(b"op\0eagerc\0aten::add.Tensor\0T\x06\x0b\x00\x02")
+    assert text.startswith("op|eagerc|aten::add.Tensor|…#") and len(text.split("#")[1]) == 8
+    assert describe_key(KEY).startswith(KEY.decode() + "#")
+
+
+def test_redis_garbage_record_is_removed_with_a_warning(redis_url, tmp_path, caplog):
+    import redis
+
+    store = RedisStore(redis_url, namespace=NS, local_dir=str(tmp_path))
+    entry = store.add(KEY, ARTIFACT, {})
+    client = redis.Redis.from_url(redis_url)
+    index_key = f"eagerc:{NS.digest()}:k:{KEY.hex()}"
+    client.hset(index_key, "junk", b"not json {")
+    with caplog.at_level(logging.WARNING, logger=LOGGER):
+        assert store.get(KEY) == [entry]
+    assert "unreadable record b'junk'" in caplog.text and KEY.decode() in caplog.text
+    assert client.hkeys(index_key) == [entry.variant_id.encode()]  # the garbage is gone
+
+
+class _FlakyRedis:
+    """A client whose server can go away and come back."""
+
+    def __init__(self):
+        import redis
+
+        self.up, self.calls, self._error = True, 0, redis.exceptions.ConnectionError
+
+    def ping(self):
+        return True
+
+    def hgetall(self, key):
+        self.calls += 1
+        if not self.up:
+            raise self._error("Connection refused")
+        return {}
+
+
+def test_redis_outage_is_said_once_and_retried_at_intervals(tmp_path, caplog, monkeypatch):
+    pytest.importorskip("redis")
+    client = _FlakyRedis()
+    store = RedisStore("redis://flaky", namespace=NS, local_dir=str(tmp_path), client=client)
+    client.up = False
+    with caplog.at_level(logging.WARNING, logger=LOGGER):
+        for _ in range(50):
+            assert store.get(KEY) == []
+    assert caplog.text.count("failed while reading") == 1 and client.calls == 1
+    assert store.counters["skipped"] == 49
+    monkeypatch.setattr(store, "_down_until", 0.5)  # the retry interval has passed
+    client.up = True
+    with caplog.at_level(logging.WARNING, logger=LOGGER):
+        store.get(KEY)
+    assert client.calls == 2 and "is back" in caplog.text
