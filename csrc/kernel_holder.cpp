@@ -105,12 +105,26 @@ bool writes_overlap(const OpPlan& plan, const torch::jit::Stack& stack) {
     for (size_t j = 0; j < n && !overlap; ++j) {
       if (j == i) continue;
       for_each_tensor(stack[base + j], [&](const at::Tensor& other) {
-        overlap = overlap || at::get_overlap_status(written, other) != at::MemOverlapStatus::No;
+        // Other storages never overlap (checked first: ATen calls any non-dense pair
+        // "too hard", a strided slice and an unrelated tensor included).
+        overlap = overlap || (written.storage().is_alias_of(other.storage()) &&
+                              at::get_overlap_status(written, other) != at::MemOverlapStatus::No);
       });
     }
     if (overlap) return true;
   }
   return false;
+}
+
+// Whether a call on a host-memory device also passes CPU tensors that are not 0-dim (a
+// 0-dim CPU tensor is a scalar to most ops). Eager's device rules decide about such a
+// call on a miss (eagerc/eager_rules.py); on CPU aliases the difference is invisible.
+bool mixes_cpu_tensors(size_t n, const torch::jit::Stack& stack) {
+  bool mixed = false;
+  for (size_t i = stack.size() - n; i < stack.size() && !mixed; ++i) {
+    for_each_tensor(stack[i], [&](const at::Tensor& t) { mixed = mixed || (t.is_cpu() && t.dim() > 0); });
+  }
+  return mixed;
 }
 
 [[noreturn]] void raise_as(const std::string& kind, const std::string& message) {
@@ -144,7 +158,8 @@ void KernelHolder::operator()(const c10::OperatorHandle& op, c10::DispatchKeySet
       run_on_cpu_aliases(op, stack);
       return;
     }
-    if (st.compiled_on_host_aliases.load(std::memory_order_relaxed)) {
+    if (st.compiled_on_host_aliases.load(std::memory_order_relaxed) &&
+        !mixes_cpu_tensors(st.plan.kinds.size(), *stack)) {
       compiled_on_cpu_aliases(op, ks, stack);
       return;
     }
@@ -177,7 +192,8 @@ void KernelHolder::run_eager(const c10::OperatorHandle& op, c10::DispatchKeySet 
     ActivityGuard guard;
     st.native->callBoxed(op, ks, stack);
   } else if (st.host_aliases) {
-    st.count_fallback(why);
+    // ATen's CPU kernel on zero-copy aliases: counted as aliased, like other such calls.
+    st.counters.aliased.fetch_add(1, std::memory_order_relaxed);
     run_on_cpu_aliases(op, stack);
   } else {
     fallback(op, ks, stack, why.c_str());

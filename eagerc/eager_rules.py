@@ -3,14 +3,15 @@
 A compiled kernel computes; it does not check what eager's kernel checks: dtypes it
 supports (softmax of int8), casting rules for out= (a float result into an int64 out),
 shapes that must match, devices that must agree. So before compiling a call, eagerc runs
-eager's own kernel for it once, on a replica of the memory the call writes: the device's
-native kernel in override mode, ATen's CPU kernel on aliases on a host-memory device. If
+eager's own kernel for it once, on copies of the memory the call writes: the device's
+native kernel in override mode, ATen's CPU kernel (on CPU copies) for a host-memory
+device. If
 eager raises, :class:`EagerRaises` carries its exception type and message to the holder,
 which raises the same for the caller; nothing is compiled or remembered, since a user
 error says nothing about the signature. A failure after eager accepted the call is the
 compiler's, a property of the signature (eagerc/compile/errors.py).
 
-Devices are checked separately (a replica on aliases cannot see them), with eager's rules:
+Devices are checked separately (CPU copies cannot show them), with eager's rules:
 operators checked by the dispatcher's generated device check want every tensor on one
 device; TensorIterator operators let 0-dim CPU tensors in as scalars; the others (index
 with CPU indices, ...) decide for themselves.
@@ -32,15 +33,17 @@ def check_call(op, args, target) -> None:
     if target.new_device:
         check_devices(op, args, target)
     try:
-        _run_eager(op, args)
+        _run_eager(op, args, on_cpu=target.host_aliases)
     except Exception as e:  # noqa: BLE001 - eager's exception is the answer
         raise EagerRaises.from_exception(e) from e
 
 
-def _run_eager(op, args) -> None:
+def _run_eager(op, args, on_cpu: bool) -> None:
+    """`on_cpu`: a host-memory device, whose eager reference is ATen's CPU kernel: the
+    call runs on CPU copies (devices were checked already). Else on the device itself."""
     written = _written_storages(op, args)
-    replicas = {key: _clone_storage(t) for key, t in written.items()}
-    call = [_on_replica(v, replicas) for v in args]
+    replicas = {key: _clone_storage(t, on_cpu) for key, t in written.items()}
+    call = [_on_replica(v, replicas, on_cpu) for v in args]
     pos, kw = split_call(op, call)
     if torch.Tag.nondeterministic_seeded in op.tags:
         with torch.random.fork_rng(devices=[]):  # the caller's random stream is untouched
@@ -70,27 +73,26 @@ def _written_storages(op, args) -> dict:
     return written
 
 
-def _clone_storage(t: torch.Tensor) -> torch.UntypedStorage:
-    """A CPU copy of t's storage: eager may resize what it writes (out=), which a host
-    alias cannot be, and devices were checked already, so the copy's device is free."""
+def _clone_storage(t: torch.Tensor, on_cpu: bool) -> torch.UntypedStorage:
     whole = torch.empty(0, dtype=torch.uint8, device=t.device).set_(t.untyped_storage())
-    return whole.to("cpu", copy=True).untyped_storage()
+    return (whole.to("cpu", copy=True) if on_cpu else whole.clone()).untyped_storage()
 
 
-def _on_replica(value, replicas):
-    """`value` with every tensor over a written storage rebuilt over that storage's CPU
-    copy (same sizes, strides and offset: overlaps between arguments stay as they were)."""
+def _on_replica(value, replicas, on_cpu: bool):
+    """`value` with every tensor over a written storage rebuilt over that storage's copy
+    (same sizes, strides and offset: overlaps between arguments stay as they were), and
+    with `on_cpu` every other device tensor copied to the CPU."""
     def swap(t):
         storage = replicas.get(_storage_key(t))
         if storage is None:
-            return t
-        return torch.empty(0, dtype=t.dtype).set_(storage, t.storage_offset(), t.size(), t.stride())
+            return t.cpu() if on_cpu else t
+        return torch.empty(0, dtype=t.dtype, device=storage.device).set_(
+            storage, t.storage_offset(), t.size(), t.stride())
 
     if isinstance(value, torch.Tensor):
         return swap(value)
-    if isinstance(value, torch.device):
-        # Factories (arange, full) run eager's CPU kernel; the device was checked already.
-        return torch.device("cpu")
+    if isinstance(value, torch.device) and on_cpu:
+        return torch.device("cpu")  # factories (arange, full) run eager's CPU kernel
     if isinstance(value, (list, tuple)):
         return type(value)(swap(v) if isinstance(v, torch.Tensor) else v for v in value)
     return value
@@ -103,7 +105,7 @@ def check_devices(op, args, target) -> None:
     """Eager's device rule for `op` on the served device; raises EagerRaises."""
     tensors = [(a.name, t, a.alias_info is not None and a.alias_info.is_write)
                for a, v in zip(op._schema.arguments, args) for t in _tensors(v)]
-    if len({t.device for _, t, _ in tensors}) <= 1:
+    if len({_device(t) for _, t, _ in tensors}) <= 1:
         return
     policy = _device_policy(op._schema.name.split("::")[-1], op._overloadname)
     if policy == "own":
@@ -115,15 +117,21 @@ def check_devices(op, args, target) -> None:
     common = None
     for name, t, _ in tensors:
         if common is None:
-            common = t.device
-        elif t.device != common:
+            common = _device(t)
+        elif _device(t) != common:
             message = ("Expected all tensors to be on the same device, but found at least two "
-                       f"devices, {common} and {t.device}!")
+                       f"devices, {common} and {_device(t)}!")
             if policy == "exact":
                 overload = "" if op._overloadname == "default" else f"_{op._overloadname}"
                 method = f"wrapper_{target.dispatch_key}_{op._schema.name.split('::')[-1]}{overload}"
                 message += f" (when checking argument for argument {name} in method {method})"
             raise EagerRaises("RuntimeError", message)
+
+
+def _device(t: torch.Tensor) -> torch.device:
+    """t's device with its index (a device tensor made without one is on index 0)."""
+    d = t.device
+    return d if d.type == "cpu" or d.index is not None else torch.device(d.type, 0)
 
 
 @functools.lru_cache(maxsize=None)
