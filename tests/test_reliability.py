@@ -182,7 +182,8 @@ def test_threads_missing_at_once_record_no_failure(fresh_cache, device):
         for t in threads:
             t.join()
         assert errors == []
-        assert _recorded_refusals(fresh_cache) == []  # no thread's failure went on disk
+        assert [r for records in _recorded_refusals(fresh_cache) for r in records
+                if r["metadata"].get("op") in ("aten::abs", "aten::add.Tensor")] == []
         _new_process_view()
         for a, b in inputs:
             torch.abs(a.to(device)), a.to(device) + b.to(device)
