@@ -186,18 +186,14 @@ void KernelHolder::operator()(const c10::OperatorHandle& op, c10::DispatchKeySet
 void KernelHolder::run_eager(const c10::OperatorHandle& op, c10::DispatchKeySet ks,
                              torch::jit::Stack* stack) {
   OpState& st = *state_;
-  static const std::string why = "an output overlaps an input: eager's own kernel runs it";
-  if (st.native) {
-    st.count_fallback(why);
-    ActivityGuard guard;
-    st.native->callBoxed(op, ks, stack);
-  } else if (st.host_aliases) {
+  if (!st.native && st.host_aliases) {
     // ATen's CPU kernel on zero-copy aliases: counted as aliased, like other such calls.
     st.counters.aliased.fetch_add(1, std::memory_order_relaxed);
     run_on_cpu_aliases(op, stack);
-  } else {
-    fallback(op, ks, stack, why.c_str());
+    return;
   }
+  // The native kernel (override mode), else the new device's error.
+  fallback(op, ks, stack, "an output overlaps an input: eager's own kernel runs it");
 }
 
 MissOutcome KernelHolder::find_or_resolve(const torch::jit::Stack& stack, CallSignature* sig) {

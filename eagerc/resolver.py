@@ -36,6 +36,7 @@ def resolve(request) -> "_C.MissAnswer":
     op = _overload(request.op_name)
     args, layout = request.args, request.layout
     transient = _context_is_unusual()
+    eager_accepted = []  # set once compile_call has run eager on this call
 
     def compile_call() -> Compiled:
         if transient:
@@ -45,6 +46,7 @@ def resolve(request) -> "_C.MissAnswer":
                                NOWHERE)
         # A user error is eager's to report, and says nothing about the signature.
         check_call(op, args, target)
+        eager_accepted.append(True)
         from eagerc.compile.op import compile_op
 
         kernel = compile_op(op, args, layout, target, request.parallel)
@@ -65,7 +67,8 @@ def resolve(request) -> "_C.MissAnswer":
         return _C.MissAnswer.run_on_host_aliases()
     if isinstance(refusal, SpecializeValues):
         return _C.MissAnswer.specialize_values()
-    if isinstance(refusal, CompileError) and target.new_device and not transient:
+    if isinstance(refusal, CompileError) and target.new_device and not transient \
+            and not eager_accepted:
         # A recorded refusal raises NotImplementedError on a device with no kernels of its
         # own; a call that eager rejects must still get eager's error.
         try:

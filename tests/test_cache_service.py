@@ -117,15 +117,20 @@ def test_permanent_failure_is_remembered_in_l1_and_on_disk(fresh_cache, monkeypa
     assert eagerc.stats()["compiles"] == 0  # read back from disk, not compiled
 
 
-def test_transient_failure_is_not_remembered(fresh_cache, monkeypatch):
-    monkeypatch.setattr(op_compiler, "compile_op", _refuse(errors.NOWHERE))
+@pytest.mark.parametrize("remembered, asks_again", [(errors.NOWHERE, 1), (errors.IN_PROCESS, 0)])
+def test_failure_not_of_the_signature_stays_off_disk(fresh_cache, monkeypatch, remembered,
+                                                     asks_again):
+    """NOWHERE: asked again on the next call; IN_PROCESS: remembered in L1 only. Neither
+    is on disk: a new process compiles."""
+    monkeypatch.setattr(op_compiler, "compile_op", _refuse(remembered))
     x = torch.randn(5, 5)
     with eagerc.enabled("cpu", ops=["aten::abs"]):
         torch.abs(x)
         calls = _C._resolver_calls()
         torch.abs(x)
-        assert _C._resolver_calls() == calls + 1  # asked again
+        assert _C._resolver_calls() == calls + asks_again
     monkeypatch.undo()
+    _C._clear_tables()  # a new process
     with eagerc.enabled("cpu", ops=["aten::abs"]):
         y = torch.abs(x)
     assert torch.equal(y, x.abs())
@@ -144,21 +149,6 @@ def test_no_compile_inside_no_dispatch(fresh_cache):
         z = torch.abs(x)
     assert torch.equal(y, x.abs()) and torch.equal(z, x.abs())
     assert eagerc.stats()["compiles"] == 1  # the plain call compiled: nothing was remembered
-
-
-def test_failure_of_this_process_is_remembered_in_l1_only(fresh_cache, monkeypatch):
-    monkeypatch.setattr(op_compiler, "compile_op", _refuse(errors.IN_PROCESS))
-    x = torch.randn(5, 5)
-    with eagerc.enabled("cpu", ops=["aten::abs"]):
-        torch.abs(x)
-        calls = _C._resolver_calls()
-        torch.abs(x)
-        assert _C._resolver_calls() == calls  # this process does not ask again
-    monkeypatch.undo()
-    _C._clear_tables()  # a new process
-    with eagerc.enabled("cpu", ops=["aten::abs"]):
-        torch.abs(x)
-    assert eagerc.stats()["compiles"] == 1  # nothing was left on disk
 
 
 def test_environment_failures_are_told_from_graph_failures():
