@@ -86,7 +86,9 @@ void add_tensor(const at::Tensor& t, CallSignature* sig, int64_t* max_numel,
   // Vectorized and Triton loads assume 16-byte alignment when it holds.
   const bool aligned = (reinterpret_cast<uintptr_t>(t.data_ptr()) % 16) == 0;
   put_byte(key, aligned ? 'A' : 'U');
-  *max_numel = std::max(*max_numel, t.numel());
+  // Size classes exist for host C++ kernels (OpenMP or not); one GPU kernel serves
+  // every size, so a GPU tensor never counts towards the class.
+  if (!t.is_cuda()) *max_numel = std::max(*max_numel, t.numel());
   pos.record(SlotKind::Tensor, static_cast<int64_t>(sig->ints.size()), dim);
   append_tensor_guard_values(t, &sig->ints);
   sig->inputs.push_back(RuntimeInput{&t, c10::Scalar()});

@@ -14,7 +14,7 @@ from eagerc.cache import CacheKey, Compiled, Request, service
 from eagerc.compile.errors import NOWHERE, CompileError, EagerRaises, NeedsHostAliases, SpecializeValues
 from eagerc.eager_rules import check_call
 from eagerc.ops import served_device
-from eagerc.targets import for_device
+from eagerc.targets import TargetError, for_device
 
 
 def _overload(op_name: str):
@@ -32,7 +32,12 @@ def _context_is_unusual() -> bool:
 
 def resolve(request) -> "_C.MissAnswer":
     """The answer to one L1 miss (a `_C.MissRequest`)."""
-    target = for_device(served_device(request.dispatch_key))
+    try:
+        target = for_device(served_device(request.dispatch_key))
+    except TargetError as e:
+        # A property of the device, not of this call: remembered, so the signature's next
+        # call falls back in C++ without entering Python.
+        return _C.MissAnswer.fallback(str(e), True)
     op = _overload(request.op_name)
     args, layout = request.args, request.layout
     transient = _context_is_unusual()

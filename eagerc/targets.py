@@ -10,7 +10,8 @@ aliases of its tensors.
 
 How a device gets a target, in order:
 
-1. ``cpu`` is built in;
+1. ``cpu`` is built in; ``cuda`` too where torch sees a CUDA GPU and Triton is installed
+   (Triton kernels launched from the same C++ wrapper, cubins bundled in the artifact);
 2. a device declared with :func:`register_device` (what ``import eagerc`` does for the
    eagerc device, without importing Inductor);
 3. the general rule: a device with an Inductor backend
@@ -37,7 +38,7 @@ import torch
 __all__ = ["Target", "TargetError", "for_device", "register_device", "known_targets"]
 
 # Code generators eagerc can package as artifacts (an Inductor device type each).
-CODEGENS = ("cpu",)
+CODEGENS = ("cpu", "cuda")
 
 
 class TargetError(ValueError):
@@ -51,7 +52,8 @@ class Target:
     Attributes:
         device: the device served ("cpu", "eagerc").
         dispatch_key: where its kernel holders are registered ("CPU", "PrivateUse1").
-        codegen: the Inductor device type kernels are generated for ("cpu": C++).
+        codegen: the Inductor device type kernels are generated for ("cpu": C++,
+            "cuda": Triton kernels launched from C++).
         host_aliases: the device's memory is the code generator's host memory: CPU kernels
             may run on zero-copy CPU aliases of its tensors.
         new_device: the device has no kernels of its own (an op eagerc cannot compile
@@ -65,14 +67,23 @@ class Target:
     new_device: bool = False
 
     def arch(self) -> str:
-        """What the generated code is specialized to, e.g. 'cpu-avx512' (in the cache namespace)."""
+        """What the generated code is specialized to, e.g. 'cpu-avx512' or 'sm_90-cuda13.0'
+        (in the cache namespace)."""
+        if self.codegen == "cuda":
+            major, minor = torch.cuda.get_device_capability()
+            return f"sm_{major}{minor}-cuda{torch.version.cuda}"
         return f"cpu-{torch.backends.cpu.get_cpu_capability()}"
 
     def compiler_settings(self) -> dict:
         """Named settings of this code generator that change its code (for the cache key)."""
         from eagerc.compile import settings
 
-        return {"cxx": settings.cxx_compiler()}
+        found = {"cxx": settings.cxx_compiler()}
+        if self.codegen == "cuda":
+            import triton
+
+            found["triton"] = triton.__version__
+        return found
 
     def touches_device(self, args) -> bool:
         """Whether the call has tensors (or a device argument) of the served device that
@@ -182,7 +193,22 @@ def _how_to_add() -> str:
             "a host-memory PrivateUse1 device, call eagerc.targets.register_device(name).")
 
 
+def _cuda_target() -> Target:
+    """CUDA: Inductor's Triton kernels, launched by its C++ wrapper on the current stream of
+    the tensors' device (the device index is part of every signature)."""
+    if not torch.cuda.is_available():
+        raise TargetError("eagerc cannot serve 'cuda': torch sees no CUDA GPU here. " + _how_to_add())
+    from torch.utils._triton import has_triton
+
+    if not has_triton():
+        raise TargetError("eagerc compiles CUDA kernels with Triton, which is not installed "
+                          "(pip install triton). " + _how_to_add())
+    return Target(device="cuda", dispatch_key="CUDA", codegen="cuda")
+
+
 def _from_inductor_backend(name: str) -> Target:
+    if name == "cuda":
+        return _cuda_target()
     try:
         torch.device(name)
     except RuntimeError:
@@ -200,8 +226,8 @@ def _from_inductor_backend(name: str) -> Target:
     if not (isinstance(scheduling, type) and issubclass(scheduling, CppScheduling)):
         raise TargetError(
             f"eagerc cannot serve device {name!r} yet: Inductor's backend for it does not "
-            f"generate C++, and eagerc packages only C++ kernels ({', '.join(CODEGENS)}) as "
-            "artifacts so far (GPU kernels are the GPU issue's work). " + _how_to_add())
+            f"generate C++, and eagerc packages host C++ and CUDA Triton kernels "
+            f"({', '.join(CODEGENS)}) as artifacts. " + _how_to_add())
     # A C++ scheduling addresses the device's buffers as host pointers: its memory is host
     # memory, so the CPU target serves it through stand-ins and zero-copy aliases.
     key = _dispatch_key(name)

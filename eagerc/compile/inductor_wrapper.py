@@ -13,11 +13,20 @@ directly. eagerc appends two C entry points to it before it is compiled:
   ``inductor_entry_impl`` (Inductor's GIL release is removed: the holder calls it without
   the GIL held);
 - ``eagerc_guard(const int64_t* ints, const double* floats)``: see guards.py.
+
+On CUDA the wrapper also launches Triton kernels. Inductor's JIT wrapper loads each
+kernel's cubin by file path from its temporary cache directory; eagerc embeds the cubins
+in the library instead (``.incbin`` while the file still exists) and loads them from
+memory, so an artifact is one self-contained file. Kernels launch on the current stream
+of the device the graph was compiled for (the device index is in every signature).
 """
 from __future__ import annotations
 
 import contextlib
 import dataclasses
+import re
+
+import torch
 
 from eagerc.compile.errors import (IN_PROCESS, ON_DISK, CompileError, InductorFailed,
                                    NeedsHostAliases, environment_failure, error_summary)
@@ -47,6 +56,74 @@ extern "C" void eagerc_entry(AtenTensorHandle* inputs, AtenTensorHandle* outputs
 _GIL_RELEASE = "py::gil_scoped_release_simple release;"
 
 
+# What Inductor's GPU wrapper emits to load one kernel from its cubin file (JIT mode).
+_LOAD_KERNEL_FROM_FILE = re.compile(
+    r'loadKernel\(\s*"(?P<path>[^"]+)"\s*,\s*(?P<name>"[^"]+")\s*,\s*(?P<shm>[^,()]+?)\s*,\s*cubin_dir_\s*\)')
+
+# Inductor settings for GPU graphs: kernels compiled and tuned while the graph compiles,
+# their cubins kept for the C++ wrapper, no CUDA graphs (the holder launches per call).
+# (torch 2.11's JIT C++ wrapper breaks with autotune_at_compile_time=False: its first,
+# Python pass is generated under cpp_wrapper=True and does not parse.)
+_GPU_PATCHES = {"triton.store_cubin": True, "triton.cudagraphs": False,
+                "triton.autotune_at_compile_time": True}
+
+
+def embed_cubins(code: str) -> str:
+    """Replace every ``loadKernel("<file>.cubin", name, shm, cubin_dir_)`` by a load from
+    bytes linked into the library (Inductor's in-memory overload of loadKernel)."""
+    blobs = []
+
+    def from_memory(match):
+        path = match.group("path")
+        if '"' in path or "\\" in path or "\n" in path:
+            raise CompileError(f"cannot embed a cubin with this path: {path!r}")
+        symbol = f"eagerc_cubin_{len(blobs)}"
+        blobs.append((symbol, path))
+        return f"loadKernel({symbol}, {match.group('name')}, {match.group('shm')})"
+
+    code = _LOAD_KERNEL_FROM_FILE.sub(from_memory, code)
+    if "cubin_dir_)" in code:
+        raise CompileError("the GPU wrapper loads a kernel in a form eagerc cannot embed")
+    if not blobs:
+        return code
+    # The bytes go into .rodata while this translation unit is compiled (the cubin file
+    # exists until then); hidden symbols stay private to this library.
+    asm = "".join(
+        f'__asm__(".section .rodata\\n.balign 64\\n.globl {sym}\\n.hidden {sym}\\n{sym}:\\n'
+        f'.incbin \\"{path}\\"\\n.byte 0\\n.previous\\n");\n'
+        f'extern "C" const unsigned char {sym}[];\n' for sym, path in blobs)
+    first_line_end = _after_header(code)
+    return code[:first_line_end] + asm + code[first_line_end:]
+
+
+def _is_gpu_graph(traced) -> bool:
+    return any(isinstance(f, torch.Tensor) and f.device.type == "cuda" for f in traced.fakes)
+
+
+def _register_cuda_op_overrides() -> None:
+    """Inductor imports its per-device C++ helpers (CUDA's loadKernel, launchKernel) only
+    while its table is empty; once another device (the eagerc device) registered its own,
+    CUDA's must be imported by name."""
+    import torch._inductor.codegen.cuda.device_op_overrides  # noqa: F401 - registers on import
+    from torch._inductor.codegen.common import init_backend_registration
+
+    init_backend_registration()
+
+
+def _run_python_wrapper_once(traced, patches) -> None:
+    """Compile the graph with Inductor's Python wrapper and run it once on random inputs
+    of the fakes' sizes: this compiles and tunes its Triton kernels and records their
+    cubins and launch parameters, which the C++ wrapper's code generation reads (torch
+    versions whose JIT C++ wrapper does not do this pass itself)."""
+    from torch._dynamo.utils import defake
+    from torch._inductor.compile_fx import compile_fx_inner
+
+    real = [f.node.hint if isinstance(f, torch.SymInt) else defake(f) for f in traced.fakes]
+    compiled = compile_fx_inner(traced.gm, traced.fakes, is_inference=True)
+    compiled(list(real))
+    torch.cuda.synchronize()
+
+
 @dataclasses.dataclass
 class BuiltArtifact:
     library: bytes       # the shared library
@@ -54,10 +131,17 @@ class BuiltArtifact:
     guard_source: str
 
 
+def _after_header(code: str) -> int:
+    """Where code may be inserted: after the wrapper's first include (Inductor's
+    cpp_wrapper header; the GPU wrapper starts with a blank line)."""
+    include = code.find("#include")
+    return 0 if include < 0 else code.index("\n", include) + 1
+
+
 def _direct_scalar_reads(code: str) -> str:
     if "aoti_torch_item_int64(" not in code and "aoti_torch_item_float64(" not in code:
         return code
-    first_line_end = code.index("\n") + 1  # after the cpp_wrapper header include
+    first_line_end = _after_header(code)
     body = code[first_line_end:].replace("aoti_torch_item_int64(", "eagerc_item_int64(")
     body = body.replace("aoti_torch_item_float64(", "eagerc_item_float64(")
     return code[:first_line_end] + _SCALAR_READS + body
@@ -120,16 +204,31 @@ def build_artifact(traced, check_code=None, patches=None) -> BuiltArtifact:
         checks = (traced.checks + [g.expr for g in shape_env.guards]
                   + range_checks(shape_env, traced.bindings))
         guard = guard_source(traced.bindings, checks)
-        code = _direct_scalar_reads(code)
+        code = _direct_scalar_reads(embed_cubins(code))
         kw["main_code"] = code.replace(_GIL_RELEASE, "") + _ENTRY + guard
         captured["guard"] = guard
         captured["num_outputs"] = kw.get("num_outputs", traced.num_outputs)
 
-    patches = {"fx_graph_cache": False, "freezing": False, **(patches or {})}
-    try:
-        with compile_lock, inductor_config.patch(patches), \
-                tracing(TracingContext(traced.fake_mode)), _intercept_wrapper_source(on_source):
+    gpu = _is_gpu_graph(traced)
+    if gpu:
+        _register_cuda_op_overrides()
+    patches = {"fx_graph_cache": False, "freezing": False, **(_GPU_PATCHES if gpu else {}),
+               **(patches or {})}
+
+    def compile_cpp_wrapper():
+        with tracing(TracingContext(traced.fake_mode)), _intercept_wrapper_source(on_source):
             compile_fx_inner(traced.gm, traced.fakes, cpp_wrapper=True, is_inference=True)
+
+    try:
+        with compile_lock, inductor_config.patch(patches):
+            try:
+                compile_cpp_wrapper()
+            except Exception as e:  # noqa: BLE001
+                if not (gpu and "CudaKernelParamCache not populated" in str(e)):
+                    raise
+                with tracing(TracingContext(traced.fake_mode)):
+                    _run_python_wrapper_once(traced, patches)
+                compile_cpp_wrapper()
     except (CompileError, NeedsHostAliases):
         raise
     except Exception as e:  # noqa: BLE001 - Inductor wraps what our hook raised

@@ -1,0 +1,188 @@
+"""CUDA as a target (override mode): Triton kernels per op through the C++ holder.
+
+Skipped where torch sees no CUDA GPU (CI); run on the GPU machine by tools/gpu_check.sh.
+Counts, not seconds: one compile for many sizes, hits that never enter Python, a new
+process that loads self-contained artifacts (no Inductor cache, no cubin files) and
+compiles nothing, kernels ordered on the caller's current stream.
+"""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+import eagerc
+from eagerc import _C
+from eagerc.testing import assert_close
+
+pytestmark = [pytest.mark.gpu,
+              pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")]
+
+DEV = "cuda"
+
+
+def op_stats(name):
+    return eagerc.stats()["ops"].get(name, {"hits": 0, "misses": 0, "compiles": 0, "fallbacks": 0})
+
+
+def test_cuda_is_a_target_with_its_arch():
+    from eagerc import targets
+
+    t = targets.for_device("cuda")
+    major, minor = torch.cuda.get_device_capability()
+    assert (t.device, t.dispatch_key, t.codegen, t.host_aliases) == ("cuda", "CUDA", "cuda", False)
+    assert t.arch().startswith(f"sm_{major}{minor}-cuda")
+    assert "triton" in t.compiler_settings()
+
+
+def test_new_sizes_reuse_one_kernel(fresh_cache):
+    inputs = [torch.randn(n, n + 3, device=DEV) for n in (2, 3, 5, 8, 13, 64, 300, 1024, 4099)]
+    expected = [x.abs() for x in inputs]
+    with eagerc.enabled(DEV, ops=["aten::abs"]):
+        outputs = [torch.abs(x) for x in inputs]
+    for y, want in zip(outputs, expected):
+        assert y.device.type == DEV
+        assert_close(y, want)
+    s = op_stats("aten::abs@CUDA")
+    assert s["compiles"] == 1 and s["fallbacks"] == 0
+    assert s["hits"] == len(inputs) - 1
+
+
+def test_scalars_are_runtime_inputs_and_hits_skip_python(fresh_cache):
+    x, y = torch.randn(64, 64, device=DEV), torch.randn(64, 64, device=DEV)
+    expected = {a: x + a * y for a in (0.5, 2.0, -3.0)}
+    with eagerc.enabled(DEV, ops=["aten::add.Tensor"]):
+        torch.add(x, y, alpha=0.5)
+        before = _C._resolver_calls()
+        got = {a: torch.add(x, y, alpha=a) for a in expected}
+        assert _C._resolver_calls() == before  # hits: no Python at all
+    for a, want in expected.items():
+        assert_close(got[a], want)
+    assert op_stats("aten::add.Tensor@CUDA")["compiles"] == 1
+
+
+# A set of ops a model uses: elementwise, reductions, softmax/norms, externs (cuBLAS, cuDNN).
+CASES = {
+    "abs": lambda x, y: torch.abs(x),
+    "add_alpha": lambda x, y: torch.add(x, y, alpha=2),
+    "sum_dim": lambda x, y: x.sum(dim=1),
+    "softmax": lambda x, y: torch.softmax(x, dim=-1),
+    "log_softmax": lambda x, y: F.log_softmax(x, dim=0),
+    "gelu": lambda x, y: F.gelu(x),
+    "layer_norm": lambda x, y: F.layer_norm(x, (x.shape[-1],)),
+    "mm": lambda x, y: x @ y,
+    "addmm": lambda x, y: torch.addmm(x, x, y, beta=0.5),
+    "amax": lambda x, y: x.amax(dim=0),
+    "where": lambda x, y: torch.where(x > 0, x, y),
+    "mul_inplace": lambda x, y: x.clone().mul_(y),
+    "cumsum": lambda x, y: torch.cumsum(x, 1),
+    "conv2d": lambda x, y: F.conv2d(x.view(1, 1, *x.shape), y[:3, :3].reshape(1, 1, 3, 3)),
+}
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_ops_match_native_cuda(name, fresh_cache):
+    torch.backends.cudnn.allow_tf32 = False
+    fn = CASES[name]
+    for n in (16, 33):
+        x, y = torch.randn(n, n, device=DEV), torch.randn(n, n, device=DEV)
+        expected = fn(x, y)
+        with eagerc.enabled(DEV):
+            got = fn(x, y)
+        assert_close(got, expected)
+    stats = eagerc.stats()
+    assert stats["compiles"] >= 1
+
+
+def test_failures_are_remembered_in_l1(fresh_cache):
+    # Whatever mm's first call decides (a kernel or a fallback), later calls of the same
+    # signature never enter Python.
+    a, b = torch.randn(64, 64, device=DEV), torch.randn(64, 64, device=DEV)
+    with eagerc.enabled(DEV):
+        torch.mm(a, b), torch.addmm(a, a, b)
+        before = _C._resolver_calls()
+        for _ in range(5):
+            out = torch.addmm(a, a, torch.mm(a, b))
+        assert _C._resolver_calls() == before
+    assert_close(out, torch.addmm(a, a, a @ b))
+
+
+def test_kernels_run_on_the_current_stream(fresh_cache):
+    x = torch.randn(4096, 4096, device=DEV)
+    with eagerc.enabled(DEV, ops=["aten::abs"]):
+        torch.abs(x)  # compiled
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            torch.cuda._sleep(200_000_000)  # the side stream is busy for ~0.1 s
+            x.fill_(-2.0)                   # native, on the side stream
+            y = torch.abs(x)                # must run after the fill on the same stream
+        side.synchronize()
+    assert bool((y == 2.0).all())
+
+
+def test_new_process_loads_self_contained_artifacts(fresh_cache, tmp_path):
+    script = textwrap.dedent("""
+        import os, sys, torch, eagerc
+        x = torch.arange(-6.0, 6.0, device="cuda").reshape(3, 4)
+        with eagerc.enabled("cuda", ops=["aten::abs", "aten::softmax.int", "aten::_softmax"]):
+            a = torch.abs(x); s = torch.softmax(x, dim=1)
+        assert torch.equal(a, x.abs()), a
+        assert torch.allclose(s, torch.softmax(x, dim=1))
+        st = eagerc.stats()
+        print("COMPILES", st["compiles"], "LOADS", sum(v.get("disk_loads", 0) for v in st["ops"].values()))
+    """)
+    env = dict(os.environ, EAGERC_CACHE_DIR=str(fresh_cache),
+               TORCHINDUCTOR_CACHE_DIR=str(tmp_path / "inductor-first"))
+    first = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True)
+    assert first.returncode == 0, first.stderr[-3000:]
+    assert "COMPILES 0" not in first.stdout
+    # Inductor's temporary files (cubins included) are gone: the artifacts must not need them.
+    subprocess.run(["rm", "-rf", str(tmp_path / "inductor-first")], check=True)
+    for so in fresh_cache.rglob("*.so"):
+        assert b".cubin" not in so.read_bytes(), so
+    env["TORCHINDUCTOR_CACHE_DIR"] = str(tmp_path / "inductor-second")
+    second = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True)
+    assert second.returncode == 0, second.stderr[-3000:]
+    assert "COMPILES 0 LOADS" in second.stdout, second.stdout
+    assert "LOADS 0" not in second.stdout
+
+
+@pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs two GPUs")
+def test_device_index_is_part_of_the_signature(fresh_cache):
+    xs = [torch.randn(8, 8, device=f"cuda:{i}") for i in (0, 1)]
+    with eagerc.enabled(DEV, ops=["aten::abs"]):
+        ys = [torch.abs(x) for x in xs]
+    for x, y in zip(xs, ys):
+        assert y.device == x.device
+        assert_close(y, x.abs())
+    assert op_stats("aten::abs@CUDA")["compiles"] == 2
+
+
+def test_captured_graphs_on_gpu_go_through_kernel_cache(fresh_cache, tmp_path):
+    script = textwrap.dedent("""
+        import torch, eagerc
+        torch.manual_seed(0)
+        m = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.GELU(), torch.nn.Linear(32, 4)).cuda()
+        x = torch.randn(8, 16, device="cuda")
+        want = m(x)
+        f = eagerc.capture(m)
+        for _ in range(3):
+            got = f(x)
+        assert torch.allclose(got, want, atol=1e-5, rtol=1e-4), (got - want).abs().max()
+        s = eagerc.capture_stats()
+        print("GRAPHS", s["graphs"], "FROM_DISK", s["graphs_from_disk"], s)
+    """)
+    env = dict(os.environ, EAGERC_CACHE_DIR=str(fresh_cache),
+               TORCHINDUCTOR_CACHE_DIR=str(tmp_path / "inductor"))
+    runs = [subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True)
+            for _ in range(2)]
+    for r in runs:
+        assert r.returncode == 0, r.stderr[-3000:]
+    assert "FROM_DISK 0" in runs[0].stdout, runs[0].stdout
+    assert "FROM_DISK 0" not in runs[1].stdout, runs[1].stdout
