@@ -9,6 +9,7 @@
 #include "device/device_bindings.h"
 #include "kernel_holder.h"
 #include "miss.h"
+#include "host_alias.h"
 #include "registration.h"
 #include "resolver_bridge.h"
 
@@ -50,11 +51,17 @@ PYBIND11_MODULE(_C, m) {
     return eagerc::servable_ops(parse_key(key), new_device, include_random, deny);
   });
   m.def("_enable_ops", [](const std::string& key, const std::vector<std::string>& ops,
-                          bool host_aliases, bool new_device, bool run_on_aliases) {
+                          bool host_aliases, bool new_device, bool run_on_aliases,
+                          bool aliases_first) {
     return eagerc::enable_ops(parse_key(key), ops,
-                              eagerc::ServingOptions{host_aliases, new_device, run_on_aliases});
+                              eagerc::ServingOptions{host_aliases, new_device, run_on_aliases,
+                                                     aliases_first});
   }, py::arg("key"), py::arg("ops"), py::kw_only(), py::arg("host_aliases"),
-     py::arg("new_device"), py::arg("run_on_aliases") = false);
+     py::arg("new_device"), py::arg("run_on_aliases") = false, py::arg("aliases_first") = false);
+  m.def("_set_memory_home", [](const std::string& served, const std::string& home) {
+    eagerc::set_memory_home(c10::Device(served).type(), c10::Device(home).type());
+  }, py::arg("served"), py::arg("home"),
+     "Declare that `served`'s memory is addressed by `home`'s kernels (\"cpu\" or \"cuda\").");
   m.def("_data_dependent_ops", &eagerc::data_dependent_ops);
   m.def("_specialize_scalars", [](const std::vector<std::string>& ops) {
     for (const auto& st : eagerc::all_op_states()) {

@@ -4,8 +4,16 @@
 #include <c10/core/TensorImpl.h>
 #include <c10/util/intrusive_ptr.h>
 
+#include <array>
+#include <atomic>
+
 namespace eagerc {
 namespace {
+
+// served device type -> its memory's home device type (unset: itself).
+std::array<std::atomic<int>, static_cast<size_t>(c10::DeviceType::COMPILE_TIME_MAX_DEVICE_TYPES)>
+    g_homes{};
+constexpr int kUnset = 0;  // stored as type + 1
 
 void release_storage(void* ctx) {
   c10::raw::intrusive_ptr::decref(static_cast<c10::StorageImpl*>(ctx));
@@ -22,7 +30,7 @@ c10::Storage storage_alias(const at::Tensor& t, c10::Device device, bool resizab
   c10::raw::intrusive_ptr::incref(source);
   c10::DataPtr ptr(data, source, &release_storage, device);
   return c10::Storage(c10::Storage::use_byte_size_t(), source->nbytes(), std::move(ptr),
-                      resizable ? c10::GetCPUAllocator() : nullptr, resizable);
+                      resizable ? c10::GetAllocator(device.type()) : nullptr, resizable);
 }
 
 // A tensor with t's layout over `storage` (an alias of t's storage on another device).
@@ -42,22 +50,39 @@ at::Tensor alias_on(const at::Tensor& t, c10::Device device) {
 
 }  // namespace
 
+void set_memory_home(c10::DeviceType served, c10::DeviceType home) {
+  g_homes[static_cast<size_t>(served)].store(static_cast<int>(home) + 1);
+}
+
+c10::Device memory_home(c10::Device d) {
+  const int home = g_homes[static_cast<size_t>(d.type())].load(std::memory_order_relaxed);
+  if (home == kUnset) return d;
+  const auto type = static_cast<c10::DeviceType>(home - 1);
+  return type == c10::kCPU ? c10::Device(c10::kCPU) : c10::Device(type, std::max<c10::DeviceIndex>(d.index(), 0));
+}
+
+bool has_other_home(c10::Device d) {
+  return g_homes[static_cast<size_t>(d.type())].load(std::memory_order_relaxed) != kUnset;
+}
+
 at::Tensor cpu_alias(const at::Tensor& t) {
-  TORCH_CHECK(t.defined() && !t.is_cpu(), "eagerc: cpu_alias expects a tensor of a host-memory ",
-              "device, got ", t.defined() ? c10::str(t.device()) : std::string("an undefined tensor"));
-  return alias_on(t, c10::Device(c10::kCPU));
+  TORCH_CHECK(t.defined() && has_other_home(t.device()), "eagerc: cpu_alias expects a tensor of a ",
+              "device whose memory has a home device, got ",
+              t.defined() ? c10::str(t.device()) : std::string("an undefined tensor"));
+  return alias_on(t, memory_home(t.device()));
 }
 
 at::Tensor CallAliases::alias(const at::Tensor& t) {
-  TORCH_CHECK(t.defined() && !t.is_cpu(), "eagerc: CallAliases expects a tensor of a host-memory ",
-              "device, got ", t.defined() ? c10::str(t.device()) : std::string("an undefined tensor"));
+  TORCH_CHECK(t.defined() && has_other_home(t.device()), "eagerc: CallAliases expects a tensor of a ",
+              "device whose memory has a home device, got ",
+              t.defined() ? c10::str(t.device()) : std::string("an undefined tensor"));
   const c10::StorageImpl* source = t.storage().unsafeGetStorageImpl();
-  const c10::Device cpu(c10::kCPU);
+  const c10::Device home = memory_home(t.device());
   for (const auto& [impl, storage] : storages_) {
-    if (impl == source) return view_of(t, storage, cpu);
+    if (impl == source) return view_of(t, storage, home);
   }
-  storages_.emplace_back(source, storage_alias(t, cpu, /*resizable=*/true));
-  return view_of(t, storages_.back().second, cpu);
+  storages_.emplace_back(source, storage_alias(t, home, /*resizable=*/true));
+  return view_of(t, storages_.back().second, home);
 }
 
 void sync_written(const at::Tensor& original, const at::Tensor& alias) {
@@ -66,7 +91,7 @@ void sync_written(const at::Tensor& original, const at::Tensor& alias) {
       alias.storage().data() == original.storage().data()) {
     return;  // written in place
   }
-  // The kernel resized its out= (new CPU memory): the device tensor takes the new
+  // The kernel resized its out= (new memory on the home device): the device tensor takes the new
   // geometry through the device's own resize_, then the bytes.
   original.resize_(alias.sizes());
   if (original.strides() != alias.strides()) {
@@ -76,7 +101,8 @@ void sync_written(const at::Tensor& original, const at::Tensor& alias) {
 }
 
 at::Tensor alias_on_device(const at::Tensor& t, c10::Device device) {
-  TORCH_CHECK(t.defined() && t.is_cpu(), "eagerc: alias_on_device expects a CPU tensor, got ",
+  TORCH_CHECK(t.defined() && t.device() == memory_home(device),
+              "eagerc: alias_on_device expects a tensor on ", memory_home(device), ", got ",
               t.defined() ? c10::str(t.device()) : std::string("an undefined tensor"));
   return alias_on(t, device);
 }

@@ -48,7 +48,7 @@ c10::Device swap_to_cpu_aliases(
   c10::Device device(c10::kCPU);
   CallAliases aliases;
   auto alias = [&](const at::Tensor& t) {
-    if (!t.defined() || t.is_cpu()) return t;
+    if (!t.defined() || !has_other_home(t.device())) return t;
     device = t.device();
     return aliases.alias(t);
   };
@@ -58,7 +58,7 @@ c10::Device swap_to_cpu_aliases(
     if (v.isTensor()) {
       at::Tensor original = v.toTensor();
       v = alias(original);
-      if (written && plan->mutated[i - base] && !original.is_cpu() && original.defined()) {
+      if (written && plan->mutated[i - base] && original.defined() && has_other_home(original.device())) {
         written->emplace_back(std::move(original), v.toTensor());
       }
     } else if (v.isTensorList()) {
@@ -70,9 +70,9 @@ c10::Device swap_to_cpu_aliases(
       c10::impl::GenericList out(list.elementType());
       for (const c10::IValue& e : list) out.push_back(e.isTensor() ? c10::IValue(alias(e.toTensor())) : e);
       v = out;
-    } else if (v.isDevice() && !v.toDevice().is_cpu()) {
+    } else if (v.isDevice() && has_other_home(v.toDevice())) {
       device = v.toDevice();
-      v = c10::Device(c10::kCPU);
+      v = memory_home(device);
     }
   }
   return device;
@@ -248,6 +248,7 @@ void KernelHolder::restore_device_outputs(const c10::SmallVector<c10::IValue, 8>
                                           c10::Device device, size_t num_returns,
                                           torch::jit::Stack* stack) {
   const OpPlan& plan = state_->plan;
+  const c10::Device home = memory_home(device);
   for (size_t r = 0; r < num_returns; ++r) {
     c10::IValue& v = (*stack)[stack->size() - num_returns + r];
     int alias = r < plan.return_alias.size() ? plan.return_alias[r] : -1;
@@ -255,12 +256,12 @@ void KernelHolder::restore_device_outputs(const c10::SmallVector<c10::IValue, 8>
       v = original[alias];  // in-place / out=: the caller's eagerc tensor itself
     } else if (device.is_cpu()) {
       continue;  // no tensor of the device among the arguments: nothing to hand back
-    } else if (v.isTensor() && v.toTensor().defined() && v.toTensor().device().is_cpu()) {
+    } else if (v.isTensor() && v.toTensor().defined() && v.toTensor().device() == home) {
       v = alias_on_device(v.toTensor(), device);
     } else if (v.isTensorList()) {
       c10::List<at::Tensor> out;
       for (const at::Tensor& t : v.toTensorList()) {
-        out.push_back(t.defined() && t.device().is_cpu() ? alias_on_device(t, device) : t);
+        out.push_back(t.defined() && t.device() == home ? alias_on_device(t, device) : t);
       }
       v = out;
     }
@@ -275,7 +276,10 @@ void KernelHolder::run_on_cpu_aliases(const c10::OperatorHandle& op, torch::jit:
   const c10::Device device = swap_to_cpu_aliases(n, stack, &st.plan, &written);
   if (st.run_on_aliases) st.counters.aliased.fetch_add(1, std::memory_order_relaxed);
   ActivityGuard guard;
-  op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), stack);
+  // The home device's own kernel (ATen's CPU kernel for host memory).
+  const c10::Device home = memory_home(device);
+  op.redispatchBoxed(c10::DispatchKeySet(c10::computeDispatchKey(std::nullopt, c10::kStrided, home)),
+                     stack);
   for (const auto& [device_tensor, alias] : written) sync_written(device_tensor, alias);
   restore_device_outputs(original, device, st.plan.num_returns, stack);
 }

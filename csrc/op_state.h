@@ -33,6 +33,9 @@ struct ServingOptions {
   bool new_device = false;
   // These holders never compile: they run the CPU kernel on aliases (needs host_aliases).
   bool run_on_aliases = false;
+  // Every call runs on aliases from the start (a device on GPU memory: its kernels are
+  // the home device's, compiled from calls on aliases).
+  bool aliases_first = false;
 };
 
 struct OpState {

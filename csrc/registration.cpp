@@ -121,6 +121,7 @@ enable_ops(c10::DispatchKey key, const std::vector<std::string>& ops, const Serv
     if (!state) state = std::make_shared<OpState>(*handle, key);
     state->run_on_aliases = options.run_on_aliases;
     state->host_aliases = options.host_aliases;
+    if (options.aliases_first) state->compiled_on_host_aliases.store(true);
     if (!state->plan.unsupported.empty() && !options.run_on_aliases) {
       skipped.emplace_back(qualified, "unsupported " + state->plan.unsupported);
       continue;
@@ -136,6 +137,7 @@ enable_ops(c10::DispatchKey key, const std::vector<std::string>& ops, const Serv
       auto& fstate = g_states[{fq, key}];
       if (!fstate) fstate = std::make_shared<OpState>(*state->functional, key);
       fstate->host_aliases = options.host_aliases;
+      if (options.aliases_first) fstate->compiled_on_host_aliases.store(true);
       // A CompositeImplicitAutograd op must keep decomposing (its autograd comes from
       // the pieces), so it never gets a backend kernel.
       bool has_kernel =

@@ -13,6 +13,20 @@ CPU_FALLBACK_ENV = "EAGERC_CPU_FALLBACK"
 FORMAT_VERSION = 3
 
 
+# Where the eagerc device keeps its memory: "cpu" (host memory, the default) or "cuda"
+# (GPU memory through PyTorch's CUDA caching allocator; its kernels are Triton kernels).
+# Read once, when `import eagerc` registers the device.
+BACKING_ENV = "EAGERC_BACKING"
+
+
+def device_backing() -> str:
+    value = os.environ.get(BACKING_ENV, "cpu").strip().lower() or "cpu"
+    if value not in ("cpu", "cuda"):
+        raise ValueError(f"{BACKING_ENV}={value!r}: expected 'cpu' (host memory) or 'cuda' "
+                         "(GPU memory)")
+    return value
+
+
 def cpu_fallback_enabled() -> bool:
     return os.environ.get(CPU_FALLBACK_ENV, "0") not in ("", "0", "false", "False")
 

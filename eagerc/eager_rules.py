@@ -33,17 +33,19 @@ def check_call(op, args, target) -> None:
     if target.new_device:
         check_devices(op, args, target)
     try:
-        _run_eager(op, args, on_cpu=target.host_aliases)
+        _run_eager(op, args, home=target.codegen if target.host_aliases else None,
+                   served=target.device)
     except Exception as e:  # noqa: BLE001 - eager's exception is the answer
         raise EagerRaises.from_exception(e) from e
 
 
-def _run_eager(op, args, on_cpu: bool) -> None:
-    """`on_cpu`: a host-memory device, whose eager reference is ATen's CPU kernel: the
-    call runs on CPU copies (devices were checked already). Else on the device itself."""
+def _run_eager(op, args, home, served) -> None:
+    """`home`: the device whose kernels address the served device's memory ("cpu" for
+    host memory, "cuda" for GPU memory), whose ATen kernel is eager's reference there: the
+    call runs on copies on it (devices were checked already). None: on the device itself."""
     written = _written_storages(op, args)
-    replicas = {key: _clone_storage(t, on_cpu) for key, t in written.items()}
-    call = [_on_replica(v, replicas, on_cpu) for v in args]
+    replicas = {key: _clone_storage(t, home) for key, t in written.items()}
+    call = [_on_replica(v, replicas, home, served) for v in args]
     pos, kw = split_call(op, call)
     if torch.Tag.nondeterministic_seeded in op.tags:
         with torch.random.fork_rng(devices=[]):  # the caller's random stream is untouched
@@ -73,26 +75,26 @@ def _written_storages(op, args) -> dict:
     return written
 
 
-def _clone_storage(t: torch.Tensor, on_cpu: bool) -> torch.UntypedStorage:
+def _clone_storage(t: torch.Tensor, home) -> torch.UntypedStorage:
     whole = torch.empty(0, dtype=torch.uint8, device=t.device).set_(t.untyped_storage())
-    return (whole.to("cpu", copy=True) if on_cpu else whole.clone()).untyped_storage()
+    return (whole.to(home, copy=True) if home else whole.clone()).untyped_storage()
 
 
-def _on_replica(value, replicas, on_cpu: bool):
+def _on_replica(value, replicas, home, served):
     """`value` with every tensor over a written storage rebuilt over that storage's copy
     (same sizes, strides and offset: overlaps between arguments stay as they were), and
-    with `on_cpu` every other device tensor copied to the CPU."""
+    with `home` every other tensor of the served device copied there."""
     def swap(t):
         storage = replicas.get(_storage_key(t))
         if storage is None:
-            return t.cpu() if on_cpu else t
+            return t.to(home) if home and t.device.type == served else t
         return torch.empty(0, dtype=t.dtype, device=storage.device).set_(
             storage, t.storage_offset(), t.size(), t.stride())
 
     if isinstance(value, torch.Tensor):
         return swap(value)
-    if isinstance(value, torch.device) and on_cpu:
-        return torch.device("cpu")  # factories (arange, full) run eager's CPU kernel
+    if isinstance(value, torch.device) and home and value.type == served:
+        return torch.device(home)  # factories (arange, full) run eager's kernel there
     if isinstance(value, (list, tuple)):
         return type(value)(swap(v) if isinstance(v, torch.Tensor) else v for v in value)
     return value

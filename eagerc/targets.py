@@ -54,8 +54,9 @@ class Target:
         dispatch_key: where its kernel holders are registered ("CPU", "PrivateUse1").
         codegen: the Inductor device type kernels are generated for ("cpu": C++,
             "cuda": Triton kernels launched from C++).
-        host_aliases: the device's memory is the code generator's host memory: CPU kernels
-            may run on zero-copy CPU aliases of its tensors.
+        host_aliases: the device's memory is the code generator's device memory (host
+            memory for "cpu", GPU memory for "cuda"): its kernels may run on zero-copy
+            aliases of the device's tensors on the code generator's device.
         new_device: the device has no kernels of its own (an op eagerc cannot compile
             raises instead of falling back to the device's kernel).
     """
@@ -84,6 +85,12 @@ class Target:
 
             found["triton"] = triton.__version__
         return found
+
+    @property
+    def aliases_first(self) -> bool:
+        """Every call runs on aliases (a device on GPU memory). A host-memory device runs
+        generated C++ on its own tensors first and moves to aliases only for extern calls."""
+        return self.host_aliases and self.codegen != "cpu"
 
     def touches_device(self, args) -> bool:
         """Whether the call has tensors (or a device argument) of the served device that
@@ -131,23 +138,28 @@ _lock = threading.Lock()
 _targets: dict = {"cpu": Target(device="cpu", dispatch_key="CPU")}
 
 
-def register_device(device: str, *, host_memory: bool = True) -> Target:
-    """Declare a PrivateUse1 device that eagerc compiles for (C++ kernels, CPU target).
+def register_device(device: str, *, host_memory: bool = True, memory: str = "") -> Target:
+    """Declare a PrivateUse1 device that eagerc compiles for.
 
-    ``host_memory``: the device's memory is host memory, so CPU kernels may address it
-    (required today: the only code generator eagerc packages is C++). This is what
-    ``import eagerc`` does for the eagerc device; a vendor may instead register an Inductor
-    backend for its device (see the module docstring).
+    ``memory``: where the device keeps its memory, i.e. whose kernels can address it:
+    "cpu" (host memory: host C++ kernels, the default) or "cuda" (GPU memory allocated
+    through PyTorch's CUDA caching allocator: Triton kernels, run on zero-copy CUDA
+    aliases of its tensors). ``host_memory=False`` without ``memory`` is refused: eagerc
+    must be able to address the memory. This is what ``import eagerc`` does for the eagerc
+    device (``EAGERC_BACKING``); a vendor may instead register an Inductor backend for its
+    device (see the module docstring).
 
         >>> import eagerc.targets as targets
         >>> targets.for_device("eagerc").host_aliases
         True
     """
-    if not host_memory:
-        raise TargetError(f"eagerc compiles only host C++ so far; {device!r} keeps its memory "
-                          "elsewhere. Register an Inductor backend for it once eagerc packages "
-                          "that code generator.")
-    target = Target(device=device, dispatch_key=_dispatch_key(device), codegen="cpu",
+    memory = memory or ("cpu" if host_memory else "")
+    if memory not in ("cpu", "cuda"):
+        raise TargetError(f"eagerc compiles host C++ and CUDA kernels only; {device!r} keeps its "
+                          "memory elsewhere. Register an Inductor backend for it once eagerc "
+                          "packages that code generator.")
+    # Its kernels are the memory's home device's: compiled for it, run on aliases.
+    target = Target(device=device, dispatch_key=_dispatch_key(device), codegen=memory,
                     host_aliases=True, new_device=True)
     with _lock:
         _targets[device] = target

@@ -26,3 +26,14 @@ def fresh_cache(tmp_path, monkeypatch):
     yield tmp_path / "cache"
     service().reset()
     _C._clear_tables()
+
+
+def pytest_configure(config):
+    import os
+
+    if os.environ.get("EAGERC_BACKING", "cpu").lower() == "cuda":
+        # The eagerc device on GPU memory is compared with CPU eager: full fp32 on the GPU.
+        import torch
+
+        torch.backends.cuda.matmul.allow_tf32 = False
+        torch.backends.cudnn.allow_tf32 = False

@@ -3,7 +3,8 @@
 # no network) through the device tool: builds eagerc against that torch, runs the GPU tests
 # (tests/test_gpu*.py, skipped in CI) and the GPU benchmarks, and leaves logs in $OUT.
 # Carry the wheels the machine lacks in .whl/ (diskcache, expecttest). Usage:
-#   bash tools/gpu_check.sh tests          # build + GPU tests
+#   bash tools/gpu_check.sh tests          # build + GPU tests (override mode on CUDA, the
+#                                          # eagerc device on GPU memory, its model tests)
 #   bash tools/gpu_check.sh bench [ARGS]   # build + tools/bench_gpu.py ARGS
 #   bash tools/gpu_check.sh all            # both
 set -uo pipefail
@@ -16,6 +17,9 @@ python3 -m pip install -q --no-build-isolation --no-deps -e . > "$OUT/build.txt"
 what=${1:-all}; shift || true
 if [ "$what" = tests ] || [ "$what" = all ]; then
   python3 -m pytest -q -p no:cacheprovider -o addopts="" tests/test_gpu*.py 2>&1 | tee "$OUT/tests_gpu.txt" | tail -60
+  # The host-memory device's model tests, on the eagerc device on GPU memory.
+  EAGERC_BACKING=cuda python3 -m pytest -q -p no:cacheprovider -o addopts="" tests/test_device_models.py 2>&1 \
+    | tee "$OUT/tests_gpu_device_models.txt" | tail -40
 fi
 if [ "$what" = bench ] || [ "$what" = all ]; then
   python3 tools/bench_gpu.py "$@" 2>&1 | grep -v "Warn\|warnings.warn" | tee "$OUT/bench_gpu.txt"

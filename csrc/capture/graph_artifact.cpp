@@ -14,9 +14,9 @@ namespace {
 
 class GraphArtifact {
  public:
-  // host_aliases: the graph was compiled for the CPU target from CPU stand-ins of the
-  // tensors of a host-memory device; it runs on zero-copy CPU aliases of them and its
-  // outputs are handed back as tensors of that device.
+  // host_aliases: the graph was compiled for the device's memory home (CPU: from CPU
+  // stand-ins of a host-memory device's tensors; CUDA for GPU memory); it runs on
+  // zero-copy aliases of them and its outputs are handed back as tensors of that device.
   GraphArtifact(const Artifact* artifact, bool host_aliases)
       : artifact_(artifact), host_aliases_(host_aliases) {
     TORCH_CHECK(artifact_ != nullptr, "eagerc: a graph artifact needs a loaded kernel");
@@ -40,7 +40,7 @@ class GraphArtifact {
     if (host_aliases_) {
       aliases.reserve(sig.inputs.size());  // no reallocation: inputs point into it
       for (RuntimeInput& in : sig.inputs) {
-        if (!in.tensor->is_cpu()) {
+        if (has_other_home(in.tensor->device())) {
           device = in.tensor->device();
           aliases.push_back(cpu_alias(*in.tensor));
           in.tensor = &aliases.back();
@@ -53,7 +53,7 @@ class GraphArtifact {
       outs = artifact_->run(sig);
       if (!device.is_cpu()) {
         for (at::Tensor& t : outs) {
-          if (t.defined() && t.device().is_cpu()) t = alias_on_device(t, device);
+          if (t.defined() && t.device() == memory_home(device)) t = alias_on_device(t, device);
         }
       }
     }

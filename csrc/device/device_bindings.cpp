@@ -51,6 +51,9 @@ void init_bindings(py::module_& m) {
             THPGenerator_initDefaultGenerator(default_generator(static_cast<c10::DeviceIndex>(index))));
       },
       py::arg("index") = 0, "The default torch.Generator of eagerc device `index`.");
+  m.def("_device_set_backing", [](const std::string& backing) {
+    set_backing(c10::Device(backing).type());
+  }, py::arg("backing"), "Where the eagerc device's memory lives: \"cpu\" or \"cuda\" (before registering).");
   m.def("_device_runtime_ops", &runtime_op_names,
         "The ATen ops the eagerc device runtime implements by hand.");
 }

@@ -1,6 +1,7 @@
 // Device guard for the reference device: one device (index 0) with one stream.
-// Kernels run synchronously on the calling thread, so every stream and device
-// synchronization is already complete when it is asked for.
+// On host memory kernels run synchronously on the calling thread, so every stream and
+// device synchronization is already complete when it is asked for; on GPU memory they
+// run on CUDA device 0's current stream, which synchronization waits for.
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 
 #include "device/runtime.h"
@@ -46,10 +47,19 @@ struct GuardImpl final : public c10::impl::DeviceGuardImplInterface {
     return 1;
   }
   bool queryStream(const c10::Stream& /*stream*/) const override {
-    return true;
+    if (backing() != c10::DeviceType::CUDA) return true;
+    const auto* cuda = c10::impl::getDeviceGuardImpl(c10::DeviceType::CUDA);
+    return cuda->queryStream(cuda->getStream(c10::Device(c10::DeviceType::CUDA, 0)));
   }
-  void synchronizeStream(const c10::Stream& /*stream*/) const override {}
-  void synchronizeDevice(const c10::DeviceIndex /*device_index*/) const override {}
+  // On GPU memory, kernels run asynchronously on the CUDA device's current stream.
+  void synchronizeStream(const c10::Stream& /*stream*/) const override {
+    synchronizeDevice(0);
+  }
+  void synchronizeDevice(const c10::DeviceIndex /*device_index*/) const override {
+    if (backing() == c10::DeviceType::CUDA) {
+      c10::impl::getDeviceGuardImpl(c10::DeviceType::CUDA)->synchronizeDevice(0);
+    }
+  }
 };
 
 }  // namespace

@@ -93,7 +93,7 @@ struct Hooks final : public at::PrivateUse1HooksInterface {
     TORCH_CHECK(impl->resizable(), "eagerc: trying to resize a storage that is not resizable");
     c10::DataPtr fresh = host_allocator()->allocate(newsize);
     const size_t keep = std::min(newsize, impl->nbytes());
-    if (keep > 0) std::memcpy(fresh.get(), impl->data(), keep);
+    copy_bytes(fresh.get(), impl->data(), keep);
     impl->set_data_ptr_noswap(std::move(fresh));
     impl->set_nbytes(newsize);
   }

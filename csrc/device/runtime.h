@@ -16,8 +16,12 @@ constexpr c10::DeviceType kDeviceType = c10::DeviceType::PrivateUse1;
 // Inductor's C++ kernels assume 64-byte aligned buffers (as from CPU's allocator).
 constexpr size_t kAlignment = 64;
 
-// allocator.cpp: 64-byte-aligned host memory tagged with the eagerc device.
-c10::Allocator* host_allocator();
+// allocator.cpp: the device's memory, tagged with the eagerc device: 64-byte-aligned
+// host memory, or (set_backing(CUDA), before any allocation) CUDA caching-allocator memory.
+void set_backing(c10::DeviceType backing);
+c10::DeviceType backing();
+c10::Allocator* host_allocator();  // the device's allocator, whatever its backing
+void copy_bytes(void* dest, const void* src, size_t count);  // within the device's memory
 void register_allocator();
 
 // guard.cpp: one device, index 0, synchronous.

@@ -1,4 +1,6 @@
-"""The eagerc reference device: PrivateUse1 renamed "eagerc", its memory on the host.
+"""The eagerc reference device: PrivateUse1 renamed "eagerc", its memory on the host
+(default) or, with ``EAGERC_BACKING=cuda`` set before ``import eagerc``, on the GPU: a new
+GPU device with no hand-written compute kernels.
 
 Its runtime is hand-written C++ (csrc/device/: allocator, device guard, hooks, default
 generator, and the runtime ops: allocation, copies, .item(), set_/resize_, views); every
@@ -44,8 +46,14 @@ def register() -> bool:
     if current not in _UNCLAIMED + (NAME,):
         _warn_claimed(current)
         return False
-    from eagerc import _C
+    from eagerc import _C, _config
 
+    backing = _config.device_backing()
+    if backing == "cuda":
+        if not torch.cuda.is_available():
+            raise RuntimeError(f"{_config.BACKING_ENV}=cuda, but torch sees no CUDA GPU")
+        torch.cuda.init()  # the CUDA caching allocator the device allocates through
+    _C._device_set_backing(backing)
     if not _C._device_register():
         # Hooks or kernels are registered for PrivateUse1 under the default name.
         _warn_claimed(current)
@@ -58,10 +66,12 @@ def register() -> bool:
         torch._register_device_module(NAME, device_module)
     if not hasattr(torch.Tensor, NAME):
         torch.utils.generate_methods_for_privateuse1_backend(for_storage=True)
-    # Its memory is host memory: eagerc compiles for the CPU target (eagerc/targets.py).
+    # Its kernels are those of its memory's home: host C++ for host memory, Triton for
+    # GPU memory (eagerc/targets.py); its runtime ops alias its tensors onto that device.
     from eagerc import targets
 
-    targets.register_device(NAME, host_memory=True)
+    targets.register_device(NAME, memory=backing)
+    _C._set_memory_home(NAME, backing)
     _registered = True
     return True
 

@@ -1,0 +1,255 @@
+"""eagerc on CUDA against native CUDA eager, same process (run on the GPU machine).
+
+    python tools/bench_gpu.py large            # 8192x8192 fp32: kernel time per op, bandwidth
+    python tools/bench_gpu.py cold             # cold compile per op (fresh caches), new sizes
+    python tools/bench_gpu.py models [--models bert,gpt2,resnet50] [--batches 1,32]
+
+Hit host time on small tensors: ``python tools/bench_hit.py --device cuda``.
+Every number is a median over alternating rounds (native, then eagerc, ...), so drifts of
+clock or load hit both sides alike. TF32 is off for matmuls and convolutions.
+"""
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+import torch
+import torch.nn.functional as F
+
+import eagerc
+
+DEV = "cuda"
+
+
+def _events_ms(fn, inner: int) -> float:
+    """Device time of one call of `fn` (CUDA events around `inner` calls)."""
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    for _ in range(inner):
+        fn()
+    end.record()
+    end.synchronize()
+    return start.elapsed_time(end) / inner
+
+
+def _alternate(native, compiled, rounds: int, measure):
+    """Median of `measure(fn)` over alternating rounds; eagerc rounds run enabled."""
+    a, b = [], []
+    for _ in range(rounds):
+        a.append(measure(native))
+        with eagerc.enabled(DEV):
+            b.append(measure(compiled))
+    return statistics.median(a), statistics.median(b)
+
+
+# ------------------------------------------------------------------ large tensors
+
+def large_cases(n: int):
+    x, y = torch.randn(n, n, device=DEV), torch.randn(n, n, device=DEV)
+    w = torch.randn(n, device=DEV)
+    t = n * n * 4  # bytes of one tensor
+    row = n * 4
+    # name -> (fn, bytes moved by an ideal kernel, memory-bound)
+    return {
+        "abs": (lambda: torch.abs(x), 2 * t, True),
+        "neg": (lambda: torch.neg(x), 2 * t, True),
+        "relu": (lambda: torch.relu(x), 2 * t, True),
+        "sigmoid": (lambda: torch.sigmoid(x), 2 * t, True),
+        "tanh": (lambda: torch.tanh(x), 2 * t, True),
+        "exp": (lambda: torch.exp(x), 2 * t, True),
+        "gelu": (lambda: F.gelu(x), 2 * t, True),
+        "add": (lambda: x + y, 3 * t, True),
+        "add(alpha=2)": (lambda: torch.add(x, y, alpha=2), 3 * t, True),
+        "mul": (lambda: x * y, 3 * t, True),
+        "div": (lambda: x / y, 3 * t, True),
+        "where": (lambda: torch.where(x > 0, x, y), 3 * t, True),
+        "clamp": (lambda: torch.clamp(x, -0.5, 0.5), 2 * t, True),
+        "pow(2)": (lambda: x.pow(2), 2 * t, True),
+        "add_(inplace)": (lambda: y.add_(x, alpha=1e-9), 3 * t, True),
+        "add row bias": (lambda: x + w, 2 * t + row, True),
+        "sum(dim=1)": (lambda: x.sum(dim=1), t + row, True),
+        "sum(dim=0)": (lambda: x.sum(dim=0), t + row, True),
+        "mean(dim=1)": (lambda: x.mean(dim=1), t + row, True),
+        "amax(dim=1)": (lambda: x.amax(dim=1), t + row, True),
+        "softmax": (lambda: torch.softmax(x, dim=-1), 2 * t, True),
+        "log_softmax": (lambda: F.log_softmax(x, dim=-1), 2 * t, True),
+        "layer_norm": (lambda: F.layer_norm(x, (n,)), 2 * t, True),
+        "mm (cuBLAS extern)": (lambda: x @ y, 3 * t, False),
+    }
+
+
+def bench_large(args) -> None:
+    torch.backends.cuda.matmul.allow_tf32 = False
+    n = args.size
+    cases = large_cases(n)
+    src, dst = torch.randn(n, n, device=DEV), torch.empty(n, n, device=DEV)
+    copy_ms = statistics.median(_events_ms(lambda: dst.copy_(src), 10) for _ in range(10))
+    copy_gbs = 2 * n * n * 4 / copy_ms / 1e6
+    print(f"{n}x{n} float32 on {torch.cuda.get_device_name(0)}; device-to-device copy "
+          f"{copy_gbs:.0f} GB/s; kernel time per call (CUDA events), median of {args.rounds} "
+          "alternating rounds")
+    print(f"{'op':<20} {'native ms':>10} {'eagerc ms':>10} {'ratio':>6} {'eagerc GB/s':>12} {'% copy':>7}")
+    with eagerc.enabled(DEV):
+        for fn, _, _ in cases.values():
+            fn()  # compile every kernel first
+    torch.cuda.synchronize()
+    compiles = eagerc.stats()["compiles"]
+    ratios, fractions = [], []
+    for name, (fn, nbytes, memory_bound) in cases.items():
+        native, compiled = _alternate(fn, fn, args.rounds, lambda f: _events_ms(f, args.inner))
+        ratios.append(compiled / native)
+        gbs = nbytes / compiled / 1e6
+        frac = gbs / copy_gbs if memory_bound else float("nan")
+        if memory_bound:
+            fractions.append(frac)
+        print(f"{name:<20} {native:>10.3f} {compiled:>10.3f} {compiled / native:>6.2f} "
+              f"{gbs:>12.0f} {frac * 100:>6.0f}%")
+    assert eagerc.stats()["compiles"] == compiles, "a timed call compiled"
+    geo = math.exp(statistics.fmean(math.log(r) for r in ratios))
+    print(f"geomean eagerc/native over {len(ratios)} ops: {geo:.3f}; memory-bound ops at "
+          f">= 85% of copy bandwidth: {sum(f >= 0.85 for f in fractions)}/{len(fractions)} "
+          f"(median {statistics.median(fractions) * 100:.0f}%)")
+
+
+# ------------------------------------------------------------------ cold compiles
+
+COLD_OPS = {
+    "abs": lambda x, y: torch.abs(x),
+    "add(alpha=2)": lambda x, y: torch.add(x, y, alpha=2),
+    "sum(dim=1)": lambda x, y: x.sum(dim=1),
+    "softmax": lambda x, y: torch.softmax(x, dim=-1),
+    "mul": lambda x, y: x * y,
+    "gelu": lambda x, y: F.gelu(x),
+    "layer_norm": lambda x, y: F.layer_norm(x, (x.shape[-1],)),
+    "amax(dim=0)": lambda x, y: x.amax(dim=0),
+    "where": lambda x, y: torch.where(x > 0, x, y),
+    "mm": lambda x, y: x @ y,
+    "tanh": lambda x, y: torch.tanh(x),
+    "cumsum": lambda x, y: torch.cumsum(x, 1),
+}
+
+
+def bench_cold(args) -> None:
+    if os.environ.get("_EAGERC_COLD_CHILD") != "1":
+        # A fresh process with empty eagerc and Inductor caches: nothing is warm.
+        with tempfile.TemporaryDirectory() as fresh:
+            env = dict(os.environ, _EAGERC_COLD_CHILD="1", EAGERC_CACHE_DIR=f"{fresh}/eagerc",
+                       TORCHINDUCTOR_CACHE_DIR=f"{fresh}/inductor")
+            subprocess.run([sys.executable, __file__, "cold"], env=env, check=True)
+        return
+    x, y = torch.randn(64, 64, device=DEV), torch.randn(64, 64, device=DEV)
+    t0 = time.perf_counter()
+    with eagerc.enabled(DEV, ops=["aten::neg"]):
+        torch.neg(x)  # the first compile of a process pays one-time costs (imports, headers)
+    print(f"first compile of the process (neg, with one-time Inductor/Triton/header costs): "
+          f"{time.perf_counter() - t0:.2f} s")
+    seconds = {}
+    for name, fn in COLD_OPS.items():
+        before = eagerc.stats()
+        t0 = time.perf_counter()
+        with eagerc.enabled(DEV):
+            fn(x, y)
+        torch.cuda.synchronize()
+        after = eagerc.stats()
+        seconds[name] = (time.perf_counter() - t0, after["compiles"] - before["compiles"])
+    print(f"{'op':<14} {'first call s':>12} {'kernels':>8}")
+    for name, (s, k) in seconds.items():
+        print(f"{name:<14} {s:>12.2f} {k:>8}")
+    per_kernel = [s / k for s, k in seconds.values() if k]
+    print(f"median per kernel: {statistics.median(per_kernel):.2f} s over {len(per_kernel)} ops")
+    before = eagerc.stats()["compiles"]
+    with eagerc.enabled(DEV):
+        for n in (3, 17, 100, 257, 1000):
+            a, b = torch.randn(n, n, device=DEV), torch.randn(n, n, device=DEV)
+            for fn in COLD_OPS.values():
+                fn(a, b)
+    print(f"new sizes (5 sizes x {len(COLD_OPS)} ops): {eagerc.stats()['compiles'] - before} compiles")
+
+
+# ------------------------------------------------------------------ models
+
+def build_model(name: str, batch: int):
+    import transformers
+
+    if name == "bert":
+        model = transformers.BertModel(transformers.BertConfig())
+        inputs = {"input_ids": torch.randint(0, 30000, (batch, 128))}
+    elif name == "gpt2":
+        model = transformers.GPT2Model(transformers.GPT2Config(use_cache=False))
+        inputs = {"input_ids": torch.randint(0, 50000, (batch, 128))}
+    elif name == "resnet50":
+        model = transformers.ResNetModel(transformers.ResNetConfig())  # the ResNet-50 layout
+        inputs = {"pixel_values": torch.randn(batch, 3, 224, 224)}
+    else:
+        raise ValueError(name)
+    return model.eval().to(DEV), {k: v.to(DEV) for k, v in inputs.items()}
+
+
+def _first_tensor(out):
+    return out[0] if isinstance(out, (tuple, list)) else next(iter(out.values()))
+
+
+def _wall_ms(fn) -> float:
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    fn()
+    torch.cuda.synchronize()
+    return (time.perf_counter() - t0) * 1e3
+
+
+def bench_models(args) -> None:
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    print(f"{'model':<10} {'batch':>5} {'native ms':>10} {'eagerc ms':>10} {'ratio':>6} "
+          f"{'compile ms':>11} {'capture ms':>11} {'ratio':>6} {'max err':>9}")
+    for name in args.models.split(","):
+        for batch in (int(b) for b in args.batches.split(",")):
+            torch.manual_seed(0)
+            model, inputs = build_model(name, batch)
+            with torch.no_grad():
+                fwd = lambda: model(**inputs)  # noqa: E731
+                want = _first_tensor(fwd())
+                with eagerc.enabled(DEV):
+                    got = _first_tensor(fwd())  # compiles what is missing
+                err = (got - want).abs().max().item()
+                compiled = torch.compile(model)
+                captured = eagerc.capture(model)
+                for _ in range(3):
+                    compiled(**inputs), captured(**inputs)
+                nat, eag = _alternate(fwd, fwd, args.rounds, _wall_ms)
+                tc, cap = [], []
+                for _ in range(args.rounds):
+                    tc.append(_wall_ms(lambda: compiled(**inputs)))
+                    cap.append(_wall_ms(lambda: captured(**inputs)))
+                tc, cap = statistics.median(tc), statistics.median(cap)
+            print(f"{name:<10} {batch:>5} {nat:>10.2f} {eag:>10.2f} {eag / nat:>6.2f} "
+                  f"{tc:>11.2f} {cap:>11.2f} {cap / tc:>6.2f} {err:>9.1e}", flush=True)
+            stats = eagerc.stats()
+            falls = {k: v["fallback_reasons"] for k, v in stats["ops"].items() if v["fallbacks"]}
+            if falls:
+                print("   fallbacks:", {k: list(v)[:1] for k, v in list(falls.items())[:8]})
+            del model, compiled, captured
+            torch.cuda.empty_cache()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("what", choices=["large", "cold", "models"])
+    parser.add_argument("--size", type=int, default=8192)
+    parser.add_argument("--rounds", type=int, default=15)
+    parser.add_argument("--inner", type=int, default=5)
+    parser.add_argument("--models", default="bert,gpt2,resnet50")
+    parser.add_argument("--batches", default="1,32")
+    args = parser.parse_args()
+    print(f"torch {torch.__version__}, {torch.cuda.get_device_name(0)}")
+    {"large": bench_large, "cold": bench_cold, "models": bench_models}[args.what](args)
+
+
+if __name__ == "__main__":
+    main()
