@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs on the lent GPU machine (torch 2.11 + CUDA, Python 3.12, no network): builds
-# eagerc against that torch, runs the CPU test suite there (eagerc serves CPU and the
-# eagerc device; CUDA is not a target yet) and the benchmarks. Carry the wheels it lacks
+# eagerc against that torch, runs the CPU test suite there (CPU and the host-memory eagerc
+# device; the GPU itself is tools/gpu_check.sh's) and the benchmarks. Carry the wheels it lacks
 # in .whl/ (diskcache, expecttest). Usage (device tool):
 #   bash tools/device_check.sh          # per-op kernels and the eagerc device
 #   bash tools/device_check.sh core     # targets, the compile/cache service, the typed seam
