@@ -86,6 +86,7 @@ PYBIND11_MODULE(_C, m) {
       st->counters.misses = 0;
       st->counters.fallbacks = 0;
       st->counters.aliased = 0;
+      st->clear_fallback_reasons();  // reasons are counters too: a reset starts them afresh
     }
   });
   m.def("_clear_tables", []() {

@@ -75,6 +75,11 @@ void OpState::count_fallback(const std::string& reason) {
   fallback_reasons_[reason] += 1;
 }
 
+void OpState::clear_fallback_reasons() {
+  std::lock_guard<std::mutex> lock(reasons_mu_);
+  fallback_reasons_.clear();
+}
+
 std::map<std::string, uint64_t> OpState::fallback_reasons() const {
   std::lock_guard<std::mutex> lock(reasons_mu_);
   return fallback_reasons_;

@@ -67,6 +67,7 @@ struct OpState {
 
   void count_fallback(const std::string& reason);
   std::map<std::string, uint64_t> fallback_reasons() const;
+  void clear_fallback_reasons();
 
  private:
   mutable std::mutex reasons_mu_;

@@ -140,9 +140,13 @@ enable_ops(c10::DispatchKey key, const std::vector<std::string>& ops, const Serv
       if (options.aliases_first) fstate->compiled_on_host_aliases.store(true);
       // A CompositeImplicitAutograd op must keep decomposing (its autograd comes from
       // the pieces), so it never gets a backend kernel.
+      // A CompositeExplicitAutograd functional (abs, whose kernel calls abs.out) is served
+      // on the key too: the out= op, traced with symbolic sizes, cannot always compile
+      // (its resize of `out`), while the functional op does.
       bool has_kernel =
           !state->functional->hasKernelForDispatchKey(c10::DispatchKey::CompositeImplicitAutograd) &&
-          (options.new_device || state->functional->hasKernelForDispatchKey(key));
+          (options.new_device || state->functional->hasKernelForDispatchKey(key) ||
+           state->functional->hasKernelForDispatchKey(c10::DispatchKey::CompositeExplicitAutograd));
       if (fstate->plan.unsupported.empty() && has_kernel && !registered_here.count(fq)) {
         std::string fname = fq.substr(fq.find("::") + 2);
         lib->impl(fname.c_str(), torch::CppFunction::makeFromBoxedFunctor(

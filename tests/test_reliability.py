@@ -187,9 +187,9 @@ def test_threads_missing_at_once_record_no_failure(fresh_cache, device):
         _new_process_view()
         for a, b in inputs:
             torch.abs(a.to(device)), a.to(device) + b.to(device)
-        # In the full suite (not alone) one add.Tensor call on the device is counted as a
-        # "non-strided ... conj/neg-bit" fallback here: unexplained, noted on issue 14.
-        assert _fallbacks(("aten::abs",)) == {}
+        # (The add.Tensor fallback once seen here only in the full suite was an earlier
+        # test's: reset_stats() did not clear fallback reasons.)
+        assert _fallbacks(("aten::abs", "aten::add.Tensor")) == {}
         assert eagerc.stats()["compiles"] == 0  # all read back from disk
 
 
