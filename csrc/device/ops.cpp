@@ -8,7 +8,7 @@
 #include <ATen/ops/_local_scalar_dense.h>
 #include <ATen/ops/_reshape_alias_native.h>
 #include <ATen/ops/as_strided_native.h>
-#include <ATen/ops/resize_native.h>
+#include <ATen/native/Resize.h>
 #include <ATen/ops/set_native.h>
 #include <ATen/ops/unfold_native.h>
 #include <ATen/ops/view_as_complex_native.h>
@@ -77,6 +77,26 @@ at::Tensor copy_from_and_resize(const at::Tensor& self, const at::Tensor& dst) {
   return copy_from(self, dst, /*non_blocking=*/false);
 }
 
+// resize_: ATen's CPU kernel grows a storage with memcpy, which cannot read GPU memory.
+// This one grows it through the device's hooks (a host memcpy, or a CUDA copy on GPU
+// memory: hooks.cpp), then restrides as CPU does.
+const at::Tensor& resize(const at::Tensor& self, at::IntArrayRef size,
+                         std::optional<c10::MemoryFormat> memory_format) {
+  c10::TensorImpl* impl = self.unsafeGetTensorImpl();
+  impl->set_sizes_contiguous(size);
+  if (impl->numel() > 0) {
+    const size_t needed = at::detail::computeStorageNbytesContiguous(
+        size, self.dtype().itemsize(), impl->storage_offset());
+    if (needed > impl->storage().nbytes()) at::native::resize_bytes_nocuda(impl->storage(), needed);
+  }
+  if (memory_format.has_value()) {
+    TORCH_CHECK(*memory_format != c10::MemoryFormat::Preserve,
+                "Unsupported memory format ", *memory_format);
+    impl->empty_tensor_restride(*memory_format);
+  }
+  return self;
+}
+
 at::Scalar local_scalar_dense(const at::Tensor& self) {
   return at::_local_scalar_dense(cpu_alias(self));
 }
@@ -105,7 +125,7 @@ std::vector<RuntimeOp> runtime_ops() {
   // Reading a value back to the host (.item(), bool(t), printing).
   add(ops, "_local_scalar_dense", TORCH_FN(local_scalar_dense));
   // Storage mutation: reallocates or rebinds storage, no data computation.
-  add(ops, "resize_", TORCH_FN(at::native::resize_));
+  add(ops, "resize_", TORCH_FN(resize));
   add(ops, "set_", TORCH_FN(set_empty));
   add(ops, "set_.source_Storage", TORCH_FN(at::native::set_));
   add(ops, "set_.source_Storage_storage_offset", TORCH_FN(at::native::set_storage_cpu_));
