@@ -7,6 +7,8 @@
 #                                          # eagerc device on GPU memory, its model tests)
 #   bash tools/gpu_check.sh bench [ARGS]   # build + tools/bench_gpu.py ARGS
 #   bash tools/gpu_check.sh all            # both
+# Budget: each new process pays ~70 s for its first CUDA compile (docs/benchmarks.md); the
+# tests take several minutes: run "tests" and "bench" as separate device calls.
 set -uo pipefail
 OUT=${OUT:-/tmp/eagerc-gpu-out}
 mkdir -p "$OUT"
@@ -16,9 +18,9 @@ python3 -c "import sys, torch, triton; print('python', sys.version.split()[0], '
 python3 -m pip install -q --no-build-isolation --no-deps -e . > "$OUT/build.txt" 2>&1 || { tail -40 "$OUT/build.txt"; exit 1; }
 what=${1:-all}; shift || true
 if [ "$what" = tests ] || [ "$what" = all ]; then
-  python3 -m pytest -q -p no:cacheprovider -o addopts="" tests/test_gpu*.py 2>&1 | tee "$OUT/tests_gpu.txt" | tail -60
+  python3 -m pytest -q -rf --tb=short -p no:cacheprovider -o addopts="" --timeout=400 tests/test_gpu*.py 2>&1 | tee "$OUT/tests_gpu.txt" | tail -60
   # The host-memory device's model tests, on the eagerc device on GPU memory.
-  EAGERC_BACKING=cuda python3 -m pytest -q -p no:cacheprovider -o addopts="" tests/test_device_models.py 2>&1 \
+  EAGERC_BACKING=cuda python3 -m pytest -q -rf --tb=short -p no:cacheprovider -o addopts="" --timeout=400 tests/test_device_models.py 2>&1 \
     | tee "$OUT/tests_gpu_device_models.txt" | tail -40
 fi
 if [ "$what" = bench ] || [ "$what" = all ]; then
