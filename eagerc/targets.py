@@ -70,10 +70,9 @@ class Target:
     def arch(self) -> str:
         """What the generated code is specialized to, e.g. 'cpu-avx512' or 'sm_90-cuda13.0'
         (in the cache namespace)."""
-        if self.codegen == "cuda":
-            major, minor = torch.cuda.get_device_capability()
-            return f"sm_{major}{minor}-cuda{torch.version.cuda}"
-        return f"cpu-{torch.backends.cpu.get_cpu_capability()}"
+        from kernel_cache.environment import cpu_arch, cuda_arch
+
+        return cuda_arch() if self.codegen == "cuda" else cpu_arch()
 
     def compiler_settings(self) -> dict:
         """Named settings of this code generator that change its code (for the cache key)."""

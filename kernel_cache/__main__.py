@@ -1,11 +1,15 @@
-"""Inspect and maintain the on-disk kernel cache: info, list, verify, clear, prune.
+"""Inspect, maintain and ship the on-disk kernel cache.
 
     $ python -m kernel_cache info            # where the cache is, what it holds
+    $ python -m kernel_cache stats           # entries and bytes per target arch and per op
+    $ python -m kernel_cache export c.tgz    # one portable archive of the whole cache
+    $ python -m kernel_cache import c.tgz    # add it here (other torch or arch: refused)
     $ python -m kernel_cache verify          # check every artifact, evict broken ones
     $ python -m kernel_cache prune           # keep only the most recently written namespace
     $ python -m kernel_cache --dir /tmp/c clear
 
-The CLI works on every namespace it finds in the directory; it needs no torch and no eagerc.
+The CLI works on every namespace it finds in the directory; it needs no eagerc, and no
+torch except `import`, which checks that this machine can run the archive's kernels.
 """
 from __future__ import annotations
 
@@ -14,7 +18,9 @@ import json
 import os
 import sys
 
+from kernel_cache.archive import export_cache, import_cache
 from kernel_cache.disk import DiskStore
+from kernel_cache.records import describe_key
 from kernel_cache.layout import (default_directory, list_namespaces, namespace_fields,
                                  remove_namespace)
 
@@ -61,6 +67,60 @@ def cmd_info(args) -> int:
     print(f"total: {len(stores)} namespaces, {totals['keys']} keys, {totals['variants']} "
           f"variants, {totals['artifact_bytes']} bytes")
     return 0
+
+
+def cmd_stats(args) -> int:
+    """Entries and bytes per target arch, per kind (op, graph) and per op."""
+    by_arch, by_kind, by_op = {}, {}, {}
+
+    def count(table, name, size):
+        row = table.setdefault(name, [0, 0])
+        row[0] += 1
+        row[1] += size
+
+    for store in _stores(args):
+        arch = (namespace_fields(args.dir, store.digest) or {}).get("target_arch", "?")
+        for key, records in store.items():
+            kind = key.split(b"\0", 1)[0].decode(errors="replace")
+            for record in records:
+                size = record.get("size", 0)
+                count(by_arch, arch, size)
+                count(by_kind, kind, size)
+                count(by_op, record["metadata"].get("op") or describe_key(key), size)
+        store.close()
+    for title, table, most in (("target arch", by_arch, None), ("kind", by_kind, None),
+                               ("op", by_op, args.top)):
+        print(f"{title:<40} {'entries':>8} {'bytes':>12}")
+        rows = sorted(table.items(), key=lambda kv: (-kv[1][0], kv[0]))
+        for name, (entries, size) in rows[:most]:
+            print(f"{name:<40.40} {entries:>8} {size:>12}")
+        if most and len(rows) > most:
+            print(f"... {len(rows) - most} more (--top N)")
+        print()
+    return 0
+
+
+def cmd_export(args) -> int:
+    counts = export_cache(args.dir, args.file, args.namespace)
+    print(f"exported {counts['entries']} entries of {counts['namespaces']} namespaces "
+          f"({counts['bytes']} artifact bytes) to {args.file}; skipped {counts['skipped']} broken")
+    return 0
+
+
+def cmd_import(args) -> int:
+    """Exit status 1 when a namespace was refused or an artifact was corrupt."""
+    accept = None
+    if not args.no_check:
+        from kernel_cache.environment import refusal_here
+
+        accept = refusal_here
+    counts = import_cache(args.dir, args.file, accept)
+    for digest, reason in counts["refused"].items():
+        print(f"refused namespace {digest}: {reason}")
+    print(f"imported {counts['imported']} entries into {args.dir} ({counts['already_present']} "
+          f"already present, {counts['corrupt']} corrupt, {len(counts['refused'])} namespaces "
+          "refused)")
+    return 1 if counts["refused"] or counts["corrupt"] else 0
 
 
 def cmd_list(args) -> int:
@@ -128,6 +188,19 @@ def main(argv: list[str] | None = None) -> int:
         sub.add_argument("--namespace", action="append", metavar="DIGEST",
                          help="only this namespace (repeatable)")
         sub.set_defaults(func=func)
+    stats = commands.add_parser("stats", help="entries and bytes per target arch, kind and op")
+    stats.add_argument("--namespace", action="append", metavar="DIGEST")
+    stats.add_argument("--top", type=int, default=30, help="ops to show (default 30)")
+    stats.set_defaults(func=cmd_stats)
+    export = commands.add_parser("export", help="write the cache to one portable archive")
+    export.add_argument("file")
+    export.add_argument("--namespace", action="append", metavar="DIGEST")
+    export.set_defaults(func=cmd_export)
+    imp = commands.add_parser("import", help="add an archive's entries to this cache")
+    imp.add_argument("file")
+    imp.add_argument("--no-check", action="store_true",
+                     help="skip the torch version and arch check (the entries may never load)")
+    imp.set_defaults(func=cmd_import)
     prune = commands.add_parser("prune", help="delete every namespace but the kept ones")
     prune.add_argument("--keep", action="append", metavar="DIGEST",
                        help="namespace to keep (repeatable; default: the most recently written)")
