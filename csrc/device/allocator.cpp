@@ -5,6 +5,7 @@
 #include <ATen/core/Tensor.h>
 #include <ATen/ops/from_blob.h>
 #include <c10/core/DeviceGuard.h>
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
 
