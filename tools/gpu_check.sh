@@ -14,6 +14,9 @@ OUT=${OUT:-/tmp/eagerc-gpu-out}
 mkdir -p "$OUT"
 python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl && export PYTHONPATH=/tmp/site
 export EAGERC_CACHE_DIR=/tmp/eagerc-cache PYTHONUNBUFFERED=1
+# The machine compiles torch's .py files anew in every process (~6 s of each first
+# compile): a writable bytecode cache keeps them for the session.
+export PYTHONPYCACHEPREFIX=/tmp/pycache
 python3 -c "import sys, torch, triton; print('python', sys.version.split()[0], 'torch', torch.__version__, 'triton', triton.__version__, torch.cuda.get_device_name(0), 'x', torch.cuda.device_count())" | tee "$OUT/machine.txt"
 python3 -m pip install -q --no-build-isolation --no-deps -e . > "$OUT/build.txt" 2>&1 || { tail -40 "$OUT/build.txt"; exit 1; }
 what=${1:-all}; shift || true

@@ -30,6 +30,7 @@ import torch
 
 from eagerc.compile.errors import (IN_PROCESS, ON_DISK, CompileError, InductorFailed,
                                    NeedsHostAliases, environment_failure, error_summary)
+from eagerc.compile.gpu_launch_types import fix_float_launch_params
 from eagerc.compile.guards import guard_source, range_checks
 from eagerc.compile.lock import compile_lock
 
@@ -192,6 +193,9 @@ def build_artifact(traced, check_code=None, patches=None) -> BuiltArtifact:
     from torch._guards import TracingContext, tracing
     from torch._inductor.compile_fx import compile_fx_inner
 
+    from eagerc.compile import vec_isa_memo
+
+    vec_isa_memo.install()  # every C++ compile (CPU kernels, GPU wrappers) checks the CPU ISA
     captured = {}
     shape_env = traced.shape_env
 
@@ -205,6 +209,8 @@ def build_artifact(traced, check_code=None, patches=None) -> BuiltArtifact:
                   + range_checks(shape_env, traced.bindings))
         guard = guard_source(traced.bindings, checks)
         code = _direct_scalar_reads(embed_cubins(code))
+        if gpu:
+            code = fix_float_launch_params(code)
         kw["main_code"] = code.replace(_GIL_RELEASE, "") + _ENTRY + guard
         captured["guard"] = guard
         captured["num_outputs"] = kw.get("num_outputs", traced.num_outputs)

@@ -74,11 +74,6 @@ def _compile_op(op, args, layout, target, parallel: bool) -> CompiledKernel:
     start = time.perf_counter()
     description = describe_call(op, args, layout)
     has_lifted_scalars = any(s.kind != "tensor" for s in layout)
-    if target.codegen == "cuda" and any(s.kind == "float" for s in layout):
-        # A float lifted as a 0-dim host tensor read inside a GPU graph gave wrong values
-        # on torch 2.11 (add with alpha=0.5): on CUDA, float values are specialized, one
-        # kernel per value, until that path is proven right.
-        raise SpecializeValues("float scalars are specialized on the cuda target")
     try:
         traced = trace_op(op, args, layout)
     except CompileError:
