@@ -2,6 +2,7 @@
 #include <pybind11/pybind11.h>
 
 #include <algorithm>
+#include <stdexcept>
 #include <pybind11/stl.h>
 #include <torch/csrc/utils/pybind.h>
 
@@ -11,6 +12,7 @@
 #include "miss.h"
 #include "host_alias.h"
 #include "registration.h"
+#include "signature.h"
 #include "resolver_bridge.h"
 
 namespace eagerc {
@@ -71,6 +73,11 @@ PYBIND11_MODULE(_C, m) {
   m.def("_disable_key", [](const std::string& key) { eagerc::disable_key(parse_key(key)); });
   m.def("_is_enabled", [](const std::string& key) { return eagerc::is_enabled(parse_key(key)); });
   m.def("_set_resolver", &eagerc::set_resolver);
+  m.def("_force_size_class", [](const std::string& size_class) {
+    if (size_class.size() > 1 || (size_class.size() == 1 && size_class != "S" && size_class != "P"))
+      throw std::invalid_argument("size class must be 'S', 'P' or '' (the size rule)");
+    eagerc::set_forced_size_class(size_class.empty() ? 0 : size_class[0]);
+  });
   m.def("_set_cpu_fallback", &eagerc::set_cpu_fallback);
   m.def("_resolver_calls", &eagerc::resolver_calls);
   m.def("_op_stats", []() {

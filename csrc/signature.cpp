@@ -195,6 +195,10 @@ void add_specialized(const c10::IValue& v, CallSignature* sig) {
 
 }  // namespace
 
+thread_local char forced_size_class = 0;
+
+void set_forced_size_class(char size_class) { forced_size_class = size_class; }
+
 std::vector<RuntimeSlot> tensor_inputs_layout(const std::vector<int64_t>& ranks) {
   std::vector<RuntimeSlot> layout;
   int64_t first = 0;
@@ -272,6 +276,7 @@ void compute_signature(const OpPlan& plan, const torch::jit::Stack& stack,
     }
   }
   sig->parallel = max_numel >= kParallelGrain;
+  if (forced_size_class != 0 && max_numel > 0) sig->parallel = forced_size_class == 'P';
   put_byte(sig->key, sig->parallel ? 'P' : 'S');
 }
 

@@ -38,6 +38,11 @@ struct CallSignature {
 // smaller calls are compiled single-threaded so they pay no OpenMP fork.
 constexpr int64_t kParallelGrain = 32768;
 
+// warm_cache compiles both size classes of a call on host memory, so inputs of other
+// sizes compile nothing: 'S' or 'P' forces the class of this thread's signatures that
+// count host tensors, 0 restores the size rule.
+void set_forced_size_class(char size_class);
+
 // Fills `sig` from the op's arguments (the top `plan.kinds.size()` stack entries).
 // With `specialize_values`, value scalars go into the key instead of being lifted.
 // With `layout` (the miss path only), also records where each runtime input came from.

@@ -35,12 +35,25 @@ def _register_device() -> None:
 
 _register_device()
 
+
+def warm_cache(model, *example_inputs, device=None, train=False, workers=None, optimizer=None,
+               confirm=False):
+    """Compile every kernel `model(*example_inputs)` needs on `device` ahead of time, in
+    parallel worker processes, without running the model (fake tensors); returns a
+    WarmReport. Afterwards the model's first real run compiles nothing. See
+    eagerc/warm/__init__.py."""
+    from eagerc.warm import warm_cache as warm
+
+    return warm(model, *example_inputs, device=device, train=train, workers=workers,
+                optimizer=optimizer, confirm=confirm)
+
 __all__ = [
     "enable",
     "disable",
     "enabled",
     "stats",
     "reset_stats",
+    "warm_cache",
     "capture",
     "capture_stats",
     "__version__",

@@ -1,4 +1,5 @@
-"""Command line: ``python -m eagerc demo`` runs a real model on compiled kernels."""
+"""Command line: ``python -m eagerc demo`` runs a real model on compiled kernels;
+``python -m eagerc warm MODULE:FACTORY`` compiles a model's kernels ahead of time."""
 from __future__ import annotations
 
 import argparse
@@ -10,7 +11,17 @@ def main(argv=None) -> int:
     demo = sub.add_parser("demo", help="run a model with compiled kernels, cold then warm")
     demo.add_argument("--device", default=None, help="device to serve (default: eagerc if registered, else cpu)")
     demo.add_argument("--runs", type=int, default=50, help="timed warm runs (median)")
+    warm = sub.add_parser("warm", help="compile every kernel a model needs, ahead of its first run")
+    warm.add_argument("factory", metavar="MODULE:FACTORY",
+                      help="a function returning (model, example_inputs), e.g. mypkg.models:tiny_bert")
+    warm.add_argument("--train", action="store_true", help="also backward and an optimizer step")
+    warm.add_argument("--workers", type=int, default=None, help="compile processes (default: one per core)")
+    warm.add_argument("--device", default=None, help="device the model runs on (default: the model's)")
     args = parser.parse_args(argv)
+    if args.command == "warm":
+        from eagerc.warm.command import run_warm
+
+        return run_warm(args.factory, train=args.train, workers=args.workers, device=args.device)
     if args.command == "demo":
         from eagerc._demo import run_demo
 

@@ -9,8 +9,9 @@ CPU_FALLBACK_ENV = "EAGERC_CPU_FALLBACK"
 # Bump when the artifact format (entry points, guard arrays) or the key layout changes:
 # old entries retire. 2: entry keys name the kind and the served device. 3: a recorded
 # refusal is a property of the signature (eager accepted the call); older ones may be a
-# user's error, so they retire.
-FORMAT_VERSION = 3
+# user's error, so they retire. 4: op kernels keep eager's output strides (no layout
+# optimization); older convolution kernels returned channels-last outputs.
+FORMAT_VERSION = 4
 
 
 # Where the eagerc device keeps its memory: "cpu" (host memory, the default) or "cuda"

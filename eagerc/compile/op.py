@@ -93,7 +93,11 @@ def _compile_op(op, args, layout, target, parallel: bool) -> CompiledKernel:
             raise NeedsHostAliases(op_qualname)
         return target.allocate_outputs(code) if on_device else code
 
-    patches = {} if parallel else {"cpp.threads": 1}  # small calls: no OpenMP fork
+    # Outputs keep eager's strides: Inductor's layout optimization would hand back a
+    # convolution's output channels-last where eager's is contiguous.
+    patches = {"layout_optimization": False}
+    if not parallel:
+        patches["cpp.threads"] = 1  # small calls: no OpenMP fork
     try:
         built = build_artifact(traced, check_code, patches)
     except InductorFailed as e:

@@ -1,0 +1,170 @@
+"""warm_cache: compile every kernel a model needs before its first real run.
+
+1. Discover (eagerc/warm/discover.py): the model runs on fake tensors, no kernel runs; a
+   dispatch mode records each call that reaches the device.
+2. Replay (eagerc/warm/replay.py): worker processes, one per core by default, replay the
+   calls on small real tensors; the device's own dispatch compiles what is missing
+   through the compile/cache service, which stores each kernel as it finishes (the
+   service's per-key lock keeps two workers, or two processes warming the same model,
+   from compiling one kernel twice).
+3. A WarmReport says what was found, compiled, already cached, and what failed.
+
+After ``warm_cache(model, x)``, ``model(x)`` (and inputs of other sizes with the same
+ranks; sizes 0 and 1 are specialized) loads kernels from disk and compiles nothing.
+"""
+from __future__ import annotations
+
+import os
+import queue
+import sys
+import threading
+import time
+from typing import Any, Callable, Optional
+
+import torch
+
+from eagerc.warm.discover import discover
+from eagerc.warm.report import WarmReport
+
+
+def _device_of(model: torch.nn.Module, example_inputs: tuple) -> torch.device:
+    for t in list(model.parameters()) + list(model.buffers()):
+        return t.device
+    flat, _ = torch.utils._pytree.tree_flatten(example_inputs)
+    for t in flat:
+        if isinstance(t, torch.Tensor):
+            return t.device
+    return torch.device("cpu")
+
+
+def _replay_here(calls, device_type: str, collect) -> None:
+    import eagerc
+    from eagerc.warm.replay import replay
+
+    if device_type != "eagerc":
+        eagerc.enable(device_type)
+    for call in calls:
+        collect(replay(call))
+
+
+def _replay_in_workers(calls, device_type: str, workers: int, collect) -> None:
+    """Each of `workers` threads drives one worker process through a shared queue of
+    calls. A worker that dies (killed, out of memory) costs its current call, reported
+    as failed; a new worker takes over the rest. The compile/cache service stores
+    atomically, so what the dead worker was compiling leaves no entry behind."""
+    from eagerc.warm.replay import ReplayResult
+    from eagerc.warm.worker import Worker
+
+    todo: queue.Queue = queue.Queue()
+    for call in calls:
+        todo.put(call)
+    done: queue.Queue = queue.Queue()
+
+    def drive():
+        worker = None
+        try:
+            while True:
+                try:
+                    call = todo.get_nowait()
+                except queue.Empty:
+                    return
+                try:
+                    worker = worker or Worker(device_type)
+                    done.put(worker.replay(call))
+                except Exception as e:  # noqa: BLE001 - a dead worker fails its call only
+                    code = worker.process.poll() if worker is not None else None
+                    done.put(ReplayResult(call, failures=[
+                        f"the worker died (exit code {code}): {type(e).__name__}: {e}"]))
+                    if worker is not None:
+                        worker.close()
+                    worker = None
+        finally:
+            if worker is not None:
+                worker.close()
+
+    threads = [threading.Thread(target=drive, daemon=True) for _ in range(workers)]
+    for t in threads:
+        t.start()
+    for _ in range(len(calls)):
+        collect(done.get())
+    for t in threads:
+        t.join()
+
+
+def _progress(total: int):
+    try:
+        from tqdm import tqdm
+    except ImportError:  # tqdm is a dependency; a bare environment still warms
+        return None
+    return tqdm(total=total, unit="call", desc="eagerc warm", disable=not sys.stderr.isatty(),
+                leave=False)
+
+
+def warm_cache(model: torch.nn.Module, *example_inputs, device: Optional[str] = None,
+               train: bool = False, workers: Optional[int] = None,
+               optimizer: Optional[Callable[[list], Any]] = None,
+               confirm: bool = False) -> WarmReport:
+    """Compile, ahead of time, the kernels `model(*example_inputs)` needs on `device`.
+
+    `device`: where the model will run (default: where its parameters, else its inputs,
+    are); the model and inputs may sit elsewhere (only their metadata is used).
+    `train`: also the backward of a scalar loss and a step of `optimizer(params)`
+    (default SGD). `workers`: compile processes (default one per core; 0 compiles in
+    this process). `confirm`: afterwards run the model's forward once for real (with
+    and without grad), compiling here what fake tensors could not reach: code that
+    branches on data, or on whether it is being traced (transformers skips its
+    attention-mask shortcuts under fake tensors); costs one forward's memory and time.
+    """
+    start = time.perf_counter()
+    target = torch.device(device) if device is not None else _device_of(model, example_inputs)
+    if target.type == "eagerc":
+        import eagerc.device  # noqa: F401 - registered by `import eagerc`; named for clarity
+    workers = (os.cpu_count() or 1) if workers is None else int(workers)
+    if workers < 0:
+        raise ValueError(f"workers must be >= 0, got {workers}")
+    calls, stopped = discover(model, tuple(example_inputs), target, train, optimizer)
+    report = WarmReport(device=str(target), ops_found=len({c.op for c in calls}), calls=len(calls),
+                        discovery_stopped=stopped, workers=min(workers, len(calls)))
+    bar = _progress(len(calls))
+
+    def collect(result):
+        report.compiled += result.compiled
+        if result.failures:
+            report.failed += [(result.call.op, result.call.describe(), r) for r in result.failures]
+        elif result.compiled == 0:
+            report.cached += 1
+        if bar is not None:
+            bar.set_postfix_str(result.call.op, refresh=False)
+            bar.update(1)
+
+    try:
+        if report.workers == 0:
+            _replay_here(calls, target.type, collect)
+        else:
+            _replay_in_workers(calls, target.type, report.workers, collect)
+    finally:
+        if bar is not None:
+            bar.close()
+    if confirm:
+        report.compiled_on_confirm = _confirm(model, example_inputs, target.type)
+    report.seconds = time.perf_counter() - start
+    return report
+
+
+def _confirm(model, example_inputs, device_type: str) -> int:
+    """Kernels compiled by one real forward (with and without grad) after the replay."""
+    import eagerc
+
+    if device_type != "eagerc":
+        eagerc.enable(device_type)
+    before = eagerc.stats()["compiles"]
+    with torch.no_grad():
+        model(*example_inputs)
+    grads = {p: p.grad for p in model.parameters()}
+    model(*example_inputs)  # no backward: the graph is dropped, the weights untouched
+    for p, g in grads.items():
+        p.grad = g
+    return eagerc.stats()["compiles"] - before
+
+
+__all__ = ["warm_cache", "WarmReport"]

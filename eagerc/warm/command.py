@@ -1,0 +1,31 @@
+"""``python -m eagerc warm MODULE:FACTORY [--train] [--workers N] [--device D]``."""
+from __future__ import annotations
+
+import importlib
+import os
+import sys
+
+
+def load_factory(spec: str):
+    module_name, sep, attr = spec.partition(":")
+    if not sep or not module_name or not attr:
+        raise SystemExit(f"expected MODULE:FACTORY (e.g. mypkg.models:tiny_bert), got {spec!r}")
+    sys.path.insert(0, os.getcwd())  # like `python -m`, modules next to the caller resolve
+    module = importlib.import_module(module_name)
+    try:
+        return getattr(module, attr)
+    except AttributeError:
+        raise SystemExit(f"module {module_name!r} has no {attr!r}") from None
+
+
+def run_warm(spec: str, train: bool, workers, device) -> int:
+    from eagerc.warm import warm_cache
+
+    made = load_factory(spec)()
+    if not (isinstance(made, tuple) and len(made) == 2):
+        raise SystemExit(f"{spec} must return (model, example_inputs)")
+    model, inputs = made
+    inputs = inputs if isinstance(inputs, (tuple, list)) else (inputs,)
+    report = warm_cache(model, *inputs, device=device, train=train, workers=workers)
+    print(report)
+    return 0  # failed calls are listed; on an existing device they run its own kernels
