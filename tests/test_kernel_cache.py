@@ -481,3 +481,39 @@ def test_redis_outage_is_said_once_and_retried_at_intervals(tmp_path, caplog, mo
     with caplog.at_level(logging.WARNING, logger=LOGGER):
         store.get(KEY)
     assert client.calls == 2 and "is back" in caplog.text
+
+
+_SHARE_CHILD = """
+import torch, eagerc
+x = torch.randn(16, 16)
+with eagerc.enabled("cpu", ops=["aten::abs"]):
+    y = torch.abs(x)
+assert torch.equal(y, x.abs())
+s = eagerc.stats()
+print(s["compiles"], s["disk_loads"])
+"""
+
+
+def _share_child(url, cache_dir):
+    env = dict(os.environ, EAGERC_CACHE_DIR=str(cache_dir), EAGERC_REMOTE_CACHE=url)
+    result = subprocess.run([sys.executable, "-c", _SHARE_CHILD], env=env, capture_output=True,
+                            text=True, timeout=600)
+    assert result.returncode == 0, result.stderr[-3000:]
+    return [int(v) for v in result.stdout.split()[-2:]], result.stderr
+
+
+def test_two_processes_with_separate_disks_share_kernels_through_redis(redis_url, tmp_path):
+    (compiles_a, _), _ = _share_child(redis_url, tmp_path / "disk_a")
+    (compiles_b, loads_b), _ = _share_child(redis_url, tmp_path / "disk_b")
+    assert compiles_a == 1
+    assert compiles_b == 0 and loads_b == 1   # from the shared tier, onto disk_b
+
+
+def test_a_stopped_redis_server_does_not_break_compiles(tmp_path):
+    pytest.importorskip("redis")
+    # Nothing listens on this socket: every remote call fails; compiles go on, correct.
+    url = f"unix://{tmp_path / 'gone.sock'}"
+    (compiles, _), stderr = _share_child(url, tmp_path / "disk")
+    assert compiles == 1
+    (compiles, loads), _ = _share_child(url, tmp_path / "disk")
+    assert compiles == 0 and loads == 1   # the local disk tier still serves
