@@ -33,6 +33,7 @@ py::dict op_stats(const eagerc::OpState& st) {
   d["misses"] = st.counters.misses.load();
   d["fallbacks"] = st.counters.fallbacks.load();
   d["aliased"] = st.counters.aliased.load();
+  d["interim"] = st.counters.interim.load();
   d["kernels"] = st.table.size();
   py::dict reasons;
   for (const auto& kv : st.fallback_reasons()) reasons[py::str(kv.first)] = kv.second;
@@ -73,6 +74,8 @@ PYBIND11_MODULE(_C, m) {
   m.def("_disable_key", [](const std::string& key) { eagerc::disable_key(parse_key(key)); });
   m.def("_is_enabled", [](const std::string& key) { return eagerc::is_enabled(parse_key(key)); });
   m.def("_set_resolver", &eagerc::set_resolver);
+  m.def("_enter_activity", &eagerc::enter_activity);
+  m.def("_exit_activity", &eagerc::exit_activity);
   m.def("_force_size_class", [](const std::string& size_class) {
     if (size_class.size() > 1 || (size_class.size() == 1 && size_class != "S" && size_class != "P"))
       throw std::invalid_argument("size class must be 'S', 'P' or '' (the size rule)");
@@ -93,6 +96,7 @@ PYBIND11_MODULE(_C, m) {
       st->counters.misses = 0;
       st->counters.fallbacks = 0;
       st->counters.aliased = 0;
+      st->counters.interim = 0;
       st->clear_fallback_reasons();  // reasons are counters too: a reset starts them afresh
     }
   });

@@ -32,6 +32,8 @@ void warn_cpu_fallback_once(const std::string& name, const char* reason) {
 ActivityGuard::ActivityGuard() { ++tls_depth; }
 ActivityGuard::~ActivityGuard() { --tls_depth; }
 bool ActivityGuard::active() { return tls_depth > 0; }
+void enter_activity() { ++tls_depth; }
+void exit_activity() { --tls_depth; }
 
 void set_cpu_fallback(bool enabled) { g_cpu_fallback.store(enabled); }
 
@@ -178,9 +180,29 @@ void KernelHolder::operator()(const c10::OperatorHandle& op, c10::DispatchKeySet
     case MissOutcome::Next::Fallback:
       fallback(op, ks, stack, outcome.reason.c_str());
       return;
+    case MissOutcome::Next::Interim:
+      run_interim(op, ks, stack);
+      return;
     case MissOutcome::Next::Raise:
       raise_as(outcome.error_kind, outcome.reason);
   }
+}
+
+void KernelHolder::run_interim(const c10::OperatorHandle& op, c10::DispatchKeySet ks,
+                               torch::jit::Stack* stack) {
+  OpState& st = *state_;
+  st.counters.interim.fetch_add(1, std::memory_order_relaxed);
+  if (st.native) {
+    ActivityGuard guard;
+    st.native->callBoxed(op, ks, stack);  // override mode: the device's own kernel
+    return;
+  }
+  if (st.host_aliases) {
+    // The memory's home device runs its own ATen kernel on zero-copy aliases.
+    run_on_cpu_aliases(op, stack);
+    return;
+  }
+  fallback(op, ks, stack, "compiling in the background and no existing kernel can serve it");
 }
 
 void KernelHolder::run_eager(const c10::OperatorHandle& op, c10::DispatchKeySet ks,
@@ -302,6 +324,10 @@ void KernelHolder::compiled_on_cpu_aliases(const c10::OperatorHandle& op, c10::D
   if (outcome.next == MissOutcome::Next::Raise) raise_as(outcome.error_kind, outcome.reason);
   torch::jit::drop(*stack, n);
   for (auto& v : original) stack->push_back(std::move(v));
+  if (outcome.next == MissOutcome::Next::Interim) {
+    run_interim(op, ks, stack);
+    return;
+  }
   // Already on aliases: a second "run on aliases" answer cannot make progress.
   fallback(op, ks, stack, outcome.next == MissOutcome::Next::Fallback
                               ? outcome.reason.c_str()

@@ -34,6 +34,8 @@ class KernelHolder final : public c10::OperatorKernel {
   // kernel that must run as is (a compiled kernel's extern call, an op whose output
   // shape depends on values) runs on zero-copy CPU aliases of its tensors.
   void run_on_cpu_aliases(const c10::OperatorHandle& op, torch::jit::Stack* stack);
+  // A miss whose kernel compiles in the background: served by what exists already.
+  void run_interim(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::jit::Stack* stack);
   // Compiled kernels that call ATen CPU functions (mm, convolution) get aliases too.
   void compiled_on_cpu_aliases(const c10::OperatorHandle& op, c10::DispatchKeySet ks,
                                torch::jit::Stack* stack);
@@ -53,6 +55,11 @@ struct ActivityGuard {
   ~ActivityGuard();
   static bool active();
 };
+
+// The same, for a thread that compiles outside a miss (background compiles): eager's
+// reference run and tracing must reach native kernels there too.
+void enter_activity();
+void exit_activity();
 
 // Whether EAGERC_CPU_FALLBACK=1 lets a new device run uncompilable ops on CPU.
 void set_cpu_fallback(bool enabled);

@@ -70,6 +70,7 @@ void init_miss_bindings(py::module& m) {
       })
       .def_static("specialize_values", []() { return MissAnswer{MissAction::SpecializeValues}; })
       .def_static("run_on_host_aliases", []() { return MissAnswer{MissAction::RunOnHostAliases}; })
+      .def_static("interim", []() { return MissAnswer{MissAction::Interim}; })
       .def_static("fallback", [](std::string reason, bool remember) {
         return MissAnswer{MissAction::Fallback, nullptr, std::move(reason), remember};
       }, py::arg("reason"), py::arg("remember") = true)
@@ -87,6 +88,7 @@ void init_miss_bindings(py::module& m) {
           case MissAction::RunOnHostAliases: return "run_on_host_aliases";
           case MissAction::Fallback: return "fallback";
           case MissAction::Raise: return "raise_error";
+          case MissAction::Interim: return "interim";
         }
         return "?";
       })

@@ -31,6 +31,8 @@ enum class MissAction : uint8_t {
   RunOnHostAliases,  // the kernel calls CPU functions: run it on zero-copy CPU aliases
   Fallback,          // cannot be compiled: the device's own kernel (or an error) serves it
   Raise,             // eager raises for this call: raise `error_kind(reason)` (not remembered)
+  Interim,           // the kernel compiles in the background: an existing kernel serves this
+                     // call (the device's own, or the home device's on aliases); not remembered
 };
 
 struct MissAnswer {

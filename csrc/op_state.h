@@ -20,6 +20,7 @@ struct OpCounters {
   std::atomic<uint64_t> misses{0};
   std::atomic<uint64_t> fallbacks{0};
   std::atomic<uint64_t> aliased{0};  // ATen CPU kernel run on zero-copy aliases
+  std::atomic<uint64_t> interim{0};  // served by an existing kernel while its own compiles
 };
 
 // What registration decided for a device from its target (eagerc/targets.py). The

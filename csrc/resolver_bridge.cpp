@@ -65,6 +65,8 @@ MissOutcome resolve_miss(OpState& st, const torch::jit::Stack& stack, CallSignat
           raise.error_kind = answer.error_kind;
           return raise;
         }
+        case MissAction::Interim:
+          return {MissOutcome::Next::Interim, nullptr, ""};
         case MissAction::RunOnHostAliases:
           if (!st.host_aliases) {
             return fallback(st, *sig, "its kernel calls CPU functions and " +

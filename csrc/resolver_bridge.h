@@ -12,7 +12,7 @@ namespace eagerc {
 
 // What the holder does with a call after a miss.
 struct MissOutcome {
-  enum class Next : uint8_t { Run, RunOnHostAliases, Fallback, Raise } next = Next::Fallback;
+  enum class Next : uint8_t { Run, RunOnHostAliases, Fallback, Raise, Interim } next = Next::Fallback;
   const Artifact* artifact = nullptr;  // Run
   std::string reason;                  // Fallback; Raise: the message
   std::string error_kind;              // Raise: "RuntimeError", "IndexError", ...

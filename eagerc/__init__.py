@@ -36,6 +36,13 @@ def _register_device() -> None:
 _register_device()
 
 
+def wait_compiles() -> None:
+    """Block until every background compile (``compile="background"``) has finished."""
+    from eagerc.background import compiler
+
+    compiler().wait()
+
+
 def warm_cache(model, *example_inputs, device=None, train=False, workers=None, optimizer=None,
                confirm=False):
     """Compile every kernel `model(*example_inputs)` needs on `device` ahead of time, in
@@ -54,6 +61,7 @@ __all__ = [
     "stats",
     "reset_stats",
     "warm_cache",
+    "wait_compiles",
     "capture",
     "capture_stats",
     "__version__",

@@ -5,7 +5,8 @@ import collections
 import threading
 
 _lock = threading.Lock()
-_per_op: dict = collections.defaultdict(lambda: {"compiles": 0, "disk_loads": 0, "compile_seconds": 0.0})
+_per_op: dict = collections.defaultdict(
+    lambda: {"compiles": 0, "disk_loads": 0, "compile_seconds": 0.0, "background_compiles": 0})
 
 
 def count(op_key: str, field: str, amount=1) -> None:

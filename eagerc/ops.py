@@ -36,14 +36,17 @@ def _install_resolver() -> None:
         _resolver_installed = True
 
 
-def enable(device: str = "cpu", ops: Optional[Iterable[str]] = None) -> list:
+def enable(device: str = "cpu", ops: Optional[Iterable[str]] = None,
+           compile: Optional[str] = None) -> list:
     """Serve `device`'s ATen ops with compiled kernels; returns the ops registered.
 
     ``ops=None`` means every op eagerc can serve: views, random ops and the device
     runtime (allocation, copies) stay native. Name ops ("aten::add.Tensor",
     "aten::abs") to serve only those; a random op named here is compiled too.
     A device eagerc has no target for (eagerc/targets.py) raises TargetError, a
-    ValueError naming the known targets and how to add one.
+    ValueError naming the known targets and how to add one. ``compile="background"``
+    serves a miss at once with an existing kernel while its own compiles on a
+    background thread (eagerc/background.py); default: ``$EAGERC_COMPILE`` or "now".
 
         >>> import torch, eagerc
         >>> ops = eagerc.enable("cpu", ops=["aten::abs"])
@@ -52,6 +55,9 @@ def enable(device: str = "cpu", ops: Optional[Iterable[str]] = None) -> list:
         >>> eagerc.disable("cpu")
     """
     target = targets.for_device(device)
+    from eagerc import background
+
+    background.set_mode(target.device, compile)
     _install_resolver()
     _served[target.dispatch_key] = target.device
     key, new_device = target.dispatch_key, target.new_device
@@ -116,24 +122,27 @@ def enabled(device: str = "cpu", ops: Optional[Iterable[str]] = None):
 
 def stats() -> dict:
     """Totals and per-op counters: hits, misses, compiles, disk_loads, fallbacks,
-    compile_seconds (and per op: kernels, fallback_reasons).
+    compile_seconds, interim (served by an existing kernel while theirs compiled in the
+    background), background_compiles (and per op: kernels, fallback_reasons).
 
         >>> import eagerc
         >>> sorted(k for k in eagerc.stats() if k != "ops")
-        ['aliased', 'compile_seconds', 'compiles', 'disk_loads', 'fallbacks', 'hits', 'misses']
+        ['aliased', 'background_compiles', 'compile_seconds', 'compiles', 'disk_loads', 'fallbacks', 'hits', 'interim', 'misses']
     """
     per_op = {}
     py_side = _stats.snapshot()
     for name, counters in _C._op_stats().items():
         entry = {"hits": counters["hits"], "misses": counters["misses"], "fallbacks": counters["fallbacks"],
-                 "aliased": counters["aliased"],
+                 "aliased": counters["aliased"], "interim": counters["interim"],
                  "kernels": counters["kernels"], "fallback_reasons": dict(counters["fallback_reasons"]),
-                 "compiles": 0, "disk_loads": 0, "compile_seconds": 0.0}
+                 "compiles": 0, "disk_loads": 0, "compile_seconds": 0.0, "background_compiles": 0}
         entry.update(py_side.get(name, {}))
         per_op[name] = entry
     totals = {k: sum(v[k] for v in per_op.values())
-              for k in ("hits", "misses", "compiles", "disk_loads", "fallbacks", "aliased", "compile_seconds")}
-    active = {k: v for k, v in per_op.items() if v["hits"] or v["misses"] or v["fallbacks"] or v["aliased"]}
+              for k in ("hits", "misses", "compiles", "disk_loads", "fallbacks", "aliased", "interim",
+                        "background_compiles", "compile_seconds")}
+    active = {k: v for k, v in per_op.items()
+              if v["hits"] or v["misses"] or v["fallbacks"] or v["aliased"] or v["interim"]}
     return {**totals, "ops": active}
 
 

@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import torch
 
-from eagerc import _C
+from eagerc import _C, background
 from eagerc.cache import CacheKey, Compiled, Request, service
-from eagerc.compile.errors import NOWHERE, CompileError, EagerRaises, NeedsHostAliases, SpecializeValues
+from eagerc.compile.errors import (NOWHERE, ON_DISK, CompileError, EagerRaises, NeedsHostAliases,
+                                   SpecializeValues)
 from eagerc.eager_rules import check_call
 from eagerc.ops import served_device
 from eagerc.targets import TargetError, for_device
@@ -30,6 +31,37 @@ def _context_is_unusual() -> bool:
             or torch._C._dispatch_tls_is_dispatch_key_excluded(torch._C.DispatchKey.Python))
 
 
+def _compile(op, args, layout, target, parallel: bool) -> Compiled:
+    from eagerc.compile.op import compile_op
+
+    kernel = compile_op(op, args, layout, target, parallel)
+    return Compiled(kernel.library, {"num_outputs": kernel.num_outputs, "guard": kernel.guard_source},
+                    kernel.description, kernel.seconds)
+
+
+def _background_job(op, args, layout, target, parallel: bool, key: CacheKey, stat_key: str):
+    """The compile of one deferred miss, run on the background thread: True when the
+    store then holds a kernel, or a refusal that is a property of the signature."""
+    def job() -> bool:
+        def compile_call() -> Compiled:
+            check_call(op, args, target)
+            return _compile(op, args, layout, target, parallel)
+
+        _C._enter_activity()  # as inside a miss: ops the compile runs are native
+        try:
+            result = service().get(Request(key=key, stat_key=stat_key, load=lambda entry: True,
+                                           compile=compile_call, skip_variants=frozenset()))
+        finally:
+            _C._exit_activity()
+        refusal = result.refusal
+        # A recorded answer (a kernel, "run on CPU aliases", or a signature's refusal)
+        # serves the next miss from the store; anything else is decided in the foreground.
+        return (refusal is None or isinstance(refusal, NeedsHostAliases)
+                or getattr(refusal, "remembered", None) == ON_DISK)
+
+    return job
+
+
 def resolve(request) -> "_C.MissAnswer":
     """The answer to one L1 miss (a `_C.MissRequest`)."""
     try:
@@ -42,6 +74,8 @@ def resolve(request) -> "_C.MissAnswer":
     args, layout = request.args, request.layout
     transient = _context_is_unusual()
     eager_accepted = []  # set once compile_call has run eager on this call
+    key = CacheKey("op", target, request.op_name, request.key)
+    stat_key = f"{request.op_name}@{request.dispatch_key}"
 
     def compile_call() -> Compiled:
         if transient:
@@ -49,25 +83,29 @@ def resolve(request) -> "_C.MissAnswer":
             # none is compiled here (the next call in a plain context compiles it).
             raise CompileError("called inside a dispatch mode or no_dispatch(); not compiled there",
                                NOWHERE)
+        if background.is_background(target.device):
+            # Raises Deferred (served by an existing kernel now), unless the background
+            # already failed for this key: then compiled here, with the real arguments.
+            background.compiler().defer(
+                (stat_key, bytes(request.key), request.specialize_values), stat_key,
+                _background_job(op, background.snapshot_args(args), layout, target,
+                                request.parallel, key, stat_key))
         # A user error is eager's to report, and says nothing about the signature.
         check_call(op, args, target)
         eager_accepted.append(True)
-        from eagerc.compile.op import compile_op
-
-        kernel = compile_op(op, args, layout, target, request.parallel)
-        return Compiled(kernel.library, {"num_outputs": kernel.num_outputs, "guard": kernel.guard_source},
-                        kernel.description, kernel.seconds)
+        return _compile(op, args, layout, target, request.parallel)
 
     def load(entry):
         return _C._load_artifact(entry.variant_id, entry.artifact_path, int(entry.metadata["num_outputs"]))
 
     result = service().get(Request(
-        key=CacheKey("op", target, request.op_name, request.key),
-        stat_key=f"{request.op_name}@{request.dispatch_key}",
+        key=key, stat_key=stat_key,
         load=load, compile=compile_call, skip_variants=frozenset(request.known_variants)))
     refusal = result.refusal
     if refusal is None:
         return _C.MissAnswer.kernel(result.value)
+    if isinstance(refusal, background.Deferred):
+        return _C.MissAnswer.interim()
     if isinstance(refusal, NeedsHostAliases):
         return _C.MissAnswer.run_on_host_aliases()
     if isinstance(refusal, SpecializeValues):

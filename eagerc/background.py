@@ -1,0 +1,141 @@
+"""Background compilation: a miss need not wait for its compile.
+
+With ``EAGERC_COMPILE=background`` (or ``enable(device, compile="background")``), a call
+whose kernel is neither in L1 nor in a store is served at once by a kernel that already
+exists, and its own kernel compiles on a background thread:
+
+- override mode (cpu, cuda): the device's own kernel;
+- the eagerc device: ATen's kernel of its memory's home device on zero-copy aliases
+  (csrc/kernel_holder.cpp, ``run_interim``).
+
+Such calls count as ``interim`` in ``eagerc.stats()``. The compile goes through the same
+compile/cache service (stored atomically, so a process that exits mid-compile leaves no
+broken entry); the next miss of that signature finds it in the store and from then on
+hits in L1. A background compile that does not produce a kernel is not retried in the
+background: the next miss decides in the foreground, with the call's real arguments.
+
+The background compile sees fresh tensors with the call's sizes, strides, offsets and
+dtypes (zero bytes, made without any dispatch), never the caller's tensors, which the
+program may change or free meanwhile.
+"""
+from __future__ import annotations
+
+import os
+import queue
+import threading
+
+import torch
+
+from eagerc import _stats
+from eagerc.compile.errors import NOWHERE, CompileError
+
+COMPILE_ENV = "EAGERC_COMPILE"
+_modes: dict = {}          # device -> "now" | "background" (set by enable)
+
+
+class Deferred(CompileError):
+    """The kernel compiles in the background; an existing kernel serves this call."""
+
+    def __init__(self):
+        super().__init__("compiling in the background", NOWHERE)
+
+
+def default_mode() -> str:
+    value = os.environ.get(COMPILE_ENV, "now").strip().lower() or "now"
+    if value not in ("now", "background"):
+        raise ValueError(f"{COMPILE_ENV}={value!r}: expected 'now' or 'background'")
+    return value
+
+
+def set_mode(device: str, mode) -> None:
+    if mode is None:
+        _modes.pop(device, None)
+        return
+    if mode not in ("now", "background"):
+        raise ValueError(f"compile={mode!r}: expected 'now' or 'background'")
+    _modes[device] = mode
+
+
+def is_background(device: str) -> bool:
+    return _modes.get(device, default_mode()) == "background"
+
+
+def _snapshot(value):
+    """A stand-in of `value` with the same metadata, built without dispatching an op
+    (no kernel of any enabled device runs)."""
+    if isinstance(value, torch.Tensor):
+        t = value
+        extent = 0 if t.numel() == 0 else t.storage_offset() + 1 + sum(
+            (n - 1) * s for n, s in zip(t.shape, t.stride()))
+        raw = torch.frombuffer(bytearray(max(extent, 1) * t.element_size()), dtype=torch.uint8)
+        base = raw.view(t.dtype)[:extent] if t.dtype != torch.bool else raw[:extent].view(torch.bool)
+        if t.device.type != "cpu":
+            base = base.to(t.device)
+        return base.as_strided(t.shape, t.stride(), t.storage_offset())
+    if isinstance(value, (list, tuple)):
+        return type(value)(_snapshot(v) for v in value)
+    return value
+
+
+class BackgroundCompiler:
+    """One daemon thread compiling queued calls, in order."""
+
+    def __init__(self):
+        self._queue: queue.Queue = queue.Queue()
+        self._pending: set = set()
+        self._given_up: set = set()
+        self._lock = threading.Lock()
+        self._thread = None
+
+    def defer(self, key_id, stat_key: str, job) -> None:
+        """Queue `job(args_snapshot) -> bool` (True: a kernel or a recorded refusal is in
+        the store) unless this key is queued already, then raise Deferred. A key whose
+        background compile gave nothing is not deferred again: returns, and the caller
+        compiles in the foreground."""
+        with self._lock:
+            if key_id in self._given_up:
+                return
+            if key_id not in self._pending:
+                self._pending.add(key_id)
+                self._queue.put((key_id, stat_key, job))
+                if self._thread is None or not self._thread.is_alive():
+                    self._thread = threading.Thread(target=self._run, name="eagerc-background-compile",
+                                                    daemon=True)
+                    self._thread.start()
+        raise Deferred()
+
+    def _run(self) -> None:
+        while True:
+            key_id, stat_key, job = self._queue.get()
+            try:
+                try:
+                    ok = job()
+                except Exception:  # noqa: BLE001 - the foreground decides next time
+                    ok = False
+                with self._lock:
+                    self._pending.discard(key_id)
+                    if not ok:
+                        self._given_up.add(key_id)
+                if ok:
+                    _stats.count(stat_key, "background_compiles")
+            finally:
+                self._queue.task_done()
+
+    def wait(self) -> None:
+        """Until every queued compile has finished."""
+        self._queue.join()
+
+    def pending(self) -> int:
+        with self._lock:
+            return len(self._pending)
+
+
+_compiler = BackgroundCompiler()
+
+
+def compiler() -> BackgroundCompiler:
+    return _compiler
+
+
+def snapshot_args(args):
+    return tuple(_snapshot(a) for a in args)
