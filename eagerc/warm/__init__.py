@@ -117,8 +117,6 @@ def warm_cache(model: torch.nn.Module, *example_inputs, device: Optional[str] = 
     """
     start = time.perf_counter()
     target = torch.device(device) if device is not None else _device_of(model, example_inputs)
-    if target.type == "eagerc":
-        import eagerc.device  # noqa: F401 - registered by `import eagerc`; named for clarity
     workers = (os.cpu_count() or 1) if workers is None else int(workers)
     if workers < 0:
         raise ValueError(f"workers must be >= 0, got {workers}")
