@@ -20,6 +20,7 @@ program may change or free meanwhile.
 """
 from __future__ import annotations
 
+import atexit
 import os
 import queue
 import threading
@@ -86,6 +87,7 @@ class BackgroundCompiler:
         self._given_up: set = set()
         self._lock = threading.Lock()
         self._thread = None
+        self._stopping = False
 
     def defer(self, key_id, stat_key: str, job) -> None:
         """Queue `job(args_snapshot) -> bool` (True: a kernel or a recorded refusal is in
@@ -93,7 +95,7 @@ class BackgroundCompiler:
         background compile gave nothing is not deferred again: returns, and the caller
         compiles in the foreground."""
         with self._lock:
-            if key_id in self._given_up:
+            if key_id in self._given_up or self._stopping:
                 return
             if key_id not in self._pending:
                 self._pending.add(key_id)
@@ -106,7 +108,11 @@ class BackgroundCompiler:
 
     def _run(self) -> None:
         while True:
-            key_id, stat_key, job = self._queue.get()
+            item = self._queue.get()
+            if item is None or self._stopping:
+                self._queue.task_done()
+                return
+            key_id, stat_key, job = item
             try:
                 try:
                     ok = job()
@@ -125,12 +131,34 @@ class BackgroundCompiler:
         """Until every queued compile has finished."""
         self._queue.join()
 
+    def is_pending(self, key_id) -> bool:
+        with self._lock:
+            return key_id in self._pending
+
+    def shutdown(self) -> None:
+        """At exit: drop what is queued and let the compile in progress finish (its
+        store is atomic either way, but a thread torn down inside Inductor or the C++
+        compiler's runtime can abort the interpreter's exit)."""
+        with self._lock:
+            self._stopping = True
+            thread = self._thread
+        while True:
+            try:
+                self._queue.get_nowait()
+            except queue.Empty:
+                break
+            self._queue.task_done()
+        if thread is not None and thread.is_alive():
+            self._queue.put(None)  # wakes the thread when it was idle
+            thread.join(timeout=120)
+
     def pending(self) -> int:
         with self._lock:
             return len(self._pending)
 
 
 _compiler = BackgroundCompiler()
+atexit.register(_compiler.shutdown)
 
 
 def compiler() -> BackgroundCompiler:

@@ -73,6 +73,10 @@ def resolve(request) -> "_C.MissAnswer":
     op = _overload(request.op_name)
     args, layout = request.args, request.layout
     transient = _context_is_unusual()
+    deferred_id = (f"{request.op_name}@{request.dispatch_key}", bytes(request.key),
+                   request.specialize_values)
+    if background.compiler().is_pending(deferred_id):
+        return _C.MissAnswer.interim()  # still compiling: no store lookup per call
     eager_accepted = []  # set once compile_call has run eager on this call
     key = CacheKey("op", target, request.op_name, request.key)
     stat_key = f"{request.op_name}@{request.dispatch_key}"
@@ -87,7 +91,7 @@ def resolve(request) -> "_C.MissAnswer":
             # Raises Deferred (served by an existing kernel now), unless the background
             # already failed for this key: then compiled here, with the real arguments.
             background.compiler().defer(
-                (stat_key, bytes(request.key), request.specialize_values), stat_key,
+                deferred_id, stat_key,
                 _background_job(op, background.snapshot_args(args), layout, target,
                                 request.parallel, key, stat_key))
         # A user error is eager's to report, and says nothing about the signature.
