@@ -1,16 +1,28 @@
-"""Fresh-process costs: import, enable, and the first call of an already-cached kernel.
+"""Fresh-process costs: import, enable, and the first call of an already-cached kernel;
+with --compile, the cold compile of one kernel.
 
     python tools/bench_cold.py [--runs 5]
+    python tools/bench_cold.py --compile [--runs 3]
 
-Warms a private cache directory once, then starts `runs` fresh processes that each time
-`import eagerc`, `eagerc.enable("cpu")`, the first call of cached kernels (abs, add,
-softmax: a disk load each) and a second call (a hit). Prints medians.
+Default: warms a private cache directory once, then starts `runs` fresh processes that
+each time `import eagerc`, `eagerc.enable("cpu")`, the first call of cached kernels (abs,
+add, softmax: a disk load each) and a second call (a hit). Prints medians.
+
+--compile: starts `runs` fresh processes, each with an empty eagerc cache *and* an empty
+Inductor cache (TORCHINDUCTOR_CACHE_DIR), that time the first call (trace + compile +
+load + run) of each kernel in COMPILE_OPS on 64x64 float32 inputs. The first compile of
+a process also pays one-time costs (Inductor's lazy imports, its CPU ISA probe, hashing
+the precompiled headers) and is reported separately (`first compile`, a neg), not in the
+median. Precompiled headers live in Inductor's per-machine directory, outside
+TORCHINDUCTOR_CACHE_DIR: built once per machine (and per compiler/flags), then reused.
+Prints each kernel's median over processes and the median over kernels.
 """
 from __future__ import annotations
 
 import argparse
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -39,10 +51,77 @@ print(json.dumps(out))
 """
 
 
+COMPILE_OPS = ["abs", "add_alpha2", "sum_dim1", "softmax", "layer_norm", "mul", "relu", "exp",
+               "mean", "where"]
+
+COMPILE_CHILD = r"""
+import json, sys, time
+import torch
+import eagerc
+x = torch.randn(64, 64)
+y = torch.randn(64, 64)
+mask = torch.randn(64, 64) > 0          # made before enable: not a compile
+ops = {
+    "abs": lambda: torch.abs(x),
+    "add_alpha2": lambda: torch.add(x, y, alpha=2),
+    "sum_dim1": lambda: x.sum(1),
+    "softmax": lambda: torch.softmax(x, -1),
+    "layer_norm": lambda: torch.nn.functional.layer_norm(x, (64,)),
+    "mul": lambda: x * y,
+    "relu": lambda: torch.relu(x),
+    "exp": lambda: torch.exp(x),
+    "mean": lambda: x.mean(),
+    "where": lambda: torch.where(mask, x, y),
+}
+eagerc.enable("cpu")
+out = {}
+for name, fn in [("first compile", lambda: torch.neg(x))] + [(n, ops[n]) for n in sys.argv[1:]]:
+    before = eagerc.stats()["compiles"]
+    t = time.perf_counter(); fn(); out[name] = time.perf_counter() - t
+    out[name + ":compiles"] = eagerc.stats()["compiles"] - before
+print(json.dumps(out))
+"""
+
+
+def bench_compile(runs: int) -> None:
+    """Cold compile per kernel: fresh eagerc and Inductor caches in each child process."""
+    results = []
+    for _ in range(runs):
+        dirs = [tempfile.mkdtemp(prefix="eagerc-cold-"), tempfile.mkdtemp(prefix="inductor-cold-")]
+        env = dict(os.environ, EAGERC_CACHE_DIR=dirs[0], TORCHINDUCTOR_CACHE_DIR=dirs[1])
+        try:
+            out = subprocess.run([sys.executable, "-c", COMPILE_CHILD, *COMPILE_OPS], env=env,
+                                 check=True, capture_output=True, text=True)
+        finally:
+            for d in dirs:
+                shutil.rmtree(d, ignore_errors=True)
+        results.append(json.loads(out.stdout.strip().splitlines()[-1]))
+    for r in results:
+        missing = [k for k in ["first compile", *COMPILE_OPS] if r[k + ":compiles"] != 1]
+        assert not missing, f"not exactly one compile for {missing}"
+    print(f"{'kernel':<16} {'median s':>9} {'min s':>7}   ({runs} fresh processes)")
+    medians = []
+    for name in COMPILE_OPS:
+        times = [r[name] for r in results]
+        medians.append(statistics.median(times))
+        print(f"{name:<16} {medians[-1]:9.3f} {min(times):7.3f}")
+    first = [r["first compile"] for r in results]
+    print(f"{'(first compile)':<16} {statistics.median(first):9.3f} {min(first):7.3f}"
+          "   not in the median")
+    print(f"median per kernel: {statistics.median(medians):.3f} s")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--runs", type=int, default=None,
+                        help="fresh processes (default 5; 3 with --compile)")
+    parser.add_argument("--compile", action="store_true",
+                        help="cold compile per kernel (empty eagerc and Inductor caches)")
     args = parser.parse_args()
+    if args.compile:
+        bench_compile(args.runs or 3)
+        return
+    args.runs = args.runs or 5
     env = dict(os.environ, EAGERC_CACHE_DIR=tempfile.mkdtemp(prefix="eagerc-cold-"))
     subprocess.run([sys.executable, "-c", CHILD], env=env, check=True, capture_output=True)  # fill the cache
     results = []

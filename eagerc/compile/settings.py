@@ -50,9 +50,16 @@ def inductor_overrides() -> list:
     return sorted(changed)
 
 
+# How eagerc has Inductor build a CPU kernel (eagerc/compile/inductor_wrapper.py): wrapper
+# at -O1 and kernels at Inductor's -O3 as two translation units, input size asserts left
+# to eagerc's guard, libtorch_cpu linked through a stub. A change here is a new namespace.
+BUILD_RECIPE = "cpu-build-v1:separate-O1-wrapper:no-input-asserts:torch-cpu-link-stub"
+
+
 def cxx_compiler() -> str:
     """The C++ compiler Inductor runs, identified by path, size and modification time (a
-    compiler upgrade changes them) plus the flags variables it reads."""
+    compiler upgrade changes them), the flags variables it reads, and eagerc's
+    BUILD_RECIPE."""
     name = os.environ.get("CXX", "g++")
     path = shutil.which(name) or name
     try:
@@ -61,4 +68,4 @@ def cxx_compiler() -> str:
     except OSError:
         ident = path
     flags = tuple(os.environ.get(v, "") for v in ("CXXFLAGS", "CPPFLAGS", "LDFLAGS"))
-    return f"{ident}|{flags}"
+    return f"{ident}|{flags}|{BUILD_RECIPE}"

@@ -1,0 +1,160 @@
+"""How eagerc has Inductor build a CPU kernel (eagerc/compile/inductor_wrapper.py): the
+wrapper and the kernels as two translation units compiled side by side, then one link;
+input size asserts left to eagerc's guard. Behaviour only (flags, order, results), no
+seconds: tools/bench_cold.py --compile measures the time."""
+from __future__ import annotations
+
+import shutil
+import threading
+
+import pytest
+import torch
+
+import eagerc
+from eagerc.compile import inductor_wrapper, settings
+from eagerc.compile.inductor_wrapper import _drop_input_asserts, _parallel_cpp_build
+from eagerc.testing import assert_close
+
+
+class FakeBuilder:
+    def __init__(self, path, log, built=False, fails=False, gate=None, extra=""):
+        self.path, self.log, self.fails, self.gate, self.extra = path, log, fails, gate, extra
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if built:
+            path.write_text("old")
+
+    def get_target_file_path(self):
+        return str(self.path)
+
+    def get_command_line(self):
+        return f"g++ {self.path.name}" + self.extra
+
+    def build(self):
+        if self.gate is not None:
+            self.gate.wait(timeout=60)  # both compiles run at once, or this times out
+        if self.fails and (self.fails is True or self.fails in self.get_command_line()):
+            raise RuntimeError(f"cannot build {self.path.name}")
+        self.log.append(self.get_command_line())
+        self.path.write_text("new")
+
+
+def _worker():
+    from torch._inductor import codecache
+
+    return codecache._worker_compile_cpp
+
+
+def test_wrapper_and_kernel_compile_together_then_link(tmp_path):
+    log, gate = [], threading.Barrier(2)
+    builders = [FakeBuilder(tmp_path / "w.o", log, gate=gate),
+                FakeBuilder(tmp_path / "k.o", log, gate=gate),
+                FakeBuilder(tmp_path / "lib.so", log)]
+    original = _worker()
+    with _parallel_cpp_build():
+        _worker()(str(tmp_path / "lock"), builders)
+    assert _worker() is original  # Inductor's own worker is back
+    assert sorted(log[:2]) == ["g++ k.o -w", "g++ w.o -w"]
+    assert log[2] == "g++ lib.so"
+
+
+def test_libtorch_cpu_is_linked_through_a_stub_of_its_soname(tmp_path):
+    import subprocess
+
+    log = []
+    link = FakeBuilder(tmp_path / "lib.so", log, extra=" -ltorch -ltorch_cpu -lgomp")
+    inductor_wrapper._link_through_stub(link)
+    line = log[0].split()
+    stub = line[line.index("-Wl,--push-state,--no-as-needed") + 1]
+    assert line[line.index(stub) + 1] == "-Wl,--pop-state" and "-ltorch_cpu" not in line
+    assert stub.endswith("/libtorch_cpu.so") and "-ltorch" in line and "-lgomp" in line
+    if shutil.which("readelf"):
+        dynamic = subprocess.run(["readelf", "-d", stub], capture_output=True, text=True).stdout
+        assert "Library soname: [libtorch_cpu.so]" in dynamic
+
+    # A linker that refuses it: the link as Inductor wrote it.
+    log.clear()
+    refused = FakeBuilder(tmp_path / "lib2.so", log, extra=" -ltorch_cpu", fails="push-state")
+    inductor_wrapper._link_through_stub(refused)
+    assert log == ["g++ lib2.so -ltorch_cpu"]
+
+
+def test_built_outputs_are_kept_and_errors_raise(tmp_path):
+    log = []
+    builders = [FakeBuilder(tmp_path / "w.o", log, built=True),
+                FakeBuilder(tmp_path / "k.o", log),
+                FakeBuilder(tmp_path / "lib.so", log)]
+    with _parallel_cpp_build():
+        _worker()(str(tmp_path / "lock"), builders)
+    assert (tmp_path / "w.o").read_text() == "old" and len(log) == 2
+
+    failing = [FakeBuilder(tmp_path / "a" / "w.o", log),
+               FakeBuilder(tmp_path / "a" / "k.o", log, fails=True),
+               FakeBuilder(tmp_path / "a" / "lib.so", log)]
+    with _parallel_cpp_build(), pytest.raises(RuntimeError, match="k.o"):
+        _worker()(str(tmp_path / "lock2"), failing)
+    assert not (tmp_path / "a" / "lib.so").exists()
+
+
+def test_other_builds_go_to_inductor(tmp_path, monkeypatch):
+    from torch._inductor import codecache
+
+    seen = []
+    monkeypatch.setattr(codecache, "_worker_compile_cpp",
+                        lambda lock, builders: seen.append(len(builders)))
+    with _parallel_cpp_build():
+        codecache._worker_compile_cpp(str(tmp_path / "lock"),
+                                      [FakeBuilder(tmp_path / "one.so", [])])
+    assert seen == [1]
+
+
+def test_only_input_asserts_are_dropped():
+    code = ("void f() {\n"
+            '    assert_size_stride(arg0_1, {s0, s1}, {s1, 1L}, "input");\n'
+            "    assert_size_stride(arg1_1, {s0}, {1L});\n"
+            '    assert_size_stride(buf2, {s0, s1}, {s1, 1L}, "aten.sort.default");\n'
+            "}\n")
+    out = _drop_input_asserts(code, {"arg0_1", "arg1_1"})
+    assert "arg0_1" not in out and "arg1_1" not in out
+    assert 'assert_size_stride(buf2, {s0, s1}, {s1, 1L}, "aten.sort.default");' in out
+
+
+def test_the_build_recipe_is_in_the_cache_namespace():
+    assert settings.BUILD_RECIPE in settings.cxx_compiler()
+
+
+def test_a_real_kernel_keeps_its_optimization_level(fresh_cache, tmp_path, monkeypatch):
+    from torch._inductor import codecache, cpp_builder
+
+    # An empty Inductor cache and in-process table: this compile really runs g++.
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "inductor"))
+    monkeypatch.setattr(codecache.CppWrapperCodeCache, "cache", {})
+    commands = []
+    build = cpp_builder.CppBuilder.build
+
+    def recording_build(self):
+        commands.append(self.get_command_line().split())
+        return build(self)
+
+    monkeypatch.setattr(cpp_builder.CppBuilder, "build", recording_build)
+    x = torch.randn(7, 9)
+    with eagerc.enabled("cpu", ops=["aten::sigmoid"]):
+        y = torch.sigmoid(x)
+    assert_close(y, torch.sigmoid(x))
+    compiles = [c for c in commands if "-c" in c and "-E" not in c and "-x" not in c]
+    # (Inductor's CPU ISA probes, run again for a new cache directory, link sources.)
+    links = [c for c in commands if "-shared" in c and any(f.endswith(".o") for f in c)]
+    assert len(compiles) == 2 and len(links) == 1
+    assert sorted(next(f for f in c if f in ("-O1", "-O3")) for c in compiles) == ["-O1", "-O3"]
+    assert all("-w" in c for c in compiles)
+    kernel = next(c for c in compiles if "-O3" in c)
+    assert any(f.startswith("-march") for f in kernel)  # the kernel keeps Inductor's flags
+    assert "-Wl,--push-state,--no-as-needed" in links[0]  # libtorch_cpu through the stub
+
+
+def test_the_guard_still_checks_input_strides(fresh_cache):
+    # The wrapper no longer asserts input sizes and strides itself: the guard must send
+    # other layouts elsewhere (another variant or a miss), never into this kernel.
+    base = torch.randn(12, 10)
+    with eagerc.enabled("cpu", ops=["aten::exp"]):
+        for x in (base, base.t(), base[:, ::2], base[3:], base[:, 1:].t()):
+            assert_close(torch.exp(x), x.clone().exp_())
