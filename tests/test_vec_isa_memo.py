@@ -24,7 +24,7 @@ class FakeISA:
 
 
 def test_a_yes_is_remembered_a_no_is_probed_again(tmp_path, monkeypatch):
-    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path))
+    monkeypatch.setenv("EAGERC_PROBE_DIR", str(tmp_path))
     probes = []
 
     def probe(isa, code):
@@ -35,9 +35,9 @@ def test_a_yes_is_remembered_a_no_is_probed_again(tmp_path, monkeypatch):
     assert check(FakeISA("good"), "int x;") and check(FakeISA("good"), "int x;")
     assert not check(FakeISA("bad"), "int x;") and not check(FakeISA("bad"), "int x;")
     assert probes == [("good", "int x;"), ("bad", "int x;"), ("bad", "int x;")]
-    # Another probe source, another ISA or another cache directory asks again.
+    # Another probe source, another ISA or another memo directory asks again.
     assert check(FakeISA("good"), "int y;")
-    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "other"))
+    monkeypatch.setenv("EAGERC_PROBE_DIR", str(tmp_path / "other"))
     assert check(FakeISA("good"), "int x;")
     assert len(probes) == 5
 
@@ -53,9 +53,11 @@ def test_second_process_does_not_probe(tmp_path):
         "orig_cc = subprocess.check_call\n"  # torch 2.11 probes with check_call
         "subprocess.check_call = lambda *a, **k: (calls.append(a), orig_cc(*a, **k))[1]\n"
         "print(str(c.pick_vec_isa()) + '|' + str(len(calls)))\n")
-    env = dict(os.environ, TORCHINDUCTOR_CACHE_DIR=str(tmp_path))
-    runs = [subprocess.run([sys.executable, "-c", child], env=env, capture_output=True,
-                           text=True, timeout=300) for _ in range(2)]
+    # Fresh Inductor cache directories: the memo, not Inductor's cache, answers.
+    env = dict(os.environ, EAGERC_PROBE_DIR=str(tmp_path / "memo"))
+    runs = [subprocess.run([sys.executable, "-c", child], capture_output=True, text=True,
+                           env=dict(env, TORCHINDUCTOR_CACHE_DIR=str(tmp_path / f"inductor{i}")),
+                           timeout=300) for i in range(2)]
     for r in runs:
         assert r.returncode == 0, r.stderr[-2000:]
     (isa1, probes1), (isa2, probes2) = (r.stdout.strip().split('|') for r in runs)

@@ -6,11 +6,12 @@ compiling a probe library and loading it in a child Python. It keeps the answer 
 process only, so every process pays it again: on the GPU machine, whose Python starts
 slowly, this was 25-30 s of the first compile of each process (docs/benchmarks.md).
 
-The probe's answer depends only on this torch, the C++ compiler, the ISA and the CPU, so
-eagerc keeps positive answers next to the probe library in Inductor's cache directory
-(a fresh TORCHINDUCTOR_CACHE_DIR probes again). A negative answer is never kept: it may
-come from a passing condition (a probe that timed out under load), and probing again
-costs only time.
+The probe's answer depends only on this torch, the C++ compiler, the ISA and the CPU (all
+in the key), not on any cache's contents, so eagerc keeps positive answers once per
+machine and user: in ``$EAGERC_PROBE_DIR``, else ``~/.cache/eagerc-probes`` (a fresh
+Inductor or eagerc cache directory does not probe again). A negative answer is never
+kept: it may come from a passing condition (a probe that timed out under load), and
+probing again costs only time.
 """
 from __future__ import annotations
 
@@ -21,7 +22,8 @@ import platform
 
 from eagerc.compile.settings import cxx_compiler
 
-_SUBDIR = "eagerc_vec_isa"
+_SUBDIR = "eagerc-probes"
+PROBE_DIR_ENV = "EAGERC_PROBE_DIR"
 
 
 def _cpu_flags() -> str:
@@ -37,11 +39,18 @@ def _cpu_flags() -> str:
 
 def _verdict_path(isa, code: str) -> str:
     import torch
-    from torch._inductor.runtime.cache_dir_utils import cache_dir
 
     key = "\n".join((torch.__version__, cxx_compiler(), str(isa), isa.build_arch_flags(),
                      " ".join(isa.build_macro()), _cpu_flags(), code))
-    return os.path.join(cache_dir(), _SUBDIR, hashlib.sha256(key.encode()).hexdigest()[:32])
+    return os.path.join(_directory(), hashlib.sha256(key.encode()).hexdigest()[:32])
+
+
+def _directory() -> str:
+    explicit = os.environ.get(PROBE_DIR_ENV)
+    if explicit:
+        return explicit
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(base, _SUBDIR)
 
 
 def memoized(check_build):
