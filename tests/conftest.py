@@ -37,3 +37,19 @@ def pytest_configure(config):
 
         torch.backends.cuda.matmul.allow_tf32 = False
         torch.backends.cudnn.allow_tf32 = False
+
+
+@pytest.fixture
+def tiny_bert():
+    """A factory of transformers' BertModel (2 layers, hidden 32), same weights each call."""
+    transformers = pytest.importorskip("transformers")
+    import torch
+
+    def build():
+        torch.manual_seed(0)
+        cfg = transformers.BertConfig(hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+                                      intermediate_size=64, vocab_size=100,
+                                      max_position_embeddings=64)
+        return transformers.BertModel(cfg).eval()
+
+    return build

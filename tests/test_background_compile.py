@@ -69,18 +69,10 @@ def test_a_queued_kernel_is_compiled_once(background_cpu):
         assert_close(out, x * x)
 
 
-def _bert():
-    transformers = pytest.importorskip("transformers")
-    torch.manual_seed(0)
-    cfg = transformers.BertConfig(hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
-                                  intermediate_size=64, vocab_size=100, max_position_embeddings=64)
-    return transformers.BertModel(cfg).eval()
-
-
-def test_eagerc_device_first_run_is_right_while_compiling(fresh_cache):
+def test_eagerc_device_first_run_is_right_while_compiling(fresh_cache, tiny_bert):
     from eagerc import background
 
-    model, device_model = _bert(), _bert().to("eagerc")
+    model, device_model = tiny_bert(), tiny_bert().to("eagerc")
     ids = torch.randint(0, 100, (2, 12))
     eagerc.enable("eagerc", compile="background")
     try:

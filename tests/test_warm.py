@@ -19,14 +19,6 @@ from eagerc.testing import assert_close
 pytestmark = pytest.mark.warm
 
 
-def tiny_bert():
-    transformers = pytest.importorskip("transformers")
-    torch.manual_seed(0)
-    cfg = transformers.BertConfig(hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
-                                  intermediate_size=64, vocab_size=100, max_position_embeddings=64)
-    return transformers.BertModel(cfg).eval()
-
-
 def bert_inputs(batch, length):
     ids = torch.randint(0, 100, (batch, length))
     mask = torch.ones(batch, length, dtype=torch.long)
@@ -34,7 +26,7 @@ def bert_inputs(batch, length):
     return ids, mask
 
 
-def test_model_runs_after_warming_compile_nothing(fresh_cache):
+def test_model_runs_after_warming_compile_nothing(fresh_cache, tiny_bert):
     # transformers' BERT: warmed on one input, then run at other sizes of the same ranks.
     # Under fake tensors transformers skips its attention-mask shortcut (is_tracing), so
     # the real path's mask check is reached only by confirm=True's real forward.
