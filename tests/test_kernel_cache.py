@@ -338,14 +338,19 @@ def test_redis_unreachable_server_says_how_to_fix(tmp_path):
 
 @pytest.fixture
 def redis_url(tmp_path):
-    """A private redis-server on a unix socket, or skip when there is none."""
+    """A private redis-server on a free loopback port, or skip when there is none."""
+    import socket
+
     redis = pytest.importorskip("redis")
     if shutil.which("redis-server") is None:
         pytest.skip("no redis-server on PATH (apt-get install redis-server)")
-    sock = tmp_path / "redis.sock"
-    server = subprocess.Popen(["redis-server", "--port", "0", "--unixsocket", str(sock),
-                               "--save", "", "--appendonly", "no"], stdout=subprocess.DEVNULL)
-    url = f"unix://{sock}"
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    server = subprocess.Popen(["redis-server", "--port", str(port), "--bind", "127.0.0.1",
+                               "--save", "", "--appendonly", "no", "--dir", str(tmp_path)],
+                              stdout=subprocess.DEVNULL)
+    url = f"redis://127.0.0.1:{port}/0"
     try:
         for _ in range(100):
             try:
