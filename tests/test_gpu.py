@@ -53,26 +53,17 @@ def test_new_sizes_reuse_one_kernel(fresh_cache):
     assert s["hits"] == len(inputs) - 1
 
 
-def test_int_scalars_are_runtime_inputs_and_hits_skip_python(fresh_cache):
+@pytest.mark.parametrize("first, alphas", [
+    (5, (2, -3, 7)),                 # 0 and 1 are signature classes
+    # Floats too: the launcher's float parameters are doubles (eagerc/compile/
+    # gpu_launch_types.py; Inductor's int64_t truncated alpha=0.5 to 0).
+    (0.75, (0.5, 2.5, -3.25, 1e-3)),
+], ids=["int", "float"])
+def test_scalars_are_runtime_inputs_and_hits_skip_python(first, alphas, fresh_cache):
     x, y = torch.randn(64, 64, device=DEV), torch.randn(64, 64, device=DEV)
-    expected = {a: x + a * y for a in (2, -3, 7)}  # 0 and 1 are signature classes
+    expected = {a: x + a * y for a in alphas}
     with eagerc.enabled(DEV, ops=["aten::add.Tensor"]):
-        torch.add(x, y, alpha=5)
-        before = _C._resolver_calls()
-        got = {a: torch.add(x, y, alpha=a) for a in expected}
-        assert _C._resolver_calls() == before  # hits: no Python at all
-    for a, want in expected.items():
-        assert_close(got[a], want)
-    assert op_stats("aten::add.Tensor@CUDA")["compiles"] == 1
-
-
-def test_float_scalars_are_runtime_inputs_and_right(fresh_cache):
-    # One kernel for every value (the launcher's float parameters are doubles, see
-    # eagerc/compile/gpu_launch_types.py: Inductor's int64_t truncated alpha=0.5 to 0).
-    x, y = torch.randn(64, 64, device=DEV), torch.randn(64, 64, device=DEV)
-    expected = {a: x + a * y for a in (0.5, 2.5, -3.25, 1e-3)}
-    with eagerc.enabled(DEV, ops=["aten::add.Tensor"]):
-        torch.add(x, y, alpha=0.75)
+        torch.add(x, y, alpha=first)
         before = _C._resolver_calls()
         got = {a: torch.add(x, y, alpha=a) for a in expected}
         assert _C._resolver_calls() == before  # hits: no Python at all
