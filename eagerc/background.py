@@ -28,6 +28,7 @@ import threading
 import torch
 
 from eagerc import _stats
+from eagerc.aten_meta import storage_extent
 from eagerc.compile.errors import NOWHERE, CompileError
 
 COMPILE_ENV = "EAGERC_COMPILE"
@@ -66,8 +67,7 @@ def _snapshot(value):
     (no kernel of any enabled device runs)."""
     if isinstance(value, torch.Tensor):
         t = value
-        extent = 0 if t.numel() == 0 else t.storage_offset() + 1 + sum(
-            (n - 1) * s for n, s in zip(t.shape, t.stride()))
+        extent = storage_extent(t.shape, t.stride(), t.storage_offset())
         raw = torch.frombuffer(bytearray(max(extent, 1) * t.element_size()), dtype=torch.uint8)
         base = raw.view(t.dtype)[:extent] if t.dtype != torch.bool else raw[:extent].view(torch.bool)
         if t.device.type != "cpu":

@@ -10,17 +10,13 @@ from __future__ import annotations
 import torch
 
 from eagerc import _C, background
+from eagerc.aten_meta import overload_by_name
 from eagerc.cache import CacheKey, Compiled, Request, service
 from eagerc.compile.errors import (NOWHERE, ON_DISK, CompileError, EagerRaises, NeedsHostAliases,
                                    SpecializeValues)
 from eagerc.eager_rules import check_call
 from eagerc.ops import served_device
 from eagerc.targets import TargetError, for_device
-
-
-def _overload(op_name: str):
-    name, _, overload = op_name.split("::", 1)[-1].partition(".")
-    return getattr(getattr(torch.ops.aten, name), overload or "default")
 
 
 def _context_is_unusual() -> bool:
@@ -70,16 +66,15 @@ def resolve(request) -> "_C.MissAnswer":
         # A property of the device, not of this call: remembered, so the signature's next
         # call falls back in C++ without entering Python.
         return _C.MissAnswer.fallback(str(e), True)
-    op = _overload(request.op_name)
+    op = overload_by_name(request.op_name)
     args, layout = request.args, request.layout
     transient = _context_is_unusual()
-    deferred_id = (f"{request.op_name}@{request.dispatch_key}", bytes(request.key),
-                   request.specialize_values)
+    stat_key = f"{request.op_name}@{request.dispatch_key}"
+    deferred_id = (stat_key, bytes(request.key), request.specialize_values)
     if background.compiler().is_pending(deferred_id):
         return _C.MissAnswer.interim()  # still compiling: no store lookup per call
     eager_accepted = []  # set once compile_call has run eager on this call
     key = CacheKey("op", target, request.op_name, request.key)
-    stat_key = f"{request.op_name}@{request.dispatch_key}"
 
     def compile_call() -> Compiled:
         if transient:

@@ -35,6 +35,8 @@ import threading
 
 import torch
 
+from eagerc.aten_meta import storage_extent
+
 __all__ = ["Target", "TargetError", "for_device", "register_device", "known_targets"]
 
 # Code generators eagerc can package as artifacts (an Inductor device type each).
@@ -113,7 +115,7 @@ class Target:
 
     def _standin(self, value):
         if isinstance(value, torch.Tensor) and value.device.type == self.device:
-            extent = value.storage_offset() + 1 + sum((n - 1) * st for n, st in zip(value.shape, value.stride()))
+            extent = storage_extent(value.shape, value.stride(), value.storage_offset())
             base = torch.empty(max(extent, 1), dtype=value.dtype, device=self.codegen)
             return base.as_strided(value.shape, value.stride(), value.storage_offset())
         if isinstance(value, torch.device) and value.type == self.device:

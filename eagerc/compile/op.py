@@ -12,6 +12,7 @@ import time
 
 import torch
 
+from eagerc.aten_meta import qualified_name
 from eagerc.compile.errors import CompileError, InductorFailed, NeedsHostAliases, SpecializeValues, error_summary
 from eagerc.compile.inductor_wrapper import build_artifact
 from eagerc.compile.lock import compile_lock
@@ -43,8 +44,7 @@ def describe_call(op, args, layout) -> str:
             parts.append(f"{arg.name}={type(value).__name__}")
         else:
             parts.append(f"{arg.name}={value!r}")
-    overload = f".{op._overloadname}" if op._overloadname != "default" else ""
-    return f"aten::{op._schema.name.split('::')[-1]}{overload}(" + ", ".join(parts) + ")"
+    return f"{qualified_name(op)}(" + ", ".join(parts) + ")"
 
 
 def _describe_tensor(t: torch.Tensor) -> str:

@@ -17,6 +17,8 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten, tree_map
 
+from eagerc.aten_meta import qualified_name
+
 
 @dataclasses.dataclass(frozen=True)
 class TensorSpec:
@@ -51,11 +53,6 @@ class CallSpec:
         return f"{self.op}({', '.join(parts)})"
 
 
-def op_name(func) -> str:
-    overload = func._overloadname
-    return func._schema.name + ("" if overload == "default" else f".{overload}")
-
-
 def _hashable(value):
     if isinstance(value, list):
         return tuple(_hashable(v) for v in value)
@@ -86,7 +83,7 @@ class _Recorder(TorchDispatchMode):
                                       v.dtype, str(v.device))
                 return v
 
-            call = CallSpec(op_name(func), _hashable(tree_map(spec, list(args))),
+            call = CallSpec(qualified_name(func), _hashable(tree_map(spec, list(args))),
                             _hashable({k: tree_map(spec, v) for k, v in kwargs.items()}))
             try:
                 hash(call)

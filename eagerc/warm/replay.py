@@ -16,6 +16,7 @@ import torch
 from torch.utils._pytree import tree_map
 
 from eagerc import _C
+from eagerc.aten_meta import overload_by_name, storage_extent
 from eagerc.ops import stats
 from eagerc.warm.discover import CallSpec, TensorSpec
 
@@ -29,16 +30,8 @@ class ReplayResult:
     seconds: float = 0.0
 
 
-def overload(name: str):
-    namespace, _, rest = name.partition("::")
-    base, _, overload_name = rest.partition(".")
-    return getattr(getattr(getattr(torch.ops, namespace), base), overload_name or "default")
-
-
 def materialize(spec: TensorSpec) -> torch.Tensor:
-    extent = spec.storage_offset + 1 + sum((n - 1) * s for n, s in zip(spec.size, spec.stride) if n > 0)
-    if any(n == 0 for n in spec.size):
-        extent = spec.storage_offset
+    extent = storage_extent(spec.size, spec.stride, spec.storage_offset)
     if spec.dtype.is_floating_point or spec.dtype.is_complex:
         values = torch.rand(extent, dtype=spec.dtype)
     else:
@@ -63,7 +56,7 @@ def replay(call: CallSpec) -> ReplayResult:
     result = ReplayResult(call)
     start = time.perf_counter()
     try:
-        op = overload(call.op)
+        op = overload_by_name(call.op)
         args = [tree_map(lambda v: materialize(v) if isinstance(v, TensorSpec) else v, _unhashable(a))
                 for a in call.args]
         kwargs = {k: tree_map(lambda v: materialize(v) if isinstance(v, TensorSpec) else v,
