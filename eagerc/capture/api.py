@@ -1,5 +1,6 @@
 """Public entry points: `capture` and `capture_stats`."""
 import collections
+import logging
 import threading
 
 from .records import RecordCache, build_record
@@ -13,6 +14,8 @@ def _eager_backend(gm, example_inputs):
 
 _BACKENDS = {"eager": _eager_backend}
 LIFT_AFTER = 3  # records of one function before its float arguments become graph inputs
+MAX_FAULTS = 3  # internal errors of capture before a function runs eagerly for good
+log = logging.getLogger("eagerc")
 
 
 class Captured:
@@ -32,6 +35,8 @@ class Captured:
         # graphs_from_disk: compiled graphs loaded from kernel_cache instead of compiled.
         self.stats = {"hits": 0, "misses": 0, "graphs": 0, "graphs_from_disk": 0,
                       "eager_runs": 0, "stop_reasons": collections.Counter()}
+        self.faults = 0  # internal errors of capture (guard, monitor, record, mock)
+        self.disabled = False
         self.__wrapped__ = fn
 
     def _compile(self, gm, example_inputs):
@@ -67,19 +72,47 @@ class Captured:
     def __call__(self, *args, **kwargs):
         if getattr(_state, "active", False):
             return self.fn(*args, **kwargs)  # nested: part of the outer capture
+        if self.disabled:
+            self.stats["eager_runs"] += 1
+            return self.fn(*args, **kwargs)
         _state.active = True
         try:
-            record, slots = self.cache.match(args, kwargs)
+            try:
+                record, slots = self.cache.match(args, kwargs)
+            except Exception as e:  # noqa: BLE001 - a guard fault: this call runs eagerly
+                self._internal_error("guard", e)
+                return self.fn(*args, **kwargs)
             if record is not None:
                 self.stats["hits"] += 1
                 if record.eager:
                     self.stats["eager_runs"] += 1
                     return self.fn(*args, **kwargs)
-                return record.mock(slots)
+                try:
+                    return record.mock(slots)
+                except Exception as e:  # noqa: BLE001 - see _mock_failed
+                    self._mock_failed(record, e)
+                    return self.fn(*args, **kwargs)
             self.stats["misses"] += 1
             return self._monitor_run(args, kwargs)
         finally:
             _state.active = False
+
+    def _internal_error(self, stage, error):
+        """A fault of capture itself: counted in stop_reasons; after MAX_FAULTS of them the
+        function runs eagerly for good (the program never sees one)."""
+        self.stats["stop_reasons"][f"internal error in {stage}: {type(error).__name__}"] += 1
+        self.faults += 1
+        log.debug("eagerc.capture: %s failed for %r", stage, self.fn, exc_info=error)
+        if self.faults >= MAX_FAULTS:
+            self.disabled = True
+
+    def _mock_failed(self, record, error):
+        """The mock raised. Its compiled graph runs first and writes nothing back before it
+        finishes (functionalized graphs copy into their inputs at the end), and the record's
+        other work comes after it: the call then runs eagerly from the arguments. The record
+        is dropped, so it cannot fail again."""
+        self.cache.remove(record)
+        self._internal_error("mock", error)
 
     def _monitor_run(self, args, kwargs):
         from .monitor import LIFT_STOP, Monitor  # imports torch.fx: only when capture runs
@@ -87,17 +120,43 @@ class Captured:
         lift = self.lift_after is not None and len(self.cache) >= self.lift_after
         # Decided before the run: a symbolic run answers size reads with SymbolicInts.
         symbolic = self.symbolic_after is not None and len(self.cache) >= self.symbolic_after
-        mon = Monitor(self.fn, args, kwargs, lift=lift, symbolic=symbolic)
+        try:
+            mon = Monitor(self.fn, args, kwargs, lift=lift, symbolic=symbolic)
+            mon.prepare()
+        except Exception as e:  # noqa: BLE001 - before the program ran: run it eagerly
+            self._internal_error("monitor", e)
+            return self.fn(*args, **kwargs)
         try:
             result = mon.run()
-        except BaseException:
+        except BaseException as e:
             mon.recorder.live = False
-            raise
+            if not mon.started:  # our set-up failed: the program has not run yet
+                if not isinstance(e, Exception):
+                    raise
+                self._internal_error("monitor", e)
+                return self.fn(*args, **kwargs)
+            if not mon.finished:
+                raise  # the program's own exception: eager raises it too
+            # Our tear-down failed after the program returned: its result is eager's.
+            self._internal_error("monitor", e)
+            return mon.result
         try:
             self._record(mon, result, symbolic, LIFT_STOP)
+        except Exception as e:  # noqa: BLE001 - the program ran for real: its result stands
+            self._internal_error("record", e)
+            self._eager_record(mon, f"internal error in record: {type(e).__name__}")
         finally:
             mon.recorder.live = False  # SymbolicInts left anywhere act as plain ints
         return scrub(mon.graph, result) if symbolic else result
+
+    def _eager_record(self, mon, reason):
+        """After a failed record build: an eager record (its guard only), so that calls
+        like this one run eagerly without another monitor run; none if that fails too."""
+        try:
+            mon.stopped = reason
+            self.cache.add(build_record(mon, None, self._compile))
+        except Exception:  # noqa: BLE001, S110 - the next such call monitors again
+            pass
 
     def _record(self, mon, result, symbolic, lift_stop):
         if mon.stopped == lift_stop:

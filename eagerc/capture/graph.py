@@ -84,49 +84,61 @@ class OpRecorder(TorchFunctionMode):
             return func(*args, **kwargs)
         self.calls += 1
         mon.suspend += 1
+        call = _RealCall(func)
         try:
-            return self._handle(func, args, kwargs)
+            return self._handle(func, args, kwargs, call)
+        except BaseException as e:
+            # The program must see exactly what eager gives: its own call's exception, or
+            # its own call's result when the recording around it failed (capture stops).
+            if call.started and not call.done:
+                raise
+            mon.stop(f"monitor error: {type(e).__name__}: {e}")
+            if call.done:
+                return call.post(call.out)
+            return func(*args, **kwargs)
         finally:
             mon.suspend -= 1
 
-    def _handle(self, func, args, kwargs):
+    def _handle(self, func, args, kwargs, call):
         name, is_getter = func_name(func)
         if name in _SIZE_READS and args and isinstance(args[0], torch.Tensor):
             if name in _SYMBOLIC_READS and self.symbolic and self._varies(args[0]):
-                out = self._symbolic_size(func, name, args, kwargs)
+                out = self._symbolic_size(func, name, args, kwargs, call)
                 if out is not None:
                     return out
             self.specialized |= self._deps_of(args[0])
         if name in _META or name in _STRIDE_META:
             if name in _STRIDE_META and args:
                 self.monitor.note_stride_read(args[0])
-            return func(*args, **kwargs)
+            return call(args, kwargs)
         if name in _VALUE_READS:
             self.monitor.stop(f"tensor value read: Tensor.{name}")
-            return func(*args, **kwargs)
+            return call(args, kwargs)
         if name == "__iter__" and args and isinstance(args[0], torch.Tensor):
-            return iter(self._handle(torch.Tensor.unbind, (args[0], 0), {}))
+            call.func, call.post = torch.Tensor.unbind, iter
+            return iter(self._handle(torch.Tensor.unbind, (args[0], 0), {}, call))
         if is_getter and name not in _VIEW_ATTRS:
             self.monitor.stop(f"unknown tensor attribute: Tensor.{name}")
-            return func(*args, **kwargs)
+            return call(args, kwargs)
         if torch.is_grad_enabled() and _needs_grad(args, kwargs):
             self.monitor.stop("autograd: grad mode on and an input requires grad")
-            return func(*args, **kwargs)
+            return call(args, kwargs)
         try:
             fx_args, fx_kwargs = self._to_fx((args, kwargs))
+            target = None if is_getter else _fx_target(func, name)
         except CaptureStop as e:
             self.monitor.stop(str(e))
-            return func(*args, **kwargs)
+            return call(args, kwargs)
         if self.symbolic:  # the real call gets plain ints; the graph got their nodes
-            out = func(*plain(args), **plain(kwargs))
+            out = call(plain(args), plain(kwargs))
         else:
-            out = func(*args, **kwargs)
+            out = call(args, kwargs)
         if is_getter:
             node = self.graph.call_function(getattr, (fx_args[0], name))
-        elif _is_tensor_method(func, name):
-            node = self.graph.call_method(name, fx_args, fx_kwargs)
+        elif target[0] == "call_method":
+            node = self.graph.call_method(target[1], fx_args, fx_kwargs)
         else:
-            node = self.graph.call_function(func, fx_args, fx_kwargs)
+            node = self.graph.call_function(target[1], fx_args, fx_kwargs)
         deps, varies = set(), False
         for a in _tensors_in((args, kwargs)):
             deps |= self._deps_of(a)
@@ -180,8 +192,15 @@ class OpRecorder(TorchFunctionMode):
         if type(value) is float and id(value) in self.monitor.lifted:
             node = self.nodes.get(id(value))
             return node if node is not None else self._placeholder(value)
-        if isinstance(value, _CONSTANTS) or value is None or value is Ellipsis:
+        if type(value) in _CONSTANTS or value is None or value is Ellipsis:
             return value
+        if isinstance(value, _NUMBERS) or _is_numpy_scalar(value):
+            # A numpy scalar (np.float64 is a float subclass): the graph's source must not
+            # name numpy; torch treats it as the Python number it holds.
+            return value.item() if hasattr(value, "item") else \
+                _PY_NUMBER[_number_kind(value)](value)
+        if isinstance(value, str):
+            return str(value)
         if isinstance(value, slice):
             return slice(self._to_fx(value.start), self._to_fx(value.stop),
                          self._to_fx(value.step))
@@ -225,7 +244,7 @@ class OpRecorder(TorchFunctionMode):
             self.vary[id(tensor)] = v
         return v
 
-    def _symbolic_size(self, func, name, args, kwargs):
+    def _symbolic_size(self, func, name, args, kwargs, call):
         """`t.size()`, `t.size(d)`, `t.shape`, `t.numel()` as SymbolicInts; None when `t`
         cannot be put into the graph (then the read specializes)."""
         t = args[0]
@@ -233,7 +252,7 @@ class OpRecorder(TorchFunctionMode):
             tnode = self._to_fx(t)
         except CaptureStop:
             return None
-        out = func(*plain(args), **plain(kwargs))  # the real answer (or its IndexError)
+        out = call(plain(args), plain(kwargs))  # the real answer (or its IndexError)
         deps, g = self._deps_of(t), self.graph
         if name in ("numel", "nelement"):
             return SymbolicInt(out, g.call_method("numel", (tnode,)), self, deps)
@@ -254,6 +273,9 @@ class OpRecorder(TorchFunctionMode):
             node = self.graph.call_function(op, tuple(self._to_fx(a) for a in operands))
             deps = frozenset().union(*(a.deps for a in operands if isinstance(a, SymbolicInt)))
             return SymbolicInt(value, node, self, deps)
+        except Exception as e:  # noqa: BLE001 - the program gets the plain value
+            mon.stop(f"monitor error: {type(e).__name__}: {e}")
+            return value
         finally:
             mon.suspend -= 1
 
@@ -264,12 +286,114 @@ class OpRecorder(TorchFunctionMode):
         try:
             cond = self.graph.call_function(op, (self._to_fx(a), self._to_fx(b)))
             self.graph.call_function(_expect, (cond, bool(result)))
+        except Exception as e:  # noqa: BLE001 - the check cannot be recorded: no record
+            mon.stop(f"monitor error: {type(e).__name__}: {e}")
         finally:
             mon.suspend -= 1
 
 
 _CONSTANTS = (int, float, bool, str, complex, torch.dtype, torch.device, torch.layout,
               torch.memory_format)
+_NUMBERS = (int, float, complex)  # and subclasses other than bool: plain values in the graph
+_PY_NUMBER = {"b": bool, "i": int, "f": float, "c": complex}
+
+
+def _number_kind(value):
+    if isinstance(value, bool):
+        return "b"
+    return "i" if isinstance(value, int) else "f" if isinstance(value, float) else "c"
+
+
+def _is_numpy_scalar(value):
+    return type(value).__module__ == "numpy" and hasattr(value, "item") and \
+        getattr(value, "shape", None) == ()
+
+
+class _RealCall:
+    """The program's own call of a torch API inside the recorder: made at most once, so a
+    fault of the recording around it can still give the program eager's result."""
+
+    __slots__ = ("func", "started", "done", "out", "post")
+
+    def __init__(self, func):
+        self.func, self.started, self.done, self.out = func, False, False, None
+        self.post = _identity
+
+    def __call__(self, args, kwargs):
+        self.started = True
+        self.out = self.func(*args, **kwargs)
+        self.done = True
+        return self.out
+
+
+def _identity(x):
+    return x
+
+
+_TENSOR_NAMES = {}  # id(attribute of torch.Tensor) -> its name there
+
+
+def _fx_target(func, name):
+    """('call_method', name) or ('call_function', f) for a torch API, such that the graph's
+    generated source finds it again: FX writes torch functions by their qualified name, and
+    some (Tensor.__pow__ is a wrapper named `torch._tensor.pow`, method-wrappers have no
+    module) do not resolve. Those become Tensor methods by the name torch.Tensor gives them,
+    or a named Python shim FX keeps as a global."""
+    if _is_tensor_method(func, name):
+        return "call_method", name
+    if _resolves(func):
+        return "call_function", func
+    if not _TENSOR_NAMES:
+        for n in dir(torch.Tensor):
+            try:
+                _TENSOR_NAMES.setdefault(id(getattr(torch.Tensor, n)), n)
+            except Exception:  # noqa: BLE001, S112 - a property that fails on the class
+                continue
+    tname = _TENSOR_NAMES.get(id(func))
+    if tname is not None and getattr(torch.Tensor, tname, None) is func:
+        return "call_method", tname
+    return "call_function", _shim(func)
+
+
+def _resolves(func):
+    from torch.fx.node import _get_qualified_name
+    try:
+        qualname = _get_qualified_name(func)
+    except Exception:  # noqa: BLE001 - no __module__ (method-wrapper) or no name
+        return False
+    if qualname.startswith("_operator.") or "." not in qualname:
+        return True
+    module, _, path = qualname.partition(".")
+    obj = __import__(module)
+    try:
+        for part in path.split("."):
+            obj = getattr(obj, part)
+    except AttributeError:
+        return False
+    return obj is func
+
+
+_SHIMS = {}
+
+
+def _shim(func):
+    """A Python function calling `func`, named after it (the graph's source, hence a compiled
+    graph's cache key, names it)."""
+    shim = _SHIMS.get(id(func))
+    if shim is None:
+        label = getattr(func, "__qualname__", None) or getattr(func, "__name__", "op")
+        owner = getattr(func, "__self__", None)
+        if owner is not None and not isinstance(owner, type(torch)):
+            label = f"{type(owner).__name__}_{label}"
+
+        def shim(*args, **kwargs):
+            return func(*args, **kwargs)
+        shim.__name__ = shim.__qualname__ = "eagerc_" + "".join(
+            c if c.isalnum() else "_" for c in str(label))
+        shim.__module__ = __name__
+        _SHIMS[id(func)] = (shim, func)  # func kept alive: its id stays its own
+        return shim
+    return shim[0]
 
 
 def _tensors_in(value):

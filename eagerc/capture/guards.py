@@ -12,6 +12,8 @@ returns the slots (the resolved objects) or None.
     >>> snapshot(3), snapshot([1, 2])[0], snapshot(len)[0]
     (('eq', <class 'int'>, 3), 'len', 'is')
 """
+import keyword
+import math
 import types
 
 import torch
@@ -57,7 +59,7 @@ def access(expr, rel, holder_obj, child_obj, consts):
     if kind == "global":
         return f"{expr}[{key!r}]"
     if kind == "attr":
-        if isinstance(key, str) and key.isidentifier() and (
+        if isinstance(key, str) and key.isidentifier() and not keyword.iskeyword(key) and (
                 not key.startswith("__") or key == "__dict__"):
             return f"{expr}.{key}"
         return f"_getattr({expr}, {key!r})"
@@ -72,7 +74,9 @@ def access(expr, rel, holder_obj, child_obj, consts):
 
 
 def _literal(key):
-    return type(key) in (int, str, bool, type(None)) or (type(key) is float and key == key)
+    """Whether `repr(key)` is Python source for an equal value (inf and nan are not)."""
+    return type(key) in (int, str, bool, type(None)) or (type(key) is float and
+                                                          math.isfinite(key))
 
 
 class Consts:
@@ -100,6 +104,8 @@ def check_source(slot, snap, consts, strides):
         return f"{slot} is not {consts.add(snap[1])}"
     if kind == "eq":
         t, v = snap[1], snap[2]
+        if t is float and v != v:  # nan equals nothing: check it is nan again
+            return f"type({slot}) is not {consts.add(t)} or {slot} == {slot}"
         lit = repr(v) if _literal(v) else consts.add(v)
         return f"type({slot}) is not {consts.add(t)} or {slot} != {lit}"
     if kind == "len":

@@ -57,9 +57,12 @@ class Monitor:
         self._consts = {}  # id(obj) -> node of constant roots (globals dicts, cells)
         self._new_funcs = {}  # id -> function made by the run (its cells are new)
         self._infos = {}
+        self.started = self.finished = False
+        self.result = None
 
     # -- running --------------------------------------------------------------------------
-    def run(self):
+    def prepare(self):
+        """Read the called object and the arguments (before the program runs)."""
         g = self.graph
         self.grad_mode = torch.is_grad_enabled()
         g.read(g.root, Relation("fn"), self.fn)
@@ -67,8 +70,15 @@ class Monitor:
             g.read(g.root, Relation("args", i), a)
         for k, v in self.kwargs.items():
             g.read(g.root, Relation("kw", k), v)
+
+    def run(self):
+        """Run the program once. `started`/`finished` tell the caller whether an exception
+        came before the program ran, from the program, or after it returned `result`."""
         with self.recorder, make_tracer(self._call_event, self.stop):
-            return self.fn(*self.args, **self.kwargs)
+            self.started = True
+            self.result = self.fn(*self.args, **self.kwargs)
+            self.finished = True
+            return self.result
 
     def stop(self, reason):
         if self.stopped is None:

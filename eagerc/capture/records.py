@@ -53,6 +53,10 @@ class RecordCache:
     def add(self, record):
         self.records.insert(0, record)
 
+    def remove(self, record):
+        if record in self.records:
+            self.records.remove(record)
+
     def __len__(self):
         return len(self.records)
 
@@ -202,6 +206,18 @@ def _plan_guard(mon, nodes, consts):
                     line = f"if {expr} is not {plan.var_of[child.node_id]}: return None"
                     plan.full.append(line)
                     plan.fast.append(line)
+                elif rel.kind != "const":
+                    # One node stands for equal small ints, interned strings ...: each
+                    # further path to it needs its own value check.
+                    snap = mon.snapshots.get(child.node_id)
+                    cond = check_source("_v", snap, consts, None) if snap else None
+                    if cond is not None:
+                        line = f"_v = {expr}\n        if {cond}: return None"
+                        plan.full.append(line)
+                        if origin[holder.node_id] == "arg":
+                            plan.fast.append(line)
+                        elif hdict is None and holder.node_id:
+                            plan.fast.append(line)
                 continue
             var = plan.var_of[child.node_id] = f"s{child.node_id}"
             kind = "arg" if rel.kind in ("args", "kw") or origin[holder.node_id] == "arg" \

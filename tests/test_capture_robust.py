@@ -1,0 +1,176 @@
+"""Capture never raises where eager works and never returns another value (issue 12).
+
+Each test is a small program in a real-world idiom that once raised under capture or
+returned a wrong value; faults injected into the monitor, the record builder, the guard
+and the mock show the safety net: the call runs eagerly, once, and the reason is counted.
+"""
+import numpy as np
+import pytest
+import torch
+
+from eagerc.capture import capture, capture_stats
+from eagerc.capture import api, records
+from eagerc.testing import assert_close
+
+X = torch.randn(2, 3, 4)
+
+
+def run(fn, *args, calls=3, backend="eager"):
+    """Capture `fn`, call it `calls` times on `args`; every result equals eager's."""
+    cap = capture(fn, backend=backend)
+    with torch.no_grad():
+        ref = fn(*args)
+        for _ in range(calls):
+            assert_close(cap(*args), ref, equal_nan=True)
+    return capture_stats(cap)
+
+
+def one_graph(stats, calls=3):
+    assert stats["stop_reasons"] == {}
+    assert (stats["records"], stats["graphs"], stats["hits"]) == (1, 1, calls - 1)
+
+
+def test_tensor_pow_operator():
+    # Tensor.__pow__ is a wrapper FX named torch._tensor.pow, which does not resolve.
+    one_graph(run(lambda x: x ** 2 + 2 ** x, X))
+
+
+def test_numpy_scalar_global_in_graph():
+    scale = np.float64(0.5)  # np.float64 is a float subclass: it reached the graph source
+    one_graph(run(lambda x: x * scale, X))
+
+
+class Keywords(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        setattr(self, "lambda", 0.5)  # an attribute named like a keyword
+        self.eps = float("inf")
+
+    def forward(self, x):
+        return x * getattr(self, "lambda") + torch.clamp(x, max=self.eps)
+
+
+def test_keyword_attribute_and_inf_in_guard_source():
+    one_graph(run(Keywords(), X))
+
+
+@pytest.mark.parametrize("value", [float("inf"), float("nan")])
+def test_non_finite_float_argument_hits(value):
+    one_graph(run(lambda x, s: x * s, X, value))
+
+
+def test_non_finite_float_dict_keys():
+    def f(x):
+        return {0.5: x, float("inf"): x + 1}
+    stats = run(f, X)
+    assert stats["records"] == 1 and stats["hits"] == 2
+
+
+class TwoZeros(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.b, self.a = 0, 0  # one RefGraph node for both (the same int object)
+
+    def forward(self, x):
+        if self.b == 0:
+            return x + self.a
+        return x - 1
+
+
+def test_every_path_to_an_equal_int_is_checked():
+    m = TwoZeros()
+    cap = capture(m, backend="eager")
+    with torch.no_grad():
+        cap(X)
+        m.a = 5
+        assert_close(cap(X), m(X))
+    assert capture_stats(cap)["records"] == 2
+
+
+def test_method_wrapper_and_dunder_calls():
+    one_graph(run(lambda x: x.__add__(1).__rsub__(2).__mul__(x), X))
+
+
+@pytest.fixture
+def eager_fallback_counts():
+    def count(stats, stage):
+        return sum(n for r, n in stats["stop_reasons"].items()
+                   if r.startswith(f"internal error in {stage}"))
+    return count
+
+
+def test_fault_in_record_builder_gives_eager_result(monkeypatch, eager_fallback_counts):
+    def broken(*a, **k):
+        raise SyntaxError("generated source")
+    monkeypatch.setattr(api, "build_record", broken)
+    side = []
+
+    def f(x):
+        side.append(1)
+        return x * 2
+    stats = run(f, X, calls=2)
+    assert side == [1, 1, 1]  # eager ref + one run per call: never twice
+    assert eager_fallback_counts(stats, "record") == 2
+
+
+def test_fault_in_monitor_set_up_runs_eagerly_once(monkeypatch, eager_fallback_counts):
+    from eagerc.capture import monitor
+
+    def broken(self):
+        raise ValueError("not enough values to unpack")
+    monkeypatch.setattr(monitor.Monitor, "prepare", broken)
+    side = []
+
+    def f(x):
+        side.append(1)
+        return x + 1
+    stats = run(f, X, calls=4)
+    assert side == [1] * 5
+    assert eager_fallback_counts(stats, "monitor") == api.MAX_FAULTS
+    assert stats["eager_runs"] == 1  # after MAX_FAULTS faults: eager for good
+
+
+def test_fault_in_mock_runs_eagerly_and_drops_the_record(eager_fallback_counts):
+    cap = capture(lambda x: x * 3, backend="eager")
+    with torch.no_grad():
+        cap(X)
+        rec = cap.cache.records[0]
+
+        def broken(slots):
+            raise AttributeError("'method-wrapper' object has no attribute '__module__'")
+        rec.mock = broken
+        assert_close(cap(X), X * 3)
+        assert_close(cap(X), X * 3)
+    stats = capture_stats(cap)
+    assert eager_fallback_counts(stats, "mock") == 1
+    assert stats["records"] == 1 and stats["misses"] == 2  # re-recorded once
+
+
+def test_fault_in_guard_runs_eagerly(monkeypatch, eager_fallback_counts):
+    cap = capture(lambda x: x - 1, backend="eager")
+
+    def broken(self, args, kwargs):
+        raise TypeError("permute() missing 1 required positional arguments")
+    with torch.no_grad():
+        cap(X)
+        monkeypatch.setattr(records.RecordCache, "match", broken)
+        assert_close(cap(X), X - 1)
+    assert eager_fallback_counts(capture_stats(cap), "guard") == 1
+
+
+def test_fault_in_op_recorder_stops_capture_not_the_program(monkeypatch):
+    from eagerc.capture import graph
+
+    def broken(self, value):
+        raise ValueError("not enough values to unpack")
+    monkeypatch.setattr(graph.OpRecorder, "_to_fx", broken)
+    stats = run(lambda x: torch.relu(x) + 1, X)
+    assert any(r.startswith("monitor error: ValueError") for r in stats["stop_reasons"])
+
+
+def test_program_exception_still_propagates():
+    def f(x):
+        raise KeyError("mine")
+    cap = capture(f, backend="eager")
+    with pytest.raises(KeyError, match="mine"):
+        cap(X)
