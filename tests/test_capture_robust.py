@@ -174,3 +174,30 @@ def test_program_exception_still_propagates():
     cap = capture(f, backend="eager")
     with pytest.raises(KeyError, match="mine"):
         cap(X)
+
+
+def test_starred_generator_arguments_are_not_consumed():
+    # CALL_FUNCTION_EX takes any iterable; the monitor once read it into a list first.
+    def f(x):
+        y = x.permute(*(d for d in (0, 2, 1)))
+        a, b = (t for t in y.unbind(0))
+        return a + b
+    one_graph(run(f, X))
+
+
+def test_deepcopy_inside_forward():
+    import copy
+
+    class Cfg:
+        def __init__(self):
+            self.scale = 2.0
+            self.sub = {"k": [1, 2]}
+
+    cfg = Cfg()
+
+    def f(x):
+        c = copy.deepcopy(cfg)
+        return x * c.scale * len(c.sub["k"])
+    stats = run(f, X)
+    assert stats["stop_reasons"] == {} or all(
+        not r.startswith("internal") for r in stats["stop_reasons"])

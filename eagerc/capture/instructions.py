@@ -320,8 +320,18 @@ def _apply_call(w, fn, args, kw_values=()):
 def _call_function_ex(w, frame, name, flags, top):
     has_kw = flags & 1
     fn = peek(frame, top, 1 + has_kw)
-    args = list(peek(frame, top, has_kw))
+    args = peek(frame, top, has_kw)
     kw = peek(frame, top, 0) if has_kw else None
+    if type(args) not in (tuple, list):
+        # `f(*gen)`: the interpreter turns the iterable into a tuple itself; reading it
+        # here would consume a generator or iterator before the call sees it.
+        ann = annotations.lookup(fn)
+        if ann is not None and ann.as_op:
+            _apply_call(w, fn, [])  # a torch API: the op recorder sees its real arguments
+        elif ann is not annotations.FOLLOW:
+            w.mon.stop(f"native call with a starred {type(args).__name__}")
+        return
+    args = list(args)
     _apply_call(w, fn, args, list(kw.values()) if isinstance(kw, dict) else ())
 
 
