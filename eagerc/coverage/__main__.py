@@ -1,0 +1,5 @@
+import sys
+
+from eagerc.coverage.command import main
+
+sys.exit(main())

@@ -1,0 +1,90 @@
+"""Compare a device's results with CPU eager: values through eagerc.testing's one
+tolerance table; statistics for random ops; metadata only where values are undefined
+(``empty*``). Each returns None when they agree, else a dict saying how they differ.
+
+    >>> import torch
+    >>> from eagerc.coverage.check import values
+    >>> values(torch.ones(3), torch.ones(3)) is None
+    True
+    >>> values(torch.tensor([1.0, 2.0]), torch.tensor([1.0, 2.5]))["max_abs"]
+    0.5
+"""
+from __future__ import annotations
+
+import torch
+from torch.utils._pytree import tree_flatten
+
+from eagerc.testing import assert_close
+
+
+def _tensors(value) -> list:
+    return [t for t in tree_flatten(value)[0] if isinstance(t, torch.Tensor)]
+
+
+def _shape_dtype(actual, expected):
+    flat_a, spec_a = tree_flatten(actual)
+    flat_e, spec_e = tree_flatten(expected)
+    if spec_a != spec_e:
+        return {"message": f"output structure differs: {spec_a} vs {spec_e}"[:300]}
+    for i, (a, e) in enumerate(zip(flat_a, flat_e)):
+        if isinstance(e, torch.Tensor):
+            if not isinstance(a, torch.Tensor):
+                return {"message": f"output {i}: {type(a).__name__} instead of a tensor"}
+            if a.shape != e.shape or a.dtype != e.dtype:
+                return {"message": f"output {i}: {a.dtype}{list(a.shape)} instead of {e.dtype}{list(e.shape)}"}
+    return None
+
+
+def worst_error(actual, expected) -> dict:
+    """The largest absolute and relative differences over all tensor outputs."""
+    worst = {"max_abs": 0.0, "max_rel": 0.0, "output": None}
+    for i, (a, e) in enumerate(zip(_tensors(actual), _tensors(expected))):
+        if a.shape != e.shape or a.numel() == 0:
+            continue
+        a64, e64 = a.detach().to(torch.complex128 if a.is_complex() else torch.float64), \
+            e.detach().to(torch.complex128 if e.is_complex() else torch.float64)
+        both_nan = torch.isnan(a64) & torch.isnan(e64)
+        diff = (a64 - e64).abs().masked_fill(both_nan, 0).nan_to_num(nan=float("inf"))
+        rel = diff / e64.abs().clamp_min(1e-30)
+        max_abs, max_rel = float(diff.max()), float(rel.masked_fill(diff == 0, 0).max())
+        if max_abs > worst["max_abs"] or worst["output"] is None:
+            worst = {"max_abs": max_abs, "max_rel": max_rel, "output": i}
+    return worst
+
+
+def values(actual, expected):
+    try:
+        assert_close(actual, expected, equal_nan=True)
+        return None
+    except (AssertionError, TypeError, ValueError, RuntimeError) as e:
+        problem = _shape_dtype(actual, expected) or worst_error(actual, expected)
+        lines = [ln for ln in str(e).splitlines() if ln.strip()]
+        return {**problem, "message": problem.get("message") or (lines[0][:300] if lines else type(e).__name__)}
+
+
+def metadata(actual, expected):
+    return _shape_dtype(actual, expected)
+
+
+def statistics(actual, expected):
+    """Random ops: same structure, shapes and dtypes; for outputs of 64 or more elements,
+    mean and spread of the same order as CPU eager's draw (a loose check: it catches a
+    kernel that returns zeros, a constant or the wrong distribution, not a subtle bias)."""
+    problem = _shape_dtype(actual, expected)
+    if problem:
+        return problem
+    for i, (a, e) in enumerate(zip(_tensors(actual), _tensors(expected))):
+        if a.numel() < 64 or a.is_complex():
+            continue
+        a64, e64 = a.detach().double(), e.detach().double()
+        if bool(torch.isfinite(a64).all()) != bool(torch.isfinite(e64).all()):
+            return {"message": f"output {i}: finite values differ from CPU eager's draw"}
+        a64, e64 = a64[torch.isfinite(a64)], e64[torch.isfinite(e64)]
+        if a64.numel() < 64 or e64.numel() < 64:
+            continue
+        ma, me, sa, se = float(a64.mean()), float(e64.mean()), float(a64.std()), float(e64.std())
+        if abs(ma - me) > 0.25 * se + 0.05 * abs(me) + 1e-3 or \
+                (se > 1e-6 and not 0.5 <= sa / se <= 2.0) or (se <= 1e-6 and sa > 1e-3):
+            return {"message": f"output {i}: mean {ma:.4g} std {sa:.4g}, CPU eager's draw: "
+                               f"mean {me:.4g} std {se:.4g}"}
+    return None

@@ -1,0 +1,78 @@
+"""One status per (overload, dtype), decided from what eagerc counted while the samples
+ran (eagerc.stats() before and after each call), the artifacts the service loaded, and
+the comparison with CPU eager. docs/coverage.md defines each status.
+
+    >>> from eagerc.coverage.classify import worst
+    >>> worst(["pass", "extern", "pass"])
+    'extern'
+"""
+from __future__ import annotations
+
+import re
+
+# From worst to best: an op's status is its worst sample's. Working statuses last.
+ORDER = ("crash", "timeout", "mismatch", "error", "compile_error", "unsupported_arg",
+         "no_kernel", "aliased", "extern", "random", "pass", "runtime", "not_served",
+         "decomposed", "no_sample")
+WORKING = ("pass", "extern", "aliased", "runtime", "random")
+STATUSES = ORDER
+
+_COUNTERS = ("hits", "misses", "fallbacks", "aliased", "interim", "compiles", "disk_loads")
+# Calls from a compiled artifact into an ATen kernel through the AOTInductor C shim
+# (aoti_torch_cpu_mm_out, aoti_torch_cuda_addmm_out) or the dispatcher.
+_EXTERN = re.compile(rb"aoti_torch_(?:cpu|cuda)_[A-Za-z0-9_]+|aoti_torch_proxy_executor_call_function"
+                     rb"|aoti_torch_call_dispatcher")
+# Inductor's RNG draws its seeds with randint; that is not the op's computation.
+_NOT_EXTERN = {"aoti_torch_cpu_randint_low_out", "aoti_torch_cuda_randint_low_out"}
+
+
+def worst(statuses) -> str:
+    return min(statuses, key=ORDER.index)
+
+
+def stats_delta(before: dict, after: dict) -> dict:
+    """Per op key ("aten::mm@PrivateUse1"): counters that moved, and new fallback reasons."""
+    out = {}
+    for key, now in after.items():
+        was = before.get(key, {})
+        moved = {c: now.get(c, 0) - was.get(c, 0) for c in _COUNTERS}
+        moved = {c: n for c, n in moved.items() if n}
+        reasons = {r: n - was.get("fallback_reasons", {}).get(r, 0)
+                   for r, n in now.get("fallback_reasons", {}).items()}
+        reasons = {r: n for r, n in reasons.items() if n > 0}
+        if moved or reasons:
+            out[key] = {**moved, "fallback_reasons": reasons}
+    return out
+
+
+def externs(artifact_paths) -> list:
+    """ATen/vendor kernels the artifacts call instead of generated code."""
+    found = set()
+    for path in artifact_paths:
+        try:
+            with open(path, "rb") as f:
+                data = f.read()
+        except OSError:
+            continue
+        found |= {m.decode() for m in _EXTERN.findall(data)}
+    return sorted(found - _NOT_EXTERN)
+
+
+def served_status(counters: dict, extern_calls: list) -> tuple:
+    """(status, detail) of one op's holder from its moved counters."""
+    reasons = counters.get("fallback_reasons") or {}
+    if counters.get("fallbacks") or reasons:
+        reason = next(iter(reasons), "fell back (no reason recorded)")
+        return "compile_error", reason.strip().splitlines()[0][:300]
+    if counters.get("aliased"):
+        return "aliased", "ATen's CPU kernel on zero-copy aliases"
+    if counters.get("interim"):
+        return "aliased", "served interim while compiling in the background"
+    if extern_calls:
+        return "extern", ", ".join(extern_calls)
+    return "pass", ""
+
+
+def first_line(e: BaseException) -> str:
+    text = str(e).strip()
+    return f"{type(e).__name__}: {text.splitlines()[0] if text else ''}"[:300]

@@ -1,0 +1,105 @@
+"""The command line: ``python -m eagerc.coverage --device eagerc --out DIR [...]``."""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+
+from eagerc.coverage import compare as compare_mod
+from eagerc.coverage import enumerate as enum
+from eagerc.coverage import report_html, report_json, report_md, runner
+from eagerc.coverage.classify import ORDER
+
+DEVICES = ("eagerc", "cpu", "cuda")
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m eagerc.coverage", description=__doc__)
+    p.add_argument("--device", choices=DEVICES, default="eagerc")
+    p.add_argument("--ops", default="", help="comma-separated globs of aten overloads "
+                   "(e.g. 'aten::add.Tensor,aten::abs*'); default: every overload")
+    p.add_argument("--dtypes", default="float32", help="comma-separated, e.g. float32,float16,int64,bool")
+    p.add_argument("--grad", action="store_true", help="add backward samples (autograd through OpInfo samples)")
+    p.add_argument("--workers", type=int, default=os.cpu_count() or 1)
+    p.add_argument("--timeout", type=float, default=300.0, help="seconds per (op, dtype) task")
+    p.add_argument("--samples", type=int, default=4, help="samples per (op, dtype)")
+    p.add_argument("--out", required=True, help="output folder (results.jsonl, report.*)")
+    p.add_argument("--compare", metavar="OLD.json", help="an earlier report.json to compare with")
+    p.add_argument("--fail-on-regression", action="store_true", help="exit 1 when --compare finds a regression")
+    p.add_argument("--resume", action="store_true", help="keep results.jsonl and skip what it holds")
+    p.add_argument("--fresh-cache", action="store_true",
+                   help="workers compile into DIR/cache instead of the user's kernel cache")
+    p.add_argument("--quiet", action="store_true", help="no progress bars")
+    return p
+
+
+def main(argv=None) -> int:
+    args = parser().parse_args(argv)
+    if args.device == "cuda":
+        import torch
+
+        if not torch.cuda.is_available():
+            print("coverage: --device cuda needs a CUDA GPU; torch sees none", file=sys.stderr)
+            return 2
+    os.makedirs(args.out, exist_ok=True)
+    patterns = [p.strip() for p in args.ops.split(",") if p.strip()]
+    names = enum.select(patterns, enum.all_overloads())
+    if not names:
+        print(f"coverage: no aten overload matches {args.ops!r}", file=sys.stderr)
+        return 2
+    dtypes = [d.strip() for d in args.dtypes.split(",") if d.strip()]
+    import torch
+
+    for d in dtypes:
+        if not isinstance(getattr(torch, d, None), torch.dtype):
+            print(f"coverage: unknown dtype {d!r}", file=sys.stderr)
+            return 2
+    results_path = os.path.join(args.out, runner.RESULTS)
+    if not args.resume and os.path.exists(results_path):
+        os.remove(results_path)
+    done = runner.load_results(args.out)
+    facts = {n: enum.facts(n) for n in names}
+    static, to_run = [], []
+    for n in names:
+        for d in dtypes:
+            if (n, d) in done:
+                continue
+            record = runner.static_record(facts[n], d)
+            (static.append(record) if record else to_run.append((n, d)))
+    with open(results_path, "a") as f:
+        for record in static:
+            f.write(json.dumps(record) + "\n")
+    wanted = {n for n, _ in to_run} | {n for n in names if not facts[n].composite_implicit}
+    plans = {d: runner.plan_for(d, args.grad, wanted if patterns else None, args.out, args.samples,
+                                show_progress=not args.quiet)
+             for d in dtypes}
+    tasks = [{"op": n, "dtype": d, "calls": plans[d].calls.get(n, [])[: args.samples]} for n, d in to_run]
+    print(f"coverage: {len(names)} overloads x {len(dtypes)} dtypes on {args.device}: {len(static)} decided "
+          f"statically, {len(done)} from an earlier run, {len(tasks)} to run on {args.workers} workers",
+          file=sys.stderr)
+    runner.run_tasks(tasks, args.device, args.out, args.workers, args.timeout,
+                     fresh_cache=args.fresh_cache, progress=not args.quiet)
+    results = {k: v for k, v in runner.load_results(args.out).items() if k[0] in facts and k[1] in dtypes}
+    report = report_json.build(results, plans, device=args.device, dtypes=dtypes, grad=args.grad,
+                               command=["python", "-m", "eagerc.coverage"] + list(argv if argv is not None
+                                                                                  else sys.argv[1:]))
+    comparison, regressions = None, 0
+    if args.compare:
+        diff = compare_mod.compare(report_json.load(args.compare), report)
+        report["comparison"] = {"against": args.compare, **diff}
+        comparison = compare_mod.describe(diff)
+        regressions = len(diff["regressions"])
+    report_json.write(report, os.path.join(args.out, "report.json"))
+    with open(os.path.join(args.out, "report.md"), "w") as f:
+        f.write(report_md.render(report, comparison))
+    with open(os.path.join(args.out, "report.html"), "w") as f:
+        f.write(report_html.render(report))
+    for d, s in report["summary"].items():
+        print(f"coverage {args.device} {d}: {s['working']}/{s['tested']} tested overloads working "
+              f"({s['working_pct']}%); " + ", ".join(f"{k} {s['by_status'][k]}" for k in ORDER
+                                                     if k in s["by_status"]))
+    if comparison:
+        print(comparison.splitlines()[0])
+    print(f"coverage: wrote {os.path.join(args.out, 'report.html')} (and report.json, report.md)")
+    return 1 if args.fail_on_regression and regressions else 0

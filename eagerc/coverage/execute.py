@@ -1,0 +1,254 @@
+"""Run one (overload, dtype) task inside a worker: each sample on CPU eager (the
+reference) and on the device, then one status from eagerc's counters, the artifacts the
+compile/cache service loaded and the comparison (eagerc/coverage/classify.py).
+
+Which artifacts an op's kernel came from is seen by wrapping the service's ``load`` step
+(every kernel, compiled now or read from the cache, is loaded through it); the artifact's
+dynamic symbols then name the ATen kernels it calls (``aoti_torch_cpu_mm_out``).
+"""
+from __future__ import annotations
+
+import collections
+import contextlib
+import dataclasses
+import time
+
+import torch
+from torch.utils._pytree import tree_map
+
+import eagerc
+from eagerc import _C, _config, cache
+from eagerc.aten_meta import overload_by_name
+from eagerc.coverage import check, classify
+from eagerc.coverage.enumerate import facts as op_facts
+from eagerc.coverage.samples import NoSample, schema_call
+
+
+class Device:
+    """How coverage reaches one device: its dispatch key, its runtime set, and how CPU
+    eager runs beside it (override devices are switched off for the reference)."""
+
+    def __init__(self, name: str):
+        self.name = name
+        self.override = name != "eagerc"
+        self.key = {"eagerc": "PrivateUse1", "cpu": "CPU", "cuda": "CUDA"}[name]
+        runtime = set(_config.RUNTIME_OPS)
+        self.own_runtime = set(_C._device_runtime_ops()) if name == "eagerc" else set()
+        self.runtime = self.own_runtime if name == "eagerc" else runtime
+        self.denied = runtime | self.own_runtime
+        if self.override:  # checks that eagerc has a target for it
+            eagerc.enable(name)
+        if self.override:
+            eagerc.disable(name)
+
+    @contextlib.contextmanager
+    def native(self):
+        """CPU eager as the reference (eagerc off on an override device)."""
+        yield
+
+    @contextlib.contextmanager
+    def served(self):
+        if self.override:
+            eagerc.enable(self.name)
+        try:
+            yield
+        finally:
+            if self.override:
+                eagerc.disable(self.name)
+
+    def to_device(self, value):
+        """Tensors moved to the device; factory arguments (device=cpu) pointed at it."""
+        if self.name == "cpu":
+            return value
+
+        def move(v):
+            if isinstance(v, torch.Tensor):
+                return v.to(self.name)
+            if isinstance(v, torch.device) and v.type == "cpu":
+                return torch.device(self.name)
+            return v
+
+        return tree_map(move, value)
+
+    def why_not_served(self, name: str) -> str:
+        f = op_facts(name)
+        if name in self.denied:
+            return "a runtime op (eagerc never compiles it)" + (
+                "; the device has no kernel for it" if name not in self.own_runtime and not self.override else "")
+        if f.view:
+            return "a view (returns an alias of an input)"
+        if "inplace_view" in f.tags:
+            return "an in-place view op"
+        if f.random and self.override:
+            return "a random op (override mode leaves random ops to the device)"
+        if not f.has_cpu_kernel:
+            return "no CPU kernel to compile from"
+        skipped = dict(_C._enable_ops("PrivateUse3", [name], host_aliases=False, new_device=True)[1])
+        if name in skipped:
+            return skipped[name]
+        return "not registered by eagerc"
+
+
+_loads: list = []                                   # (op name, artifact path) of this call
+_seen = collections.defaultdict(set)                # (op name, dtype) -> artifact paths
+
+
+def install_load_recorder() -> None:
+    original = cache.CompileService.get
+    if getattr(original, "_coverage", False):
+        return
+
+    def get(self, request):
+        load = request.load
+
+        def recording_load(entry):
+            _loads.append((request.key.name, entry.artifact_path))
+            return load(entry)
+
+        return original(self, dataclasses.replace(request, load=recording_load))
+
+    get._coverage = True
+    cache.CompileService.get = get
+
+
+def _clone(value):
+    return tree_map(lambda t: t.clone() if isinstance(t, torch.Tensor) else t, value)
+
+
+def _to_cpu(value):
+    return tree_map(lambda t: t.cpu() if isinstance(t, torch.Tensor) else t, value)
+
+
+def _written(op, args, kwargs) -> list:
+    """The arguments the schema marks as written (in-place self, out=)."""
+    out = []
+    for i, arg in enumerate(op._schema.arguments):
+        if arg.alias_info is not None and arg.alias_info.is_write:
+            out.append(kwargs.get(arg.name) if arg.kwarg_only else (args[i] if i < len(args) else None))
+    return out
+
+
+@dataclasses.dataclass
+class Outcome:
+    status: str = ""
+    detail: str = ""
+    skipped: str = ""           # CPU eager rejected the sample
+    worst: dict = None
+    externs: list = dataclasses.field(default_factory=list)
+    via: list = dataclasses.field(default_factory=list)
+
+
+def _served_outcome(name, dtype, facts, dev, delta) -> Outcome:
+    own = delta.get(f"{name}@{dev.key}")
+    if own is not None:
+        paths = [p for n, p in _loads if n == name]
+        _seen[(name, dtype)].update(paths)
+        ext = classify.externs(paths or _seen[(name, dtype)])
+        status, detail = classify.served_status(own, ext)
+        return Outcome(status, detail, externs=ext)
+    if name in dev.runtime:
+        return Outcome("runtime", "the device's hand-written runtime")
+    others = {k.rsplit("@", 1)[0]: v for k, v in delta.items() if k.endswith("@" + dev.key)}
+    if others:
+        subs = []
+        for other, counters in sorted(others.items()):
+            paths = [p for n, p in _loads if n == other]
+            _seen[(other, dtype)].update(paths)
+            subs.append((*classify.served_status(counters, classify.externs(paths or _seen[(other, dtype)])), other))
+        status = classify.worst([s for s, _, _ in subs])
+        detail = "; ".join(f"{o}: {s}" + (f" ({d})" if d else "") for s, d, o in subs if s == status)
+        ext = sorted({e for s, d, o in subs if s == "extern" for e in d.split(", ")})
+        return Outcome(status, f"via {detail}"[:400], externs=ext, via=sorted(others))
+    if dev.override:
+        return Outcome("not_served", dev.why_not_served(name))
+    return Outcome("runtime", "reached only the device's runtime (views, copies, allocation)")
+
+
+def run_call(op, name, dtype, facts, call, dev) -> Outcome:
+    with dev.native():
+        try:
+            ref_args, ref_kwargs = _clone(call.args), _clone(call.kwargs)
+            expected = op(*ref_args, **ref_kwargs)
+            expected = (expected, _written(op, ref_args, ref_kwargs))
+        except Exception as e:  # noqa: BLE001 - CPU eager rejects it: not a sample
+            return Outcome(skipped=classify.first_line(e))
+        args, kwargs = dev.to_device(_clone(call.args)), dev.to_device(_clone(call.kwargs))
+    _loads.clear()
+    before = eagerc.stats()["ops"]
+    raised = None
+    try:
+        with dev.served():
+            actual = op(*args, **kwargs)
+    except Exception as e:  # noqa: BLE001 - the device's failure is the result
+        raised = e
+    delta = classify.stats_delta(before, eagerc.stats()["ops"])
+    if raised is not None:
+        own = delta.get(f"{name}@{dev.key}", {})
+        if own.get("fallbacks") or own.get("fallback_reasons"):
+            return Outcome(*classify.served_status(own, []))
+        message = str(raised)
+        if isinstance(raised, NotImplementedError) and ("Could not run" in message or "no kernel" in message):
+            why = dev.why_not_served(name)
+            return Outcome("unsupported_arg" if why.startswith("unsupported") else "no_kernel", why)
+        return Outcome("error", classify.first_line(raised))
+    outcome = _served_outcome(name, dtype, facts, dev, delta)
+    with dev.native():
+        actual = (_to_cpu(actual), _to_cpu(_written(op, args, kwargs)))
+        how = check.metadata if facts.undefined_values else check.statistics if facts.random else check.values
+        problem = how(actual, expected)
+    if problem is not None:
+        kind = "statistics" if facts.random else "metadata" if facts.undefined_values else "values"
+        served = f"{outcome.status}" + (f": {outcome.detail}" if outcome.detail else "")
+        return Outcome("mismatch", f"{kind}: {problem.get('message', '')} [{call.describe()}; served as {served}]",
+                       worst={k: v for k, v in problem.items() if k != "message"}, externs=outcome.externs,
+                       via=outcome.via)
+    if facts.random and outcome.status in ("pass", "extern", "aliased"):
+        outcome.detail = f"{outcome.status}" + (f": {outcome.detail}" if outcome.detail else "")
+        outcome.status = "random"
+    return outcome
+
+
+def run_task(task: dict, dev: Device) -> dict:
+    """The result record of one (overload, dtype) task."""
+    start = time.perf_counter()
+    name, dtype_name = task["op"], task["dtype"]
+    dtype = getattr(torch, dtype_name)
+    op = overload_by_name(name)
+    facts = op_facts(name)
+    calls = list(task.get("calls") or [])
+    outcomes, skipped = [], []
+    tried_schema = not calls
+    if not calls:
+        try:
+            calls = [schema_call(name, dtype)]
+        except NoSample as e:
+            skipped.append(f"schema: {e}")
+    for call in calls:
+        outcome = run_call(op, name, dtype, facts, call, dev)
+        (skipped.append(f"{call.source}: {outcome.skipped}") if outcome.skipped else outcomes.append((call, outcome)))
+    if not outcomes and not tried_schema:
+        try:
+            call = schema_call(name, dtype)
+            outcome = run_call(op, name, dtype, facts, call, dev)
+            (skipped.append(f"schema: {outcome.skipped}") if outcome.skipped else outcomes.append((call, outcome)))
+        except NoSample as e:
+            skipped.append(f"schema: {e}")
+    record = {"op": name, "dtype": dtype_name, "samples_run": len(outcomes), "samples_skipped": len(skipped)}
+    if not outcomes:
+        why = skipped[-1] if skipped else "no sample"
+        record.update(status="no_sample", detail=f"CPU eager rejected every sample; last: {why}"[:400]
+                      if "schema: argument" not in why and "schema: out=" not in why else why)
+    else:
+        status = classify.worst([o.status for _, o in outcomes])
+        call, chosen = next((c, o) for c, o in outcomes if o.status == status)
+        record.update(status=status, detail=chosen.detail, sample=call.describe(),
+                      source=call.source.split("(")[0])
+        if chosen.worst:
+            record["worst"] = chosen.worst
+        externs = sorted({e for _, o in outcomes for e in o.externs})
+        if externs:
+            record["externs"] = externs
+        if chosen.via:
+            record["via"] = chosen.via
+    record["seconds"] = round(time.perf_counter() - start, 3)
+    return record

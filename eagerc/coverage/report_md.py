@@ -1,0 +1,70 @@
+"""report.md: the summary numbers, and the non-working ops grouped by reason."""
+from __future__ import annotations
+
+import collections
+import re
+
+from eagerc.coverage.classify import ORDER, WORKING
+from eagerc.coverage.report_json import rows
+
+
+def reason_key(detail: str) -> str:
+    """A detail with the specifics (numbers, shapes, sample names) removed, so ops failing
+    for one reason group together."""
+    text = re.sub(r"\[opinfo:.*|\[schema.*", "", detail or "")
+    text = re.sub(r"'[^']*'|\"[^\"]*\"", "'…'", text)
+    text = re.sub(r"\d+(\.\d+)?(e[-+]?\d+)?", "N", text)
+    return text.strip()[:160] or "(no detail)"
+
+
+def grouped_failures(report: dict, statuses=None) -> dict:
+    """status -> reason -> [(op, dtype)] for the statuses that are not working."""
+    skip = set(WORKING) | {"decomposed", "not_served"}
+    statuses = statuses or [s for s in ORDER if s not in skip]
+    groups = collections.defaultdict(lambda: collections.defaultdict(list))
+    for op, _, dtype, record in rows(report):
+        if record["status"] in statuses:
+            groups[record["status"]][reason_key(record.get("detail", ""))].append((op, dtype))
+    return groups
+
+
+def render(report: dict, comparison: str | None = None) -> str:
+    out = [f"# Op coverage: device `{report['device']}`", "",
+           f"torch {report['torch_version']}, eagerc {report['eagerc_version']}, {report['machine']}; "
+           f"dtypes {', '.join(report['dtypes'])}{', with backward samples' if report['grad'] else ''}; "
+           f"{report['created']}", "", f"Command: `{' '.join(report['command'])}`", "",
+           "## Per ATen overload", "",
+           "| dtype | overloads | tested | working | working % | " + " | ".join(ORDER) + " |",
+           "|---" * (5 + len(ORDER)) + "|"]
+    for dtype, s in report["summary"].items():
+        out.append(f"| {dtype} | {s['total']} | {s['tested']} | {s['working']} | {s['working_pct']} | "
+                   + " | ".join(str(s["by_status"].get(k, 0)) for k in ORDER) + " |")
+    out += ["", "working = " + " + ".join(report["working_statuses"])
+            + "; tested = all but decomposed and no_sample.", ""]
+    if report.get("opinfo_summary"):
+        out += ["## Per OpInfo entry (worst status of the overloads its samples reach)", "",
+                "| dtype | entries | working | working % | by status |", "|---|---|---|---|---|"]
+        for dtype, s in report["opinfo_summary"].items():
+            out.append(f"| {dtype} | {s['entries']} | {s['working']} | {s['working_pct']} | "
+                       + ", ".join(f"{k} {v}" for k, v in s["by_status"].items()) + " |")
+        out.append("")
+    if comparison:
+        out += ["## Compared with the previous report", "", comparison, ""]
+    out += ["## Not working, by reason", ""]
+    for status, reasons in grouped_failures(report).items():
+        total = sum(len(v) for v in reasons.values())
+        out.append(f"### {status} ({total})\n")
+        for reason, items in sorted(reasons.items(), key=lambda kv: -len(kv[1])):
+            names = sorted({op for op, _ in items})
+            dtypes = sorted({d for _, d in items})
+            shown = ", ".join(f"`{n}`" for n in names[:40]) + (f" … {len(names) - 40} more" if len(names) > 40 else "")
+            out.append(f"- {reason} ({len(names)} ops; {', '.join(dtypes)}): {shown}")
+        out.append("")
+    externs = collections.Counter()
+    for op, _, dtype, record in rows(report):
+        if record["status"] == "extern":
+            externs.update(record.get("externs", []))
+    if externs:
+        out += ["## Extern kernels called by compiled artifacts", "",
+                ", ".join(f"`{k}` ({n})" for k, n in externs.most_common()), ""]
+    return "\n".join(out)

@@ -1,0 +1,229 @@
+"""The sweep: static answers first, then every (overload, dtype) task in worker processes,
+results appended to ``results.jsonl`` as they come (``resume`` skips what is there).
+
+A worker that crashes (the task's record is ``crash``, with its exit status and the last
+lines of its log) or runs past the per-task timeout (``timeout``; the worker is killed)
+is replaced, and the run goes on.
+"""
+from __future__ import annotations
+
+import json
+import os
+import pickle
+import queue
+import select
+import struct
+import subprocess
+import sys
+import threading
+import time
+
+import torch
+
+from eagerc.coverage import enumerate as enum
+from eagerc.coverage.samples import Plan, record_opinfo
+from eagerc.coverage.worker import _HEADER, send
+
+RESULTS = "results.jsonl"
+
+
+def static_record(facts: enum.OpFacts, dtype: str):
+    """The record of an op that needs no run, or None."""
+    if facts.composite_implicit:
+        return {"op": facts.name, "dtype": dtype, "status": "decomposed",
+                "detail": "CompositeImplicitAutograd: decomposes before reaching any device"}
+    if not facts.has_cpu_kernel:
+        return {"op": facts.name, "dtype": dtype, "status": "no_sample",
+                "detail": "no CPU kernel: CPU eager cannot give a reference"}
+    return None
+
+
+def load_results(out_dir: str) -> dict:
+    """(op, dtype) -> the last record for it in results.jsonl."""
+    done = {}
+    path = os.path.join(out_dir, RESULTS)
+    if os.path.exists(path):
+        with open(path) as f:
+            for line in f:
+                try:
+                    r = json.loads(line)
+                except ValueError:
+                    continue  # a line cut short by a killed run
+                done[(r["op"], r["dtype"])] = r
+    return done
+
+
+def plan_for(dtype: str, grad: bool, wanted, out_dir: str, samples: int, log=print,
+             show_progress: bool = True) -> Plan:
+    """OpInfo calls for `dtype`, recorded once per output folder (plan-*.pkl)."""
+    path = os.path.join(out_dir, f"plan-{dtype}{'-grad' if grad else ''}.pkl")
+    if os.path.exists(path):
+        with open(path, "rb") as f:
+            plan = pickle.load(f)
+        if plan.wanted is None or (wanted is not None and set(wanted) <= plan.wanted):
+            return plan
+    progress = None
+    try:
+        from tqdm import tqdm
+
+        def progress(entries):
+            return tqdm(entries, desc=f"OpInfo samples {dtype}", unit="opinfo", leave=False)
+    except ImportError:
+        pass
+    try:
+        plan = record_opinfo(getattr(torch, dtype), grad, wanted=wanted, limit=samples,
+                             progress=progress if show_progress else None)
+    except ImportError as e:  # torch's test package (expecttest) missing
+        log(f"coverage: OpInfo samples unavailable ({e}); schema samples only")
+        plan = Plan(dtype, grad)
+    plan.wanted = None if wanted is None else set(wanted)
+    with open(path + ".tmp", "wb") as f:
+        pickle.dump(plan, f)
+    os.replace(path + ".tmp", path)
+    return plan
+
+
+class WorkerProcess:
+    def __init__(self, device: str, env: dict, log_path: str):
+        self.log = open(log_path, "ab")
+        self.process = subprocess.Popen([sys.executable, "-m", "eagerc.coverage.worker", device],
+                                        stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                        stderr=self.log, env=env)
+        self.fd = self.process.stdout.fileno()
+
+    def _read(self, size: int, deadline: float) -> bytes:
+        data = b""
+        while len(data) < size:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise TimeoutError
+            ready, _, _ = select.select([self.fd], [], [], left)
+            if ready:
+                chunk = os.read(self.fd, size - len(data))
+                if not chunk:
+                    raise EOFError
+                data += chunk
+        return data
+
+    def receive(self, timeout: float):
+        deadline = time.monotonic() + timeout
+        (size,) = _HEADER.unpack(self._read(_HEADER.size, deadline))
+        return pickle.loads(self._read(size, deadline))
+
+    def ask(self, task, timeout: float):
+        send(self.process.stdin, task)
+        return self.receive(timeout)
+
+    def kill(self) -> str:
+        """Stop the process; returns how it ended ("exit code 1", "signal 11")."""
+        if self.process.poll() is None:
+            self.process.kill()
+        code = self.process.wait()
+        self.log.close()
+        return f"signal {-code}" if code < 0 else f"exit code {code}"
+
+    def close(self) -> None:
+        try:
+            self.process.stdin.close()
+            self.process.wait(timeout=30)
+        except (OSError, subprocess.TimeoutExpired):
+            self.process.kill()
+            self.process.wait()
+        self.log.close()
+
+
+def _tail(path: str, lines: int = 3) -> str:
+    try:
+        with open(path, "rb") as f:
+            f.seek(max(0, os.path.getsize(path) - 4000))
+            text = f.read().decode(errors="replace")
+    except OSError:
+        return ""
+    return " | ".join(ln.strip() for ln in text.strip().splitlines()[-lines:])[:300]
+
+
+def worker_env(device: str, out_dir: str, fresh_cache: bool) -> dict:
+    env = dict(os.environ)
+    env["EAGERC_COMPILE"] = "now"        # a status needs the op's own kernel, not an interim one
+    env["EAGERC_CPU_FALLBACK"] = "1"     # an op that cannot compile runs on CPU, its reason counted
+    env.setdefault("OMP_NUM_THREADS", "1")
+    if fresh_cache:
+        env["EAGERC_CACHE_DIR"] = os.path.join(out_dir, "cache")
+    return env
+
+
+def run_tasks(tasks: list, device: str, out_dir: str, workers: int, timeout: float,
+              fresh_cache: bool = False, progress: bool = True) -> None:
+    """Run `tasks` on `workers` processes, appending each record to results.jsonl."""
+    if not tasks:
+        return
+    os.makedirs(os.path.join(out_dir, "logs"), exist_ok=True)
+    env = worker_env(device, out_dir, fresh_cache)
+    pending: queue.Queue = queue.Queue()
+    for t in tasks:
+        pending.put(t)
+    lock = threading.Lock()
+    results = open(os.path.join(out_dir, RESULTS), "a")
+    bar = None
+    if progress:
+        try:
+            from tqdm import tqdm
+
+            bar = tqdm(total=len(tasks), desc=f"coverage {device}", unit="op")
+        except ImportError:
+            pass
+
+    def write(record):
+        with lock:
+            results.write(json.dumps(record) + "\n")
+            results.flush()
+            if bar is not None:
+                bar.update(1)
+                bar.set_postfix_str(f"{record['op']} {record['status']}"[:40])
+
+    def serve(index: int):
+        log_path = os.path.join(out_dir, "logs", f"worker-{index}.log")
+        worker = None
+        while True:
+            try:
+                task = pending.get_nowait()
+            except queue.Empty:
+                break
+            if worker is None:
+                worker = WorkerProcess(device, env, log_path)
+                try:
+                    worker.receive(max(timeout, 300))
+                except (EOFError, TimeoutError, struct.error) as e:
+                    how = worker.kill()
+                    worker = None
+                    write({**_head(task), "status": "crash",
+                           "detail": f"worker did not start ({type(e).__name__}, {how}): {_tail(log_path)}"})
+                    continue
+            start = time.monotonic()
+            try:
+                record = worker.ask(task, timeout)
+            except TimeoutError:
+                worker.kill()
+                worker = None
+                record = {**_head(task), "status": "timeout", "detail": f"no answer in {timeout:g} s"}
+            except (EOFError, BrokenPipeError, struct.error):
+                how = worker.kill()
+                worker = None
+                record = {**_head(task), "status": "crash", "detail": f"worker died ({how}): {_tail(log_path)}"}
+            record.setdefault("seconds", round(time.monotonic() - start, 3))
+            write(record)
+        if worker is not None:
+            worker.close()
+
+    threads = [threading.Thread(target=serve, args=(i,), daemon=True) for i in range(max(1, workers))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    results.close()
+    if bar is not None:
+        bar.close()
+
+
+def _head(task: dict) -> dict:
+    return {"op": task["op"], "dtype": task["dtype"]}

@@ -1,0 +1,221 @@
+"""Sample calls for each overload, as the overload itself receives them.
+
+Two sources:
+
+- OpInfo (torch's op_db): each OpInfo's samples run on CPU under a TorchDispatchMode that
+  records every aten overload they reach, with that overload's own arguments (cloned
+  before the call, so in-place ops replay from the same inputs). With ``grad`` the
+  backward runs through autograd under the same mode, so backward overloads
+  (``threshold_backward``, ``mm`` on transposes, ...) get samples too. This also maps each
+  OpInfo entry to the overloads it reaches (the per-OpInfo summary).
+- The schema, for an overload no OpInfo reaches (:func:`schema_call`): small tensors of
+  the dtype for Tensor arguments, defaults (or simple values) for the rest.
+
+A :class:`Call` holds CPU tensors and plain values, so it pickles to a worker.
+"""
+from __future__ import annotations
+
+import dataclasses
+import warnings
+
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_flatten, tree_map
+
+from eagerc.aten_meta import overload_by_name, qualified_name
+
+
+@dataclasses.dataclass
+class Call:
+    source: str      # "opinfo:add[2]" (OpInfo name, sample index) or "schema"
+    args: tuple
+    kwargs: dict
+
+    def describe(self) -> str:
+        def d(v):
+            if isinstance(v, torch.Tensor):
+                return f"{str(v.dtype)[6:]}{list(v.shape)}" + ("" if v.is_contiguous() else "nc")
+            if isinstance(v, (list, tuple)):
+                return "[" + ",".join(d(x) for x in v) + "]"
+            return repr(v)
+        parts = [d(a) for a in self.args] + [f"{k}={d(v)}" for k, v in self.kwargs.items()]
+        return f"{self.source}({', '.join(parts)})"[:200]
+
+
+@dataclasses.dataclass
+class Plan:
+    """The calls recorded for one dtype: overload -> calls, and OpInfo entry -> overloads."""
+
+    dtype: str
+    grad: bool
+    calls: dict = dataclasses.field(default_factory=dict)
+    opinfo_ops: dict = dataclasses.field(default_factory=dict)   # "add" -> [overloads]
+    opinfo_errors: dict = dataclasses.field(default_factory=dict)  # "name" -> why no sample
+    wanted: object = None   # the op selection it was recorded for (None: every op)
+
+
+def _clone(value):
+    if isinstance(value, torch.Tensor):
+        if value.layout != torch.strided or type(value) is not torch.Tensor:
+            raise TypeError(f"{value.layout} / {type(value).__name__} tensor")
+        return value.detach().clone()
+    return value
+
+
+class _Recorder(TorchDispatchMode):
+    """Records which overloads run, and the arguments of those in `wanted` (up to `limit`
+    distinct-looking calls each)."""
+
+    def __init__(self, plan: Plan, source: str, wanted, limit: int):
+        super().__init__()
+        self.plan, self.source, self.wanted, self.limit = plan, source, wanted, limit
+        self.reached: set = set()
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if func.namespace == "aten":
+            name = qualified_name(func)
+            self.reached.add(name)
+            have = self.plan.calls.setdefault(name, []) if self._wants(name) else None
+            if have is not None and len(have) < self.limit:
+                try:
+                    call = Call(self.source, tree_map(_clone, tuple(args)), tree_map(_clone, dict(kwargs)))
+                except TypeError:
+                    call = None  # sparse, nested or subclass tensors: not replayable as is
+                if call is not None and call.describe().split("(", 1)[1] not in \
+                        {c.describe().split("(", 1)[1] for c in have}:
+                    have.append(call)
+        return func(*args, **kwargs)
+
+    def _wants(self, name: str) -> bool:
+        return self.wanted is None or name in self.wanted
+
+
+def _related(opinfo, wanted) -> bool:
+    """With a small op selection, only OpInfos whose name matches a selected op's base
+    name are run (a full run takes every OpInfo)."""
+    if wanted is None:
+        return True
+    names = {opinfo.name.split(".")[-1], opinfo.name.replace(".", "_"), getattr(opinfo, "aten_name", "") or ""}
+    bases = {w.split("::", 1)[-1].split(".", 1)[0].rstrip("_").lstrip("_") for w in wanted}
+    return bool({n.lstrip("_") for n in names if n} & bases)
+
+
+def _differentiable_sum(outputs):
+    leaves = [t for t in tree_flatten(outputs)[0]
+              if isinstance(t, torch.Tensor) and t.requires_grad and t.is_floating_point()]
+    return sum(t.sum() for t in leaves) if leaves else None
+
+
+def record_opinfo(dtype: torch.dtype, grad: bool, wanted=None, limit: int = 4,
+                  samples_per_opinfo: int = 8, progress=None) -> Plan:
+    """Run op_db's samples for `dtype` on CPU and record the overloads they reach."""
+    from torch.testing._internal.common_methods_invocations import op_db
+
+    plan = Plan(str(dtype).replace("torch.", ""), grad)
+    entries = [o for o in op_db if _related(o, wanted)]
+    for opinfo in (progress(entries) if progress else entries):
+        entry = opinfo.name + (f".{opinfo.variant_test_name}" if opinfo.variant_test_name else "")
+        supported = opinfo.supported_backward_dtypes("cpu") if grad else opinfo.supported_dtypes("cpu")
+        if dtype not in supported:
+            plan.opinfo_errors[entry] = f"OpInfo does not support {dtype} on CPU"
+            continue
+        reached: set = set()
+        try:
+            torch.manual_seed(0)
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                samples = opinfo.sample_inputs("cpu", dtype, requires_grad=grad and opinfo.supports_autograd)
+                for i, sample in enumerate(samples):
+                    if i >= samples_per_opinfo:
+                        break
+                    recorder = _Recorder(plan, f"opinfo:{entry}[{i}]", wanted, limit)
+                    try:
+                        with recorder:
+                            out = opinfo.op(sample.input, *sample.args, **sample.kwargs)
+                            loss = _differentiable_sum(out) if grad else None
+                            if loss is not None:
+                                loss.backward()
+                    except Exception:  # noqa: BLE001 - a sample CPU eager rejects is no sample
+                        pass
+                    reached |= recorder.reached
+        except Exception as e:  # noqa: BLE001
+            plan.opinfo_errors[entry] = f"sample_inputs failed: {type(e).__name__}: {str(e)[:100]}"
+        if reached:
+            plan.opinfo_ops[entry] = sorted(reached)
+    plan.calls = {k: v for k, v in plan.calls.items() if v}
+    return plan
+
+
+# ------------------------------------------------------------------ schema samples
+
+class NoSample(Exception):
+    """The schema asks for an argument no simple value can stand for."""
+
+
+_INDEX_NAMES = ("index", "indices", "target", "offsets", "lengths", "batch_sizes", "counts")
+
+
+def _tensor(dtype: torch.dtype, name: str, shape=(4, 4)) -> torch.Tensor:
+    g = torch.Generator().manual_seed(len(name))
+    if any(k in name for k in _INDEX_NAMES):
+        return torch.zeros(shape, dtype=torch.int64)
+    if dtype == torch.bool:
+        return torch.rand(shape, generator=g) > 0.5
+    if dtype.is_floating_point or dtype.is_complex:
+        return (torch.rand(shape, generator=g, dtype=torch.float64) + 0.5).to(dtype)
+    return torch.randint(0, 4, shape, generator=g, dtype=dtype)
+
+
+def _value(arg, dtype: torch.dtype):
+    t = arg.type
+    kind = str(t)
+    name = arg.name
+    writes = arg.alias_info is not None and arg.alias_info.is_write
+    if arg.kwarg_only and writes and "Tensor" in kind:
+        if "[]" in kind:
+            raise NoSample(f"out= list argument '{name}'")
+        return torch.empty(0, dtype=dtype)  # out=: resized by the op
+    if arg.has_default_value():
+        return arg.default_value
+    if kind.startswith("Tensor?[]") or kind.startswith("Optional[Tensor][]") or kind == "List[Optional[Tensor]]":
+        return [torch.zeros(4, dtype=torch.int64)]
+    if "Tensor" in kind and ("[]" in kind or kind.startswith("List")):
+        return [_tensor(dtype, name), _tensor(dtype, name + "1")]
+    if "Tensor" in kind:
+        return _tensor(dtype, name)
+    base = kind.rstrip("?")
+    if kind.endswith("?") or kind.startswith("Optional"):
+        return None
+    if base in ("int", "SymInt"):
+        return 0 if "dim" in name else 2
+    if base.startswith(("int[", "SymInt[", "List[int]", "List[SymInt]")):
+        return [0] if "dim" in name else [2, 2]
+    if base == "float":
+        return 0.5
+    if base.startswith(("float[", "List[float]")):
+        return [0.5, 0.5]
+    if base == "bool":
+        return False
+    if base.startswith(("bool[", "List[bool]")):
+        return [False, False]
+    if base in ("Scalar", "number"):
+        return 2
+    if base.startswith(("Scalar[", "List[number]", "List[Scalar]")):
+        return [2, 2]
+    if base == "ScalarType":
+        return dtype
+    raise NoSample(f"argument '{name}' of type {kind}")
+
+
+def schema_call(name: str, dtype: torch.dtype) -> Call:
+    """A call of `name` built from its schema (raises NoSample with the reason)."""
+    schema = overload_by_name(name)._schema
+    args, kwargs = [], {}
+    for arg in schema.arguments:
+        value = _value(arg, dtype)
+        if arg.kwarg_only:
+            kwargs[arg.name] = value
+        else:
+            args.append(value)
+    return Call("schema", tuple(args), kwargs)
