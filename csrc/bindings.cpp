@@ -65,7 +65,9 @@ PYBIND11_MODULE(_C, m) {
     eagerc::set_memory_home(c10::Device(served).type(), c10::Device(home).type());
   }, py::arg("served"), py::arg("home"),
      "Declare that `served`'s memory is addressed by `home`'s kernels (\"cpu\" or \"cuda\").");
-  m.def("_data_dependent_ops", &eagerc::data_dependent_ops);
+  m.def("_aliasable_ops", [](const std::string& key, const std::vector<std::string>& deny) {
+    return eagerc::aliasable_ops(parse_key(key), deny);
+  });
   m.def("_specialize_scalars", [](const std::vector<std::string>& ops) {
     for (const auto& st : eagerc::all_op_states()) {
       if (std::find(ops.begin(), ops.end(), st->name) != ops.end()) st->specialize_values = true;
@@ -82,6 +84,7 @@ PYBIND11_MODULE(_C, m) {
     eagerc::set_forced_size_class(size_class.empty() ? 0 : size_class[0]);
   });
   m.def("_set_cpu_fallback", &eagerc::set_cpu_fallback);
+  m.def("_set_alias_fallback", &eagerc::set_alias_fallback);
   m.def("_resolver_calls", &eagerc::resolver_calls);
   m.def("_op_stats", []() {
     py::dict out;

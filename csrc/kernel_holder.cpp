@@ -16,6 +16,7 @@ namespace {
 
 thread_local int tls_depth = 0;
 std::atomic<bool> g_cpu_fallback{false};
+std::atomic<bool> g_alias_fallback{true};
 
 void warn_cpu_fallback_once(const std::string& name, const char* reason) {
   static std::mutex mu;
@@ -36,8 +37,16 @@ void enter_activity() { ++tls_depth; }
 void exit_activity() { --tls_depth; }
 
 void set_cpu_fallback(bool enabled) { g_cpu_fallback.store(enabled); }
+void set_alias_fallback(bool enabled) { g_alias_fallback.store(enabled); }
 
 namespace {
+
+bool holds_tensors(const c10::IValue& list) {
+  for (const c10::IValue& e : list.toListRef()) {
+    if (e.isTensor()) return true;
+  }
+  return false;
+}
 
 // A host-memory device's tensors are swapped for zero-copy CPU aliases, the CPU kernel
 // runs on them, and fresh outputs are handed back as tensors of the device over the same
@@ -67,7 +76,7 @@ c10::Device swap_to_cpu_aliases(
       c10::List<at::Tensor> out;
       for (const at::Tensor& t : v.toTensorList()) out.push_back(alias(t));
       v = out;
-    } else if (v.isList()) {  // Tensor?[]
+    } else if (v.isList() && holds_tensors(v)) {  // Tensor?[] (an int[] keeps its IntList tag)
       auto list = v.toList();
       c10::impl::GenericList out(list.elementType());
       for (const c10::IValue& e : list) out.push_back(e.isTensor() ? c10::IValue(alias(e.toTensor())) : e);
@@ -372,6 +381,13 @@ void KernelHolder::fallback(const c10::OperatorHandle& op, c10::DispatchKeySet k
   ActivityGuard guard;
   if (st.native) {
     st.native->callBoxed(op, ks, stack);
+    return;
+  }
+  if (st.host_aliases && g_alias_fallback.load(std::memory_order_relaxed)) {
+    // The device's memory has a home whose ATen kernels address it (host memory: CPU):
+    // the op runs there on zero-copy aliases, no copies, eager's own semantics.
+    st.counters.aliased.fetch_add(1, std::memory_order_relaxed);
+    run_on_cpu_aliases(op, stack);
     return;
   }
   const char* why = reason ? reason : "called from inside a compiled kernel";

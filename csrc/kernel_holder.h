@@ -64,4 +64,9 @@ void exit_activity();
 // Whether EAGERC_CPU_FALLBACK=1 lets a new device run uncompilable ops on CPU.
 void set_cpu_fallback(bool enabled);
 
+// Whether an op a host-memory device cannot compile runs its memory home's ATen kernel
+// (CPU for host memory) on zero-copy aliases (default) instead of raising: EAGERC_ALIAS_FALLBACK=0
+// shows what a device without such a home would still need a hand-written kernel for.
+void set_alias_fallback(bool enabled);
+
 }  // namespace eagerc

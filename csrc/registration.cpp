@@ -86,13 +86,20 @@ std::vector<std::string> servable_ops(c10::DispatchKey key, bool new_device,
   return out;
 }
 
-std::vector<std::string> data_dependent_ops(const std::vector<std::string>& deny) {
+std::vector<std::string> aliasable_ops(c10::DispatchKey key, const std::vector<std::string>& deny) {
   std::vector<std::string> out;
   for_each_aten_op(deny, [&](const std::string& qualified, const c10::OperatorHandle& handle) {
-    if (!handle.hasKernelForDispatchKey(c10::DispatchKey::CPU) || returns_view(handle.schema())) return;
-    if (handle.hasTag(at::Tag::dynamic_output_shape) || handle.hasTag(at::Tag::data_dependent_output)) {
-      out.push_back(qualified);
+    // A data-dependent op may already carry a compiled holder (as the functional op of
+    // its out= form, e.g. index.Tensor): it is re-registered to run on aliases.
+    const bool data_dependent = handle.hasTag(at::Tag::dynamic_output_shape) ||
+                                handle.hasTag(at::Tag::data_dependent_output);
+    if (!handle.hasKernelForDispatchKey(c10::DispatchKey::CPU) ||
+        (handle.hasKernelForDispatchKey(key) && !data_dependent) ||
+        handle.hasKernelForDispatchKey(c10::DispatchKey::CompositeImplicitAutograd) ||
+        returns_view(handle.schema()) || handle.hasTag(at::Tag::inplace_view)) {
+      return;
     }
+    out.push_back(qualified);
   });
   return out;
 }

@@ -20,9 +20,12 @@ std::vector<std::string> servable_ops(c10::DispatchKey key, bool new_device,
                                       bool include_random,
                                       const std::vector<std::string>& deny);
 
-// Ops with a CPU kernel whose output shape depends on tensor values (nonzero,
-// masked_select, unique...): no kernel with symbolic sizes can be compiled for them.
-std::vector<std::string> data_dependent_ops(const std::vector<std::string>& deny);
+// Ops a new host-memory device on `key` can run only through ATen's CPU kernel on
+// zero-copy aliases: a CPU kernel, no kernel of the device and no composite one, and
+// nothing servable_ops would compile: output shapes that depend on values (nonzero,
+// unique), schemas eagerc cannot compile (equal returns a bool, histogram several
+// tensors), tensors it cannot take (sparse, quantized). Views and `deny` excluded.
+std::vector<std::string> aliasable_ops(c10::DispatchKey key, const std::vector<std::string>& deny);
 
 // Registers holders for `ops` ("aten::add.Tensor") on `key`, served as `options` say.
 // Returns the ops that were registered and, for the others, why not.

@@ -10,8 +10,10 @@ CPU_FALLBACK_ENV = "EAGERC_CPU_FALLBACK"
 # old entries retire. 2: entry keys name the kind and the served device. 3: a recorded
 # refusal is a property of the signature (eager accepted the call); older ones may be a
 # user's error, so they retire. 4: op kernels keep eager's output strides (no layout
-# optimization); older convolution kernels returned channels-last outputs.
-FORMAT_VERSION = 4
+# optimization); older convolution kernels returned channels-last outputs. 5: int lists
+# passed to boxed ATen calls are IntLists, and an artifact that only calls its own op is
+# refused (older ones asserted, or hid a missing lowering).
+FORMAT_VERSION = 5
 
 
 # Where the eagerc device keeps its memory: "cpu" (host memory, the default) or "cuda"
@@ -30,6 +32,16 @@ def device_backing() -> str:
 
 def cpu_fallback_enabled() -> bool:
     return os.environ.get(CPU_FALLBACK_ENV, "0") not in ("", "0", "false", "False")
+
+
+# On a device whose memory has a home (host memory: the CPU), an op that cannot be
+# compiled runs the home's ATen kernel on zero-copy aliases (default); "0" raises instead,
+# showing what a device without such a home would need a hand-written kernel for.
+ALIAS_FALLBACK_ENV = "EAGERC_ALIAS_FALLBACK"
+
+
+def alias_fallback_enabled() -> bool:
+    return os.environ.get(ALIAS_FALLBACK_ENV, "1") not in ("", "0", "false", "False")
 
 # Ops that are the device runtime itself: allocation, copies, metadata, scalar reads.
 # Compiled kernels call these (e.g. to allocate outputs), so they always stay native.

@@ -33,6 +33,7 @@ def _install_resolver() -> None:
     if not _resolver_installed:
         _C._set_resolver(_resolve)
         _C._set_cpu_fallback(_config.cpu_fallback_enabled())
+        _C._set_alias_fallback(_config.alias_fallback_enabled())
         _resolver_installed = True
 
 
@@ -81,10 +82,12 @@ def enable(device: str = "cpu", ops: Optional[Iterable[str]] = None,
     registered, skipped = _C._enable_ops(key, names, **serving)
     _C._specialize_scalars(list(_config.SPECIALIZE_SCALARS))
     if new_device and target.host_aliases and ops is None:
-        # Output shapes that depend on values (nonzero, masked_select) cannot be
-        # compiled with symbolic sizes; the device's memory is host memory, so ATen's
-        # CPU kernels run on zero-copy aliases instead (counted as "aliased").
-        aliased, _ = _C._enable_ops(key, _C._data_dependent_ops(deny), **serving, run_on_aliases=True)
+        # What no compiled kernel can serve (output shapes that depend on values, a bool
+        # or several-tensor result, sparse tensors) runs its memory home's ATen kernel on
+        # zero-copy aliases (counted as "aliased"); the device runtime stays its own.
+        taken = set(registered)
+        rest = [n for n in _C._aliasable_ops(key, list(_C._device_runtime_ops())) if n not in taken]
+        aliased, _ = _C._enable_ops(key, rest, **serving, run_on_aliases=True)
         registered += aliased
     if ops is not None and skipped:
         raise ValueError(

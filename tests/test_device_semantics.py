@@ -4,8 +4,9 @@ Every compute op here runs as a compiled kernel on "eagerc"; its result is compa
 the same call in CPU eager mode through eagerc.testing.assert_close. What is checked is
 what a user relies on in eager mode: views alias, in-place ops and out= return their
 argument, dtypes convert and promote, non-contiguous and empty inputs work, factories and
-random ops run on the device, and an op that cannot be compiled fails loudly (or, opted in,
-falls back to CPU).
+random ops run on the device, and an op that cannot be compiled runs ATen's CPU kernel on
+zero-copy aliases (or, with EAGERC_ALIAS_FALLBACK=0, fails loudly or, opted in, runs on CPU
+through copies).
 """
 import os
 import subprocess
@@ -251,11 +252,54 @@ def _complex_input():
     return torch.tensor([1 + 2j, 3 - 1j, -2 + 0.5j, 0.25j], dtype=torch.complex64)
 
 
+def _aliased(op):
+    return eagerc.stats()["ops"].get(f"{op}@PrivateUse1", {}).get("aliased", 0)
+
+
+@pytest.fixture
+def strict_device():
+    """EAGERC_ALIAS_FALLBACK=0: an op eagerc cannot compile raises, as on a device whose
+    memory no ATen kernel can address."""
+    from eagerc import _C
+
+    _C._set_alias_fallback(False)
+    yield
+    _C._set_alias_fallback(True)
+
+
 @pytest.mark.parametrize("call,op", [
     (lambda c: torch.fft.fft(c), "aten::_fft_c2c"),
     (lambda c: c + c, "aten::add.Tensor"),
 ])
-def test_uncompilable_op_raises_a_helpful_error(call, op):
+def test_uncompilable_op_runs_atens_cpu_kernel_on_aliases(call, op):
+    """Host memory has a home whose kernels address it: what cannot be compiled runs
+    ATen's CPU kernel on zero-copy aliases, counted as aliased, with eager's result."""
+    before = _aliased(op)
+    check(call(on_dev(_complex_input())), call(_complex_input()))
+    assert _aliased(op) == before + 1
+
+
+@pytest.mark.parametrize("call", [
+    lambda x: torch.equal(x, x) and not torch.equal(x, x + 1),          # returns a bool
+    lambda x: torch.histogram(x, bins=4),                                # two tensors, bin edges
+    lambda x: torch.linalg.inv(x + 4 * torch.eye(3, device=x.device)),  # no Inductor lowering
+    lambda x: torch.nonzero(x > 0),                                      # data-dependent shape
+])
+def test_ops_no_kernel_can_serve_run_on_aliases(call):
+    x = torch.randn(3, 3)
+    got, want = call(on_dev(x)), call(x)
+    if isinstance(want, bool):
+        assert got is True and want is True
+    else:
+        check(tuple(got) if isinstance(want, tuple) else got,
+              tuple(want) if isinstance(want, tuple) else want)
+
+
+@pytest.mark.parametrize("call,op", [
+    (lambda c: torch.fft.fft(c), "aten::_fft_c2c"),
+    (lambda c: c + c, "aten::add.Tensor"),
+])
+def test_uncompilable_op_raises_a_helpful_error_when_strict(strict_device, call, op):
     with pytest.raises(NotImplementedError) as info:
         call(on_dev(_complex_input()))
     message = str(info.value)
@@ -264,7 +308,7 @@ def test_uncompilable_op_raises_a_helpful_error(call, op):
 
 
 @pytest.mark.slow
-def test_uncompilable_op_raises_for_an_op_inductor_cannot_lower():
+def test_uncompilable_op_raises_for_an_op_inductor_cannot_lower(strict_device):
     x = on_dev(torch.randn(3, 3) + 3 * torch.eye(3))
     with pytest.raises(NotImplementedError, match=r"aten::linalg_inv_ex(.|\n)*EAGERC_CPU_FALLBACK"):
         torch.linalg.inv(x)
@@ -274,6 +318,7 @@ def test_cpu_fallback_opt_in_in_a_subprocess():
     code = textwrap.dedent(
         """
         import warnings, torch, eagerc
+        eagerc._C._set_alias_fallback(False)  # as on a device whose memory ATen cannot address
         c = torch.tensor([1 + 2j, 3 - 1j, -2 + 0.5j, 0.25j], dtype=torch.complex64)
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")

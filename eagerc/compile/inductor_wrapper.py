@@ -32,6 +32,7 @@ import torch
 
 from eagerc.compile.errors import (IN_PROCESS, ON_DISK, CompileError, InductorFailed,
                                    NeedsHostAliases, environment_failure, error_summary)
+from eagerc.compile.boxed_int_lists import fix_boxed_int_lists
 from eagerc.compile.gpu_launch_types import fix_float_launch_params
 from eagerc.compile.guards import guard_source, range_checks
 from eagerc.compile.lock import compile_lock
@@ -338,7 +339,7 @@ def build_artifact(traced, check_code=None, patches=None) -> BuiltArtifact:
         checks = (traced.checks + [g.expr for g in shape_env.guards]
                   + range_checks(shape_env, traced.bindings))
         guard = guard_source(traced.bindings, checks)
-        code = _direct_scalar_reads(embed_cubins(code))
+        code = fix_boxed_int_lists(_direct_scalar_reads(embed_cubins(code)))
         if gpu:
             code = fix_float_launch_params(code)
         else:
@@ -376,7 +377,7 @@ def build_artifact(traced, check_code=None, patches=None) -> BuiltArtifact:
         if isinstance(refusal, NeedsHostAliases):
             raise refusal from e
         if isinstance(refusal, CompileError):
-            raise CompileError(str(refusal)) from e
+            raise type(refusal)(str(refusal)) from e  # its kind too (NoLowering)
         # A compiler that could not run (disk full, killed, out of memory) says nothing
         # about the graph: this process runs the call natively, the next one tries again.
         raise InductorFailed(f"Inductor failed: {error_summary(e)}",

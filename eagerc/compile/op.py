@@ -22,6 +22,10 @@ from eagerc.compile.trace import trace_op
 _CPU_SHIM_CALL = re.compile(r"aoti_torch_cpu_\w+\(")
 
 
+class NoLowering(CompileError):
+    """The artifact would only call the op itself (Inductor keeps it as an ATen call)."""
+
+
 @dataclasses.dataclass
 class CompiledKernel:
     library: bytes           # the shared library
@@ -75,7 +79,21 @@ def _compile_op(op, args, layout, target, parallel: bool) -> CompiledKernel:
     description = describe_call(op, args, layout)
     has_lifted_scalars = any(s.kind != "tensor" for s in layout)
     try:
-        traced = trace_op(op, args, layout)
+        return _trace_and_build(op, args, layout, parallel, on_device, target, start, description,
+                                has_lifted_scalars, decompose_more=False)
+    except NoLowering:
+        if op not in torch._decomp.decomposition_table:
+            raise
+    # torch._decomp has a decomposition Inductor does not use (it prefers calling ATen's
+    # kernel, e.g. upsample_bilinear2d): with it the op becomes generated code.
+    return _trace_and_build(op, args, layout, parallel, on_device, target, start, description,
+                            has_lifted_scalars, decompose_more=True)
+
+
+def _trace_and_build(op, args, layout, parallel, on_device, target, start, description,
+                     has_lifted_scalars, decompose_more: bool) -> CompiledKernel:
+    try:
+        traced = trace_op(op, args, layout, decompose=(op,) if decompose_more else ())
     except CompileError:
         raise
     except Exception as e:  # noqa: BLE001 - any tracing failure is a reason to fall back
@@ -84,11 +102,13 @@ def _compile_op(op, args, layout, target, parallel: bool) -> CompiledKernel:
         raise CompileError(f"tracing failed: {error_summary(e)}") from e
 
     op_qualname = op._schema.name
+    calls_itself = (f'aoti_torch_call_dispatcher("{op_qualname}", "{op._schema.overload_name}"',
+                    f'findSchemaOrThrow("{op_qualname}", "{op._schema.overload_name}")')
 
     def check_code(code):
-        if f'aoti_torch_call_dispatcher("{op_qualname}"' in code:
+        if any(call in code for call in calls_itself):
             # No lowering: the "kernel" would only call this op again, slower.
-            raise CompileError("Inductor has no lowering for this op (it would call the op itself)")
+            raise NoLowering("Inductor has no lowering for this op (it would call the op itself)")
         if on_device and _CPU_SHIM_CALL.search(code):
             raise NeedsHostAliases(op_qualname)
         return target.allocate_outputs(code) if on_device else code

@@ -104,10 +104,21 @@ def split_call(op, args):
     return pos, kw
 
 
-def trace_op(op, args, layout) -> Traced:
-    """Trace one call of `op` (an OpOverload) over fakes of its runtime inputs."""
-    from torch._dispatch.python import enable_python_dispatcher
+def _decompositions(also) -> dict:
+    from torch._decomp import decomposition_table
     from torch._inductor.decomposition import select_decomp_table
+
+    table = select_decomp_table()
+    return {**table, **{op: decomposition_table[op] for op in also}} if also else table
+
+
+def trace_op(op, args, layout, decompose=()) -> Traced:
+    """Trace one call of `op` (an OpOverload) over fakes of its runtime inputs.
+
+    Inductor's decompositions apply, and torch._decomp's for the ops in `decompose` (ops
+    Inductor would otherwise hand back to ATen).
+    """
+    from torch._dispatch.python import enable_python_dispatcher
     from torch.fx.experimental.proxy_tensor import make_fx
 
     fake_mode, shape_env, fakes, bindings, checks = _fake_runtime_inputs(args, layout)
@@ -138,7 +149,7 @@ def trace_op(op, args, layout) -> Traced:
     # The Python dispatcher lets meta functions with symbolic sizes (expand in
     # addcmul's broadcasting) take their SymInt-aware Python paths.
     with fake_mode, enable_python_dispatcher():
-        gm = make_fx(fn, decomposition_table=select_decomp_table(), tracing_mode="real")(*fakes)
+        gm = make_fx(fn, decomposition_table=_decompositions(decompose), tracing_mode="real")(*fakes)
         if torch.Tag.nondeterministic_seeded in op.tags:
             seed_random_ops(gm, fake_mode)
     outputs = next(n for n in gm.graph.nodes if n.op == "output").args[0]

@@ -1,0 +1,65 @@
+"""Ops Inductor hands back to ATen, made generated code (eagerc/compile/op.py).
+
+Inductor keeps some ops as calls of ATen's kernel (upsample_bilinear2d and friends) where
+torch._decomp has a decomposition. eagerc's compiler sees that the artifact would only
+call the op itself and traces again with that decomposition: the op becomes a generated
+kernel (a compile, not a run of ATen's kernel on aliases), with eager's values.
+Also: the int lists Inductor's wrapper passes to boxed ATen calls (boxed_int_lists.py).
+"""
+import pytest
+import torch
+import torch.nn.functional as F
+
+import eagerc
+from eagerc.compile.boxed_int_lists import fix_boxed_int_lists
+from eagerc.testing import assert_close
+
+
+def _op_stats(op):
+    return eagerc.stats()["ops"].get(f"{op}@PrivateUse1", {})
+
+
+@pytest.mark.parametrize("mode,op,shape", [
+    ("bilinear", "aten::upsample_bilinear2d", (1, 2, 5, 7)),
+    ("bicubic", "aten::upsample_bicubic2d", (2, 1, 4, 6)),
+    ("trilinear", "aten::upsample_trilinear3d", (1, 1, 3, 4, 5)),
+])
+@pytest.mark.parametrize("align_corners", [False, True])
+def test_upsample_compiles_through_its_decomposition(fresh_cache, mode, op, shape, align_corners):
+    x = torch.randn(shape)
+    got = F.interpolate(x.to("eagerc"), scale_factor=2.5, mode=mode, align_corners=align_corners)
+    assert_close(got.cpu(), F.interpolate(x, scale_factor=2.5, mode=mode, align_corners=align_corners))
+    stats = _op_stats(op)
+    assert stats["compiles"] == 1 and stats["aliased"] == 0 and not stats["fallback_reasons"], stats
+
+
+def test_an_op_without_a_decomposition_still_runs_on_aliases(fresh_cache):
+    x = torch.randn(1, 2, 8, 9)
+    got = F.interpolate(x.to("eagerc"), size=(3, 4), mode="bilinear", antialias=True)
+    assert_close(got.cpu(), F.interpolate(x, size=(3, 4), mode="bilinear", antialias=True))
+    stats = _op_stats("aten::_upsample_bilinear2d_aa")
+    assert stats["compiles"] == 0 and stats["aliased"] == 1, stats
+    assert any("no lowering" in r for r in stats["fallback_reasons"]), stats
+
+
+WRAPPER = """
+#include <ATen/core/ivalue.h>
+
+void inductor_entry_impl(AtenTensorHandle* input_handles) {
+        c10::impl::GenericList tmp_list_1(c10::SymIntType::get());
+        tmp_list_1.emplace_back(c10::IValue(c10::SymInt(static_cast<int64_t>(8L))));
+        dispatch_stack_0.emplace_back(c10::IValue(std::move(tmp_list_1)));
+        c10::impl::GenericList tmp_list_2(c10::TensorType::get());
+        dispatch_stack_0.emplace_back(c10::IValue(std::move(tmp_list_2)));
+}
+"""
+
+
+def test_int_lists_pushed_to_boxed_calls_become_int_lists():
+    fixed = fix_boxed_int_lists(WRAPPER)
+    assert "dispatch_stack_0.emplace_back(eagerc_int_list_ivalue(tmp_list_1));" in fixed
+    assert "c10::IValue(std::move(tmp_list_2))" in fixed  # a tensor list is left alone
+    # The helper is defined once, after the includes and before the first function.
+    assert fixed.count("static inline c10::IValue eagerc_int_list_ivalue(") == 1
+    assert fixed.index("#include") < fixed.index("eagerc_int_list_ivalue(") < fixed.index("void inductor")
+    assert fix_boxed_int_lists("void f() {}") == "void f() {}"
