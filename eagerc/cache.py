@@ -164,7 +164,10 @@ class CompileService:
             record = _refusal_record(refusal)
             if record is not None:
                 self._add(store, entry_key, b"", {**record, "op": request.key.name, "num_outputs": 0})
-            log.info("eagerc: %s not compiled: %s", request.key.name, refusal)
+            # At DEBUG the whole chain (Inductor's own traceback) is logged: the reason's
+            # first line rarely says where a code generator failed.
+            log.info("eagerc: %s not compiled: %s", request.key.name, refusal,
+                     exc_info=refusal if log.isEnabledFor(logging.DEBUG) else None)
             return Result(refusal=refusal)
         _stats.count(request.stat_key, "compiles")
         _stats.count(request.stat_key, "compile_seconds", compiled.seconds)

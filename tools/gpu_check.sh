@@ -3,12 +3,14 @@
 # no network) through the device tool: builds eagerc against that torch, runs the GPU tests
 # (tests/test_gpu*.py, skipped in CI) and the GPU benchmarks, and leaves logs in $OUT.
 # Carry the wheels the machine lacks in .whl/ (diskcache, expecttest). Usage:
-#   bash tools/gpu_check.sh tests          # build + GPU tests (override mode on CUDA, the
-#                                          # eagerc device on GPU memory, its model tests)
+#   bash tools/gpu_check.sh gpu-tests      # build + tests/test_gpu*.py (override mode on CUDA,
+#                                          # the eagerc device on GPU memory)
+#   bash tools/gpu_check.sh model-tests    # build + tests/test_device_models.py on the eagerc
+#                                          # device on GPU memory (EAGERC_BACKING=cuda)
+#   bash tools/gpu_check.sh tests          # both (more than one device call's 600 s: split it)
 #   bash tools/gpu_check.sh bench [ARGS]   # build + tools/bench_gpu.py ARGS
-#   bash tools/gpu_check.sh all            # both
-# Budget: each new process pays ~70 s for its first CUDA compile (docs/benchmarks.md); the
-# tests take several minutes: run "tests" and "bench" as separate device calls.
+#   bash tools/gpu_check.sh probe MODE     # build + tools/gpu_probe.py MODE (diagnostics)
+# Budget: each new process pays ~70 s for its first CUDA compile (docs/benchmarks.md).
 set -uo pipefail
 OUT=${OUT:-/tmp/eagerc-gpu-out}
 mkdir -p "$OUT"
@@ -20,12 +22,20 @@ export PYTHONPYCACHEPREFIX=/tmp/pycache
 python3 -c "import sys, torch, triton; print('python', sys.version.split()[0], 'torch', torch.__version__, 'triton', triton.__version__, torch.cuda.get_device_name(0), 'x', torch.cuda.device_count())" | tee "$OUT/machine.txt"
 python3 -m pip install -q --no-build-isolation --no-deps -e . > "$OUT/build.txt" 2>&1 || { tail -40 "$OUT/build.txt"; exit 1; }
 what=${1:-all}; shift || true
-if [ "$what" = tests ] || [ "$what" = all ]; then
+if [ "$what" = gpu-tests ] || [ "$what" = tests ]; then
   python3 -m pytest -q -rf --tb=short -p no:cacheprovider -o addopts="" --timeout=400 tests/test_gpu*.py 2>&1 | tee "$OUT/tests_gpu.txt" | tail -60
+fi
+if [ "$what" = model-tests ] || [ "$what" = tests ]; then
   # The host-memory device's model tests, on the eagerc device on GPU memory.
   EAGERC_BACKING=cuda python3 -m pytest -q -rf --tb=short -p no:cacheprovider -o addopts="" --timeout=400 tests/test_device_models.py 2>&1 \
     | tee "$OUT/tests_gpu_device_models.txt" | tail -40
 fi
-if [ "$what" = bench ] || [ "$what" = all ]; then
+if [ "$what" = probe ]; then
+  for mode in "$@"; do
+    python3 tools/gpu_probe.py "$mode" > "$OUT/probe_$mode.txt" 2> "$OUT/probe_$mode.err"
+    echo "== probe $mode (rc $?)"; grep -v "Warn\|warnings.warn" "$OUT/probe_$mode.txt" | head -120
+  done
+fi
+if [ "$what" = bench ]; then
   python3 tools/bench_gpu.py "$@" 2>&1 | grep -v "Warn\|warnings.warn" | tee "$OUT/bench_gpu.txt"
 fi

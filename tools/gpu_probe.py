@@ -1,0 +1,113 @@
+"""Diagnostics for the GPU machine (tools/gpu_check.sh probe): what falls back and why,
+what recompiles for new sizes, and where a cold CUDA compile spends its time.
+
+    python tools/gpu_probe.py device-model   # EAGERC_BACKING=cuda: tiny BERT/GPT-2 per-op report
+    python tools/gpu_probe.py sizes          # enable("cuda"): compiles per op for each new size
+    python tools/gpu_probe.py profile        # cold compile of a few ops under cProfile
+
+Each mode runs its work in a fresh process with empty eagerc and Inductor caches. Reports
+print to stdout; refusals are logged with their whole traceback (eagerc logger at DEBUG).
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+import textwrap
+
+DEVICE_MODEL = r"""
+import logging, sys, torch, transformers, eagerc
+handler = logging.StreamHandler(sys.stderr)
+handler.addFilter(lambda r: "not compiled" in r.getMessage())
+logging.getLogger("eagerc").addHandler(handler)
+logging.getLogger("eagerc").setLevel(logging.DEBUG)
+torch.manual_seed(0)
+models = {
+    "bert": (transformers.BertModel, transformers.BertConfig(hidden_size=64, num_hidden_layers=2,
+             num_attention_heads=2, intermediate_size=128, vocab_size=512)),
+    "gpt2": (transformers.GPT2Model, transformers.GPT2Config(n_embd=64, n_layer=2, n_head=2,
+             vocab_size=512, n_positions=64)),
+}
+for name, (cls, config) in models.items():
+    model = cls(config).eval()
+    ids = torch.randint(0, 512, (2, 16))
+    with torch.no_grad():
+        want = model(ids).last_hidden_state
+        eagerc.reset_stats()
+        got = model.to("eagerc")(ids.to("eagerc")).last_hidden_state.cpu()
+    err = (got - want).abs().max().item()
+    s = eagerc.stats()
+    print(f"== {name}: max abs err {err:.2e}, compiles {s['compiles']}, fallbacks {s['fallbacks']}")
+    for op, st in sorted(s["ops"].items()):
+        if st["fallbacks"] or st["aliased"]:
+            print(f"   {op}: fallbacks {st['fallbacks']} aliased {st['aliased']} {dict(st['fallback_reasons'])}")
+"""
+
+SIZES = r"""
+import torch, eagerc
+import torch.nn.functional as F
+cases = {
+    "gelu": lambda x, w: F.gelu(x),
+    "tanh": lambda x, w: torch.tanh(x),
+    "layer_norm": lambda x, w: F.layer_norm(x, x.shape[-1:], w, w),
+    "where": lambda x, w: torch.where(x > 0, x, w),
+    "mm": lambda x, w: x @ x.t(),
+    "cumsum": lambda x, w: torch.cumsum(x, -1),
+    "softmax": lambda x, w: torch.softmax(x, -1),
+    "sum": lambda x, w: x.sum(1),
+}
+eagerc.enable("cuda")
+for n in (64, 96, 200, 512):
+    x = torch.randn(n, n, device="cuda"); w = torch.randn(n, device="cuda")
+    row = []
+    for name, fn in cases.items():
+        before = eagerc.stats()
+        fn(x, w)
+        after = eagerc.stats()
+        new = {op: after["ops"][op]["compiles"] - before["ops"].get(op, {}).get("compiles", 0)
+               for op in after["ops"]}
+        row.append(f"{name}={sum(new.values())}" + (f"{[o for o, c in new.items() if c]}" if n != 64 and sum(new.values()) else ""))
+    print(f"n={n}: " + ", ".join(row))
+torch.cuda.synchronize()
+"""
+
+PROFILE = r"""
+import cProfile, pstats, time, torch, eagerc
+x = torch.randn(64, 64, device="cuda")
+t0 = time.perf_counter()
+with eagerc.enabled("cuda", ops=["aten::neg"]):
+    torch.neg(x)
+print(f"first compile of the process: {time.perf_counter() - t0:.2f} s")
+prof = cProfile.Profile()
+t0 = time.perf_counter()
+prof.enable()
+with eagerc.enabled("cuda", ops=["aten::abs", "aten::add.Tensor", "aten::sigmoid"]):
+    torch.abs(x); x + x; torch.sigmoid(x)
+torch.cuda.synchronize()
+prof.disable()
+print(f"three cold compiles: {time.perf_counter() - t0:.2f} s")
+stats = pstats.Stats(prof)
+stats.sort_stats("cumulative").print_stats(45)
+stats.sort_stats("tottime").print_stats(20)
+"""
+
+SCRIPTS = {"device-model": DEVICE_MODEL, "sizes": SIZES, "profile": PROFILE}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("what", choices=sorted(SCRIPTS))
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as fresh:
+        env = dict(os.environ, EAGERC_CACHE_DIR=f"{fresh}/eagerc",
+                   TORCHINDUCTOR_CACHE_DIR=f"{fresh}/inductor")
+        if args.what == "device-model":
+            env["EAGERC_BACKING"] = "cuda"
+        done = subprocess.run([sys.executable, "-c", textwrap.dedent(SCRIPTS[args.what])], env=env)
+    sys.exit(done.returncode)
+
+
+if __name__ == "__main__":
+    main()
