@@ -30,6 +30,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--resume", action="store_true", help="keep results.jsonl and skip what it holds")
     p.add_argument("--fresh-cache", action="store_true",
                    help="workers compile into DIR/cache instead of the user's kernel cache")
+    p.add_argument("--opinfo-only", action="store_true",
+                   help="only the overloads OpInfo samples reach (no schema-sampled ops)")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
     return p
 
@@ -67,13 +69,19 @@ def main(argv=None) -> int:
                 continue
             record = runner.static_record(facts[n], d)
             (static.append(record) if record else to_run.append((n, d)))
-    with open(results_path, "a") as f:
-        for record in static:
-            f.write(json.dumps(record) + "\n")
     wanted = {n for n, _ in to_run} | {n for n in names if not facts[n].composite_implicit}
     plans = {d: runner.plan_for(d, args.grad, wanted if patterns else None, args.out, args.samples,
                                 show_progress=not args.quiet)
              for d in dtypes}
+    if args.opinfo_only:
+        reached = {n for plan in plans.values() for n in plan.calls} | \
+            {n for plan in plans.values() for ops in plan.opinfo_ops.values() for n in ops}
+        to_run = [(n, d) for n, d in to_run if n in reached]
+        static = []
+        facts = {n: f for n, f in facts.items() if n in reached}
+    with open(results_path, "a") as f:
+        for record in static:
+            f.write(json.dumps(record) + "\n")
     tasks = [{"op": n, "dtype": d, "calls": plans[d].calls.get(n, [])[: args.samples]} for n, d in to_run]
     print(f"coverage: {len(names)} overloads x {len(dtypes)} dtypes on {args.device}: {len(static)} decided "
           f"statically, {len(done)} from an earlier run, {len(tasks)} to run on {args.workers} workers",
