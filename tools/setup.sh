@@ -22,4 +22,11 @@ if ! command -v redis-server >/dev/null 2>&1 && command -v apt-get >/dev/null 2>
    (apt-get update -q >/dev/null 2>&1 && apt-get install -y -q redis-server >/dev/null 2>&1)) || \
     echo "setup: redis-server not installed; the remote-tier tests will skip"
 fi
+# Chromium (headless) lets the coverage report's HTML test run in a real browser (it skips
+# cleanly without one); installed where the machine allows, never fatal.
+if ! command -v chromium >/dev/null 2>&1 && command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
+  (apt-get install -y -q chromium >/dev/null 2>&1 || \
+   (apt-get update -q >/dev/null 2>&1 && apt-get install -y -q chromium >/dev/null 2>&1)) || \
+    echo "setup: chromium not installed; the coverage report's browser test will skip"
+fi
 $PY -c "import eagerc; print('eagerc', eagerc.__version__, 'ready with torch', __import__('torch').__version__)"
