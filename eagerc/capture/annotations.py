@@ -37,6 +37,7 @@ class Annotation(NamedTuple):
     inplace: tuple = ()
     relation: str = None
     as_op: bool = False
+    numbers_only: bool = False  # pure on Python numbers; stop on arrays from outside
 
 
 FOLLOW = Annotation(value_read=False)  # a Python function: the monitor runs into it
@@ -105,17 +106,27 @@ _annotate([getattr(_time, n) for n in dir(_time) if callable(getattr(_time, n))]
 _annotate([getattr(_os, n) for n in ("getpid", "urandom", "listdir", "stat", "getcwd",
                                      "getenv", "system")], IMPURE)
 _annotate([getattr(math, n) for n in dir(math) if callable(getattr(math, n))], PURE)
+# operator.iadd & co. update a mutable first argument in place (an int gets a new value);
+# operator.index, is_, itemgetter ... are plain functions.
+_OPERATOR_INPLACE = {n for n in dir(operator) if n.startswith(("i", "__i")) and
+                     n.lstrip("_")[1:].rstrip("_") in ("add", "and", "concat", "floordiv",
+                                                       "lshift", "mod", "mul", "matmul", "or",
+                                                       "pow", "rshift", "sub", "truediv",
+                                                       "xor")}
 _annotate([getattr(operator, n) for n in dir(operator)
-           if callable(getattr(operator, n)) and not n.startswith(("i", "set", "del", "__i",
-                                                                    "__set", "__del"))], PURE)
+           if callable(getattr(operator, n)) and n not in _OPERATOR_INPLACE
+           and not n.startswith(("set", "del", "__set", "__del"))], PURE)
 _annotate([operator.setitem, operator.delitem], MUTATES_SELF)
-_annotate([getattr(operator, n) for n in dir(operator) if n.startswith("i")], MUTATES_SELF)
+_annotate([getattr(operator, n) for n in _OPERATOR_INPLACE], MUTATES_SELF)
 _BY_METHOD[(object, "__setattr__")] = Annotation(relation="object_setattr", value_read=False)
 _BY_METHOD[(object, "__getattribute__")] = Annotation(relation="getattr")
 _BY_METHOD[(object, "__delattr__")] = Annotation(relation="object_delattr")
 _annotate_methods(object, ["__init__", "__new__", "__init_subclass__", "__subclasshook__",
                            "__eq__", "__ne__", "__hash__", "__repr__", "__str__", "__format__",
                            "__dir__", "__sizeof__", "__reduce_ex__"], PURE)
+
+# Class namespaces (cls.__dict__.get(...)): classes are assumed unchanged (docs/capture.md).
+_all_methods(types.MappingProxyType, PURE_REF)
 
 # Immutable values: every method reads and returns new values.
 for _cls in (str, bytes, int, float, bool, complex, tuple, frozenset, range, slice,
@@ -174,6 +185,12 @@ _annotate([torch._C._get_tracing_state, torch.is_grad_enabled, torch.get_default
            torch._C._is_torch_function_mode_enabled, torch._C._get_function_stack_at,
            torch._C._len_torch_function_stack, torch.overrides.has_torch_function,
            torch.jit.is_scripting, torch._C._jit_is_script_object], PURE_REF)
+# Usage logging (nn.Module.__init__, i.e. modules built inside forward), custom
+# autograd.Function's dead-wrapper check (identity outside functorch transforms).
+_annotate([torch._C._log_api_usage_once, torch._C._functorch.unwrap_if_dead], PURE_REF)
+# torch._dynamo.disable'd functions (e.g. in nn.init) switch Dynamo's frame hook off and back
+# on around their body: no state capture depends on.
+_annotate([torch._C._dynamo.eval_frame.set_eval_frame], PURE_REF)
 # Entering no_grad inside a captured region changes grad mode only for its duration.
 _annotate([torch._C._set_grad_enabled, torch.set_grad_enabled], PURE)
 
@@ -219,10 +236,25 @@ def _method_key(cls, name):
 
 def lookup(fn):
     """The annotation of callable `fn`, FOLLOW for Python code, None when unknown."""
+    ann = _lookup(fn)
+    if ann is None:
+        t = type(fn)
+        if t is weakref.ReferenceType:
+            return WEAKREF_CALL
+        try:
+            return _numpy_callable(fn)
+        except Exception:  # noqa: BLE001 - an object whose attributes fail: unknown
+            return None
+    return ann
+
+
+def _lookup(fn):
     t = type(fn)
     if t is types.FunctionType:
         return _BY_OBJ.get(fn, FOLLOW)
     if t is types.MethodType:
+        if getattr(fn.__func__, "__module__", "") == "numpy.random.mtrand":
+            return IMPURE
         return lookup(fn.__func__)
     if t is types.BuiltinFunctionType:  # also bound methods of builtin objects
         owner = fn.__self__
@@ -281,3 +313,45 @@ def _python_class(cls):
             if not isinstance(owner.__dict__[attr], (types.FunctionType, staticmethod)):
                 return False
     return True
+
+
+# Imports inside functions: an imported module is a sys.modules lookup (the import
+# machinery itself is not the program's behaviour; IMPORT_NAME is handled the same way).
+import builtins  # noqa: E402
+import importlib  # noqa: E402
+
+_annotate([builtins.__import__, importlib.import_module], PURE_REF)
+
+# Warnings: reports, not state the program reads back; a mock does not repeat them (the
+# default filter shows a warning once per place anyway).
+import warnings  # noqa: E402
+
+_annotate([warnings.warn, warnings.warn_explicit], PURE_REF)
+
+# Weak references: making one only holds a reference; calling one reads its referent,
+# which the guard re-reads the same way (`ref()`), see monitor._relation_call.
+import weakref  # noqa: E402
+
+_annotate([weakref.ref, weakref.proxy, weakref.getweakrefcount], PURE_REF)
+WEAKREF_CALL = Annotation(relation="weakref", value_read=False)
+
+# numpy on Python numbers (np.sqrt(d), np.prod(shape), np.array of numbers, np.float64(x)):
+# pure. On arrays from outside the run (whose contents no guard checks) or on tensors,
+# capture stops (monitor.before_call); np.random is impure.
+NUMPY = Annotation(numbers_only=True)
+
+
+def _numpy_callable(fn):
+    mod = getattr(fn, "__module__", None)
+    if not isinstance(mod, str):
+        owner = getattr(fn, "__self__", None) or getattr(fn, "__objclass__", None)
+        mod = type(owner).__module__ if owner is not None and not isinstance(owner, type) \
+            else getattr(owner, "__module__", None)
+    if not isinstance(mod, str) or not (mod == "numpy" or mod.startswith("numpy.")):
+        return None
+    if mod.startswith("numpy.random"):
+        return IMPURE
+    return NUMPY
+
+# torch.autograd.Variable(t): a detached alias of t (as `t.data`), see monitor.
+_annotate([torch.autograd.Variable], Annotation(relation="variable", value_read=False))

@@ -31,7 +31,7 @@ _STRIDE_META = frozenset("stride is_contiguous storage_offset dim_order".split()
 # between calls with the same guard, so capture stops.
 _VALUE_READS = frozenset("""item tolist __bool__ __int__ __float__ __index__ __complex__
     numpy __array__ __repr__ __str__ __format__ data_ptr __reduce_ex__ __deepcopy__
-    untyped_storage storage grad data _version __contains__ backward register_hook
+    untyped_storage storage grad _version __contains__ backward register_hook
     retain_grad _base grad_fn""".split())
 # Metadata reads that give the program a size (symbolic shapes: the dims it depends on are
 # specialized, since Python code may compute with the value and bake it into the graph).
@@ -101,6 +101,12 @@ class OpRecorder(TorchFunctionMode):
 
     def _handle(self, func, args, kwargs, call):
         name, is_getter = func_name(func)
+        if name in ("__set__", "__delete__"):
+            self.monitor.stop("tensor attribute write")
+            return call(args, kwargs)
+        as_detach = is_getter and name == "data"
+        if as_detach:  # `t.data` under no_grad: a detached alias, recorded as detach()
+            name, is_getter = "detach", False
         if name in _SIZE_READS and args and isinstance(args[0], torch.Tensor):
             if name in _SYMBOLIC_READS and self.symbolic and self._varies(args[0]):
                 out = self._symbolic_size(func, name, args, kwargs, call)
@@ -125,7 +131,8 @@ class OpRecorder(TorchFunctionMode):
             return call(args, kwargs)
         try:
             fx_args, fx_kwargs = self._to_fx((args, kwargs))
-            target = None if is_getter else _fx_target(func, name)
+            target = None if is_getter else ("call_method", "detach") if as_detach \
+                else _fx_target(func, name)
         except CaptureStop as e:
             self.monitor.stop(str(e))
             return call(args, kwargs)
@@ -161,6 +168,22 @@ class OpRecorder(TorchFunctionMode):
             self.monitor.note_tensor_write(written)
         return out
 
+    def record_detach(self, out, src):
+        """`out` is a detached alias of tensor `src` made outside torch's API
+        (torch.autograd.Variable(src))."""
+        if not isinstance(out, torch.Tensor) or not isinstance(src, torch.Tensor):
+            self.monitor.stop("Variable of a non-tensor")
+            return
+        try:
+            node = self.graph.call_method("detach", (self._to_fx(src),))
+        except CaptureStop as e:
+            self.monitor.stop(str(e))
+            return
+        self.deps[id(out)] = self._deps_of(src)
+        if self.symbolic and self._varies(src):
+            self.vary[id(out)] = True
+        self._bind(out, node)
+
     def _bind(self, out, node):
         """Make `out` (a tensor, a tuple of tensors or None) refer to `node`."""
         if isinstance(out, torch.Tensor):
@@ -169,10 +192,15 @@ class OpRecorder(TorchFunctionMode):
             return True
         if out is None:
             return True
-        if isinstance(out, (tuple, list)) and all(isinstance(o, torch.Tensor) for o in out):
+        if isinstance(out, (tuple, list)) and all(isinstance(o, torch.Tensor) or o is None
+                                                  for o in out):
             for i, o in enumerate(out):
-                self._bind(o, self.graph.call_function(operator.getitem, (node, i)))
+                if o is not None:  # (attention output, None): the None is a constant
+                    self._bind(o, self.graph.call_function(operator.getitem, (node, i)))
             return True
+        if isinstance(out, _METADATA_RESULTS) or \
+                isinstance(out, bool) and node.target in _BOOL_QUERIES:
+            return True  # decided by the metadata the guard checks: a constant of the record
         return False
 
     def _to_fx(self, value):
@@ -294,6 +322,10 @@ class OpRecorder(TorchFunctionMode):
 
 _CONSTANTS = (int, float, bool, str, complex, torch.dtype, torch.device, torch.layout,
               torch.memory_format)
+# Results of torch APIs that metadata decides (`t.type()`, `torch.result_type`): constants.
+_METADATA_RESULTS = (str, torch.dtype, torch.device, torch.layout, torch.memory_format)
+_BOOL_QUERIES = frozenset("is_same_size is_set_to is_signed can_cast is_floating_point "
+                          "is_complex is_contiguous".split())
 _NUMBERS = (int, float, complex)  # and subclasses other than bool: plain values in the graph
 _PY_NUMBER = {"b": bool, "i": int, "f": float, "c": complex}
 

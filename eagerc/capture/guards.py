@@ -56,6 +56,8 @@ def access(expr, rel, holder_obj, child_obj, consts):
         return consts.add(child_obj)
     if kind == "cell":
         return f"{expr}.cell_contents"
+    if kind == "ref":  # the referent of a weak reference
+        return f"{expr}()"
     if kind == "global":
         return f"{expr}[{key!r}]"
     if kind == "attr":

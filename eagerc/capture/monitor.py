@@ -24,6 +24,7 @@ from .tracer import make_tracer
 from .symbolic import bake_all
 
 _MUTABLE = (list, dict, set, bytearray)
+_IMMUTABLE_VALUES = (int, float, complex, str, bytes, tuple, frozenset, type(None))
 _NATIVE_SLOT = (types.GetSetDescriptorType, types.MemberDescriptorType)
 
 
@@ -234,8 +235,14 @@ class Monitor:
         if not ann.pure:
             self.stop(f"impure call: {_qualname(fn)}")
             return None
+        if ann.numbers_only:
+            bad = self._not_a_number(list(args) + list(kw_values))
+            if bad is not None:
+                self.stop(f"numpy call on {bad}: {_qualname(fn)}")
+            return None
         for pos in ann.inplace:
-            if pos < len(args):
+            if pos < len(args) and not isinstance(args[pos], _IMMUTABLE_VALUES):
+                # (operator.iadd on an int makes a new int: nothing is updated in place)
                 node = self.holder(args[pos])
                 if node is not None:
                     if not isinstance(args[pos], _MUTABLE):
@@ -243,6 +250,11 @@ class Monitor:
                                   f"from outside by {_qualname(fn)}")
                     self.rewrite(node)
         if ann.relation is not None:
+            if kw_values and ann.relation == "variable":
+                self.stop("torch.autograd.Variable with keywords")
+                return None
+            if ann.relation == "weakref":
+                args = [fn]  # calling the weak reference itself
             return self._relation_call(ann.relation, args)
         for a in args:
             node = self.graph.get_node_by_var(a) if isinstance(a, dict) else None
@@ -258,6 +270,21 @@ class Monitor:
             return lambda out: self._check_torch_call(fn, calls, out)
         if ann.value_read and any(isinstance(a, torch.Tensor) for a in args):
             return lambda out: self._check_value_read(fn, calls)
+        return None
+
+    def _not_a_number(self, values, depth=3):
+        """What in `values` numpy must not compute with (a tensor, an array from outside
+        the run, whose contents no guard checks), or None."""
+        for v in values:
+            if isinstance(v, torch.Tensor):
+                return "a tensor"
+            if type(v).__module__ == "numpy" and getattr(v, "ndim", 0) and \
+                    self.holder(v) is not None:
+                return "an array from outside"
+            if depth and isinstance(v, (list, tuple)):
+                bad = self._not_a_number(v, depth - 1)
+                if bad is not None:
+                    return bad
         return None
 
     def _check_torch_call(self, fn, calls, out):
@@ -301,6 +328,17 @@ class Monitor:
                                  args[2] if len(args) > 2 else None,
                                  delete=relation == "object_delattr")
             return None
+        if relation == "weakref" and args:
+            ref = args[0]
+
+            def deref(out):
+                holder = self.holder(ref)
+                if holder is not None:
+                    self.graph.read(holder, Relation("ref"), out)
+            return deref
+        if relation == "variable" and len(args) == 1:
+            src = args[0]
+            return lambda out: self.recorder.record_detach(out, src)
         if relation == "vars" and args:
             obj = args[0]
             return lambda out: self.read_attr(obj, "__dict__", out)

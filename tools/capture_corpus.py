@@ -1,0 +1,250 @@
+"""Run eagerc.capture and Dynamo side by side on a corpus of programs (issue 12).
+
+    python tools/capture_corpus.py                       # idioms + named transformers models
+    python tools/capture_corpus.py --suite idioms        # tools/capture_idioms.py only
+    python tools/capture_corpus.py --suite hf --hf-all --max-models 60 --timeout 120
+    python tools/capture_corpus.py --only module_counter,llama -v
+
+Programs: the real-world idioms of tools/capture_idioms.py, transformers architectures built
+from tiny configs (random init, eval; inputs made from the config): Llama, Mistral, T5,
+BART, Whisper, CLIP, BERT, GPT-2, ViT by hand, and with --hf-all every causal-LM
+architecture of transformers' auto mapping that a generic tiny config can build.
+
+Per program, under torch.no_grad(): eager runs the calls on its own fresh copy (same seed);
+eagerc.capture (backend="eager": the recorded graph runs op by op, so any difference is
+capture's, not a compiler's rounding) and torch.compile(fullgraph=True, backend="eager")
+each run the same calls on theirs. Reported per tool: whole-graph (every call served by a
+captured graph: no stop, no eager run / Dynamo compiled without a graph break), equal to
+eager (results and outside state, eagerc.testing's tolerance table), a new exception (one
+eager did not raise), and for capture re-records on identical calls and the stop reasons.
+"""
+import argparse
+import collections
+import dataclasses
+import signal
+import sys
+import time
+import traceback
+import warnings
+
+import torch
+import torch._dynamo as dynamo
+
+sys.path.insert(0, __import__("os").path.dirname(__file__))
+
+
+class Timeout(Exception):
+    pass
+
+
+def _alarm(signum, frame):
+    raise Timeout()
+
+
+# -- comparing results ------------------------------------------------------------------------
+def flatten(value, depth=0):
+    """Comparable leaves of a result: tensors, numbers, strings (dataclasses, ModelOutputs,
+    namedtuples, dicts and sequences opened up)."""
+    if depth > 6:
+        return [type(value).__name__]
+    if isinstance(value, torch.Tensor):
+        return [value]
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return flatten([getattr(value, f.name) for f in dataclasses.fields(value)], depth + 1)
+    if isinstance(value, dict):
+        return [k for k in value] + flatten(list(value.values()), depth + 1)
+    if isinstance(value, (list, tuple)):
+        out = [type(value).__name__, len(value)]
+        for v in value:
+            out += flatten(v, depth + 1)
+        return out
+    if isinstance(value, (int, float, str, bool, type(None))):
+        return [value]
+    if hasattr(value, "to_tuple"):
+        return flatten(value.to_tuple(), depth + 1)
+    return [type(value).__name__]
+
+
+def equal(a, b):
+    from eagerc.testing import assert_close
+    fa, fb = flatten(a), flatten(b)
+    if len(fa) != len(fb):
+        return False
+    for x, y in zip(fa, fb):
+        if isinstance(x, torch.Tensor) or isinstance(y, torch.Tensor):
+            if not (isinstance(x, torch.Tensor) and isinstance(y, torch.Tensor)):
+                return False
+            try:
+                assert_close(x, y, model=True, equal_nan=True)
+            except AssertionError:
+                return False
+        elif x != y and not (isinstance(x, float) and x != x and y != y):
+            return False
+    return True
+
+
+# -- running one program ----------------------------------------------------------------------
+def run_calls(fn, calls):
+    """Results (or ('raised', type name)) of each call."""
+    outs = []
+    with torch.no_grad():
+        for args in calls:
+            try:
+                outs.append(fn(*args))
+            except Timeout:
+                raise
+            except Exception as e:  # noqa: BLE001 - compared with eager's outcome
+                outs.append(("raised", type(e).__name__, str(e).split("\n")[0][:160]))
+    return outs
+
+
+def compare(outs, ref):
+    """(equal, new exception or None)."""
+    for o, r in zip(outs, ref):
+        o_raised = isinstance(o, tuple) and len(o) == 3 and o[0] == "raised"
+        r_raised = isinstance(r, tuple) and len(r) == 3 and r[0] == "raised"
+        if o_raised and not r_raised:
+            return False, f"{o[1]}: {o[2]}"
+        if o_raised != r_raised:
+            return False, None
+        if not o_raised and not equal(o, r):
+            return False, None
+    return True, None
+
+
+def run_program(name, build, timeout, n_identical=3):
+    from eagerc.capture import capture, capture_stats
+
+    row = {"name": name}
+    signal.signal(signal.SIGALRM, _alarm)
+    signal.alarm(timeout)
+    try:
+        torch.manual_seed(0)
+        prog = build()
+        ref = run_calls(prog.fn, prog.calls)
+        ref_state = prog.state() if prog.state else None
+        if all(isinstance(r, tuple) and len(r) == 3 and r[0] == "raised" for r in ref):
+            row["skip"] = f"eager raises: {ref[0][1]}: {ref[0][2]}"
+            return row
+        # eagerc.capture
+        torch.manual_seed(0)
+        prog = build()
+        cap = capture(prog.fn, backend="eager")
+        t0 = time.perf_counter()
+        outs = run_calls(cap, prog.calls[:n_identical])
+        identical = capture_stats(cap)
+        outs += run_calls(cap, prog.calls[n_identical:])
+        row["capture_s"] = time.perf_counter() - t0
+        stats = capture_stats(cap)
+        ok, new_exc = compare(outs, ref)
+        if ok and prog.state and not equal(prog.state(), ref_state):
+            ok = False
+        row["capture_equal"], row["capture_new_exc"] = ok, new_exc
+        row["stop_reasons"] = stats["stop_reasons"]
+        row["capture_whole"] = not stats["stop_reasons"] and stats["eager_runs"] == 0
+        row["rerecord"] = identical["misses"] > 1 and min(n_identical, len(prog.calls)) > 1
+        row["records"], row["graphs"] = stats["records"], stats["graphs"]
+        # Dynamo
+        dynamo.reset()
+        torch.manual_seed(0)
+        prog = build()
+        compiled = torch.compile(prog.fn, fullgraph=True, backend="eager")
+        outs = run_calls(compiled, prog.calls)
+        ok, new_exc = compare(outs, ref)
+        if ok and prog.state and not equal(prog.state(), ref_state):
+            ok = False
+        row["dynamo_equal"] = ok
+        row["dynamo_whole"] = new_exc is None
+        row["dynamo_reason"] = new_exc
+    except Timeout:
+        row["skip"] = f"timeout ({timeout} s)"
+    except Exception as e:  # noqa: BLE001 - a program that cannot be built
+        row["skip"] = f"cannot build: {type(e).__name__}: {str(e).splitlines()[0][:120]}" \
+            if str(e) else f"cannot build: {type(e).__name__}"
+        if "-v" in sys.argv:
+            traceback.print_exc()
+    finally:
+        signal.alarm(0)
+    return row
+
+
+# -- the corpus -------------------------------------------------------------------------------
+def programs(suite, hf_all, max_models):
+    out = {}
+    if suite in ("all", "idioms"):
+        from capture_idioms import PROGRAMS
+        out.update(PROGRAMS)
+    if suite in ("all", "hf"):
+        from capture_hf import hf_programs
+        out.update(hf_programs(hf_all, max_models))
+    return out
+
+
+def table(rows):
+    done = [r for r in rows if "skip" not in r]
+    n = len(done)
+    pct = lambda k: f"{sum(bool(r.get(k)) for r in done)}/{n} ({100 * sum(bool(r.get(k)) for r in done) / max(n, 1):.0f}%)"  # noqa: E731
+    lines = [f"programs run: {n} (skipped {len(rows) - n}: cannot build, eager raises or "
+             "timeout)", "",
+             "| | eagerc.capture | Dynamo (fullgraph, eager backend) |", "|---|---|---|",
+             f"| whole-graph | {pct('capture_whole')} | {pct('dynamo_whole')} |",
+             f"| equal to eager | {pct('capture_equal')} | {pct('dynamo_equal')} |",
+             f"| new exceptions | {sum(bool(r.get('capture_new_exc')) for r in done)} | "
+             f"(graph breaks under fullgraph are refusals, not counted) |",
+             f"| re-record on an identical call | {sum(bool(r.get('rerecord')) for r in done)}"
+             " | |", ""]
+    reasons = collections.Counter()
+    for r in done:
+        for k in r.get("stop_reasons", {}):
+            reasons[k] += 1
+    if reasons:
+        lines += ["Capture stop reasons, by programs they cost:", ""]
+        lines += [f"- {n} × {k}" for k, n in reasons.most_common()]
+        lines.append("")
+    lines += ["| program | capture whole | capture = eager | records | Dynamo whole | "
+              "Dynamo = eager | capture stop / Dynamo break |", "|---|---|---|---|---|---|---|"]
+    yn = lambda v: "yes" if v else "no"  # noqa: E731
+    for r in rows:
+        if "skip" in r:
+            lines.append(f"| {r['name']} | – | – | – | – | – | skipped: {r['skip']} |")
+            continue
+        why = "; ".join(r["stop_reasons"]) or ""
+        if r.get("capture_new_exc"):
+            why += f" NEW EXCEPTION {r['capture_new_exc']}"
+        if r.get("dynamo_reason"):
+            why += f" / {r['dynamo_reason'][:90]}"
+        lines.append(f"| {r['name']} | {yn(r['capture_whole'])} | {yn(r['capture_equal'])} | "
+                     f"{r['records']}{' (re-record)' if r['rerecord'] else ''} | "
+                     f"{yn(r['dynamo_whole'])} | {yn(r['dynamo_equal'])} | {why} |")
+    return "\n".join(lines)
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--suite", choices=["all", "idioms", "hf"], default="all")
+    ap.add_argument("--hf-all", action="store_true",
+                    help="also every causal-LM architecture of transformers' auto mapping")
+    ap.add_argument("--max-models", type=int, default=400)
+    ap.add_argument("--timeout", type=int, default=120, help="seconds per program")
+    ap.add_argument("--only", default="", help="comma-separated program names")
+    ap.add_argument("-v", action="store_true")
+    args = ap.parse_args(argv)
+    warnings.simplefilter("ignore")
+    import logging
+    logging.disable(logging.WARNING)
+    torch.set_num_threads(1)
+    progs = programs(args.suite, args.hf_all, args.max_models)
+    if args.only:
+        progs = {k: v for k, v in progs.items() if k in args.only.split(",")}
+    rows = []
+    for name, build in progs.items():
+        t0 = time.perf_counter()
+        row = run_program(name, build, args.timeout)
+        rows.append(row)
+        print(f"# {name}: {time.perf_counter() - t0:.1f}s "
+              f"{ {k: v for k, v in row.items() if k != 'name'} }", file=sys.stderr, flush=True)
+    print(table(rows))
+
+
+if __name__ == "__main__":
+    main()
