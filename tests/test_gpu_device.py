@@ -57,6 +57,9 @@ def test_memory_is_gpu_memory_and_ops_are_compiled_for_cuda(tmp_path):
         z.resize_(100)              # storage resize on GPU memory keeps the device
         z.fill_(1.5)
         assert z.cpu().sum().item() == 150.0
+        base = torch.arange(4.0).to("eagerc")
+        grown = torch.empty(0, device="eagerc").set_(base.untyped_storage(), 0, (3, 4), (4, 1))
+        assert grown.cpu()[0].tolist() == [0.0, 1.0, 2.0, 3.0]  # set_ grew GPU memory, kept bytes
         torch.eagerc.synchronize()
         print("OK", compiled)
     """, tmp_path / "cache")

@@ -9,6 +9,7 @@
 #include <ATen/ops/_reshape_alias_native.h>
 #include <ATen/ops/as_strided_native.h>
 #include <ATen/native/Resize.h>
+#include <c10/util/accumulate.h>
 #include <ATen/ops/set_native.h>
 #include <ATen/ops/unfold_native.h>
 #include <ATen/ops/view_as_complex_native.h>
@@ -97,6 +98,20 @@ const at::Tensor& resize(const at::Tensor& self, at::IntArrayRef size,
   return self;
 }
 
+// set_(storage, offset, size, stride): ATen's CPU kernel grows a too-small storage with
+// memcpy (unreadable GPU memory); it is grown through the device's hooks first, as resize_.
+at::Tensor& set_storage(at::Tensor& self, at::Storage source, int64_t offset, at::IntArrayRef size,
+                        at::IntArrayRef stride) {
+  if (!stride.empty() || c10::multiply_integers(size) > 0) {
+    const size_t itemsize = self.dtype().itemsize();
+    const size_t needed = stride.empty()
+        ? at::detail::computeStorageNbytesContiguous(size, itemsize, offset)
+        : at::detail::computeStorageNbytes(size, stride, itemsize, offset);
+    if (needed > source.nbytes()) at::native::resize_bytes_nocuda(source, needed);
+  }
+  return at::native::set_storage_cpu_(self, std::move(source), offset, size, stride);
+}
+
 at::Scalar local_scalar_dense(const at::Tensor& self) {
   return at::_local_scalar_dense(cpu_alias(self));
 }
@@ -128,7 +143,7 @@ std::vector<RuntimeOp> runtime_ops() {
   add(ops, "resize_", TORCH_FN(resize));
   add(ops, "set_", TORCH_FN(set_empty));
   add(ops, "set_.source_Storage", TORCH_FN(at::native::set_));
-  add(ops, "set_.source_Storage_storage_offset", TORCH_FN(at::native::set_storage_cpu_));
+  add(ops, "set_.source_Storage_storage_offset", TORCH_FN(set_storage));
   add(ops, "set_.source_Tensor", TORCH_FN(at::native::set_tensor_));
   // Views (metadata only, share storage with their base; no composite kernel exists).
   add(ops, "as_strided", TORCH_FN(at::native::as_strided_tensorimpl));
