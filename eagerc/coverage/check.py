@@ -12,7 +12,7 @@ tolerance table; statistics for random ops; metadata only where values are undef
 from __future__ import annotations
 
 import torch
-from torch.utils._pytree import tree_flatten
+from torch.utils._pytree import tree_flatten, tree_unflatten
 
 from eagerc.testing import assert_close
 
@@ -50,6 +50,21 @@ def worst_error(actual, expected) -> dict:
         if max_abs > worst["max_abs"] or worst["output"] is None:
             worst = {"max_abs": max_abs, "max_rel": max_rel, "output": i}
     return worst
+
+
+def without(undefined: set, actual, expected):
+    """`actual` and `expected` with the outputs at flat indices `undefined` reduced to
+    their shape and dtype (zeros of the same metadata on both sides)."""
+    if not undefined:
+        return actual, expected
+    flat_a, spec_a = tree_flatten(actual)
+    flat_e, spec_e = tree_flatten(expected)
+    if spec_a != spec_e:
+        return actual, expected
+    for i in undefined:
+        if isinstance(flat_a[i], torch.Tensor) and isinstance(flat_e[i], torch.Tensor):
+            flat_a[i], flat_e[i] = torch.zeros_like(flat_a[i]), torch.zeros_like(flat_e[i])
+    return tree_unflatten(flat_a, spec_a), tree_unflatten(flat_e, spec_e)
 
 
 def values(actual, expected):

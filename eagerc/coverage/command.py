@@ -28,6 +28,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--compare", metavar="OLD.json", help="an earlier report.json to compare with")
     p.add_argument("--fail-on-regression", action="store_true", help="exit 1 when --compare finds a regression")
     p.add_argument("--resume", action="store_true", help="keep results.jsonl and skip what it holds")
+    p.add_argument("--rerun", default="", metavar="STATUS,...",
+                   help="with --resume, run again the (op, dtype) pairs whose last status is one of these")
     p.add_argument("--fresh-cache", action="store_true",
                    help="workers compile into DIR/cache instead of the user's kernel cache")
     p.add_argument("--opinfo-only", action="store_true",
@@ -60,7 +62,8 @@ def main(argv=None) -> int:
     results_path = os.path.join(args.out, runner.RESULTS)
     if not args.resume and os.path.exists(results_path):
         os.remove(results_path)
-    done = runner.load_results(args.out)
+    rerun = {s.strip() for s in args.rerun.split(",") if s.strip()}
+    done = {k: r for k, r in runner.load_results(args.out).items() if r["status"] not in rerun}
     facts = {n: enum.facts(n) for n in names}
     static, to_run = [], []
     for n in names:
