@@ -79,6 +79,9 @@ class Device:
             return "a view (returns an alias of an input)"
         if "inplace_view" in f.tags:
             return "an in-place view op"
+        if {"dynamic_output_shape", "data_dependent_output"} & set(f.tags):
+            return "its output shape or value depends on the data (" + \
+                ", ".join(t for t in f.tags if t in ("dynamic_output_shape", "data_dependent_output")) + ")"
         if f.random and self.override:
             return "a random op (override mode leaves random ops to the device)"
         if not f.has_cpu_kernel:

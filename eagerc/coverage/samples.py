@@ -116,8 +116,8 @@ def record_opinfo(dtype: torch.dtype, grad: bool, wanted=None, limit: int = 4,
     entries = [o for o in op_db if _related(o, wanted)]
     for opinfo in (progress(entries) if progress else entries):
         entry = opinfo.name + (f".{opinfo.variant_test_name}" if opinfo.variant_test_name else "")
-        supported = opinfo.supported_backward_dtypes("cpu") if grad else opinfo.supported_dtypes("cpu")
-        if dtype not in supported:
+        backward = grad and opinfo.supports_autograd and dtype in opinfo.supported_backward_dtypes("cpu")
+        if dtype not in opinfo.supported_dtypes("cpu"):
             plan.opinfo_errors[entry] = f"OpInfo does not support {dtype} on CPU"
             continue
         reached: set = set()
@@ -125,7 +125,7 @@ def record_opinfo(dtype: torch.dtype, grad: bool, wanted=None, limit: int = 4,
             torch.manual_seed(0)
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
-                samples = opinfo.sample_inputs("cpu", dtype, requires_grad=grad and opinfo.supports_autograd)
+                samples = opinfo.sample_inputs("cpu", dtype, requires_grad=backward)
                 for i, sample in enumerate(samples):
                     if i >= samples_per_opinfo:
                         break
@@ -133,7 +133,7 @@ def record_opinfo(dtype: torch.dtype, grad: bool, wanted=None, limit: int = 4,
                     try:
                         with recorder:
                             out = opinfo.op(sample.input, *sample.args, **sample.kwargs)
-                            loss = _differentiable_sum(out) if grad else None
+                            loss = _differentiable_sum(out) if backward else None
                             if loss is not None:
                                 loss.backward()
                     except Exception:  # noqa: BLE001 - a sample CPU eager rejects is no sample
