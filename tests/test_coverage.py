@@ -267,3 +267,13 @@ def test_html_renders_draws_the_chart_and_filters(tmp_path):
 
     searched = dump_dom(html, "#q=linalg_s")
     assert searched.count('<tr class="row"') == 1 and 'data-op="aten::linalg_svd"' in searched
+
+
+@pytest.mark.parametrize("name", ["eagerc.coverage.enumerate", "eagerc.coverage.classify", "eagerc.coverage.check",
+                                  "eagerc.coverage.compare", "eagerc.coverage.report_json"])
+def test_docstring_examples(name):
+    import doctest
+    import importlib
+
+    result = doctest.testmod(importlib.import_module(name))
+    assert result.attempted > 0 and result.failed == 0
