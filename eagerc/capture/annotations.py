@@ -355,3 +355,6 @@ def _numpy_callable(fn):
 
 # torch.autograd.Variable(t): a detached alias of t (as `t.data`), see monitor.
 _annotate([torch.autograd.Variable], Annotation(relation="variable", value_read=False))
+# nn.Parameter(data) (modules built inside forward): an alias of data, as Variable.
+_annotate([torch._C.TensorBase._make_subclass],
+          Annotation(relation="make_subclass", value_read=False))

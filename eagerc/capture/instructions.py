@@ -6,13 +6,14 @@ at the frame's next instruction, when the output is on top of the stack. Handler
 instructions into RefGraph updates through the `Monitor` (reads, writes, calls).
 """
 import dis
+import operator
 import os
 import sys
 import types
 
 import torch
 
-from . import annotations, frames
+from . import annotations, frames, replay
 from .frames import NULL, peek, peek_many
 from .refgraph import Relation
 from .symbolic import SymbolicInt, bake_all
@@ -24,7 +25,8 @@ _PLUMBING = tuple(os.path.join(_TORCH_DIR, *p) for p in [
     ("overrides.py",), ("utils", "_python_dispatch.py"), ("_jit_internal.py",)])
 SKIP = object()
 _PY312 = sys.version_info >= (3, 12)
-_INPLACE_BINARY = set(range(13, 26))  # NB_INPLACE_* operand of BINARY_OP
+_INPLACE_BINARY = set(range(13, 26))
+_INT_IDENTITY = (operator.index, int)  # NB_INPLACE_* operand of BINARY_OP
 _MUTABLE = (list, dict, set, bytearray)
 
 
@@ -41,23 +43,26 @@ def analyze(code):
     if code.co_filename.startswith(_OWN_DIR) or code.co_filename in _PLUMBING:
         return SKIP
     table = [None] * (len(code.co_code) // 2)
+    pops = [0] * len(table)  # stack items each instruction consumes (replay.py's tags)
     for ins in dis.get_instructions(code):
         h = _HANDLERS.get(ins.opname)
         if h is not None:
             table[ins.offset // 2] = (h, ins.argval, ins.arg)
+        pops[ins.offset // 2] = replay.pops(ins)
     n = frames.n_localsplus(code)
     tops = [None if d is None else n + d for d in frames.stack_depths(code)]
-    return table, tops
+    return table, tops, pops
 
 
 class FrameWatch:
     """Per-frame trace function: runs the handler of each instruction and its post action."""
 
-    __slots__ = ("mon", "table", "tops", "post", "kwnames", "resume")
+    __slots__ = ("mon", "table", "tops", "pops", "post", "kwnames", "resume", "tags", "ltags")
 
     def __init__(self, mon, info):
         self.mon, self.post, self.kwnames = mon, None, ()
-        self.table, self.tops = info
+        self.table, self.tops, self.pops = info
+        self.tags, self.ltags = {}, {}  # replay.py: stack slot / local index -> Tag
         self.resume = False  # this frame suspended watching for one call (an annotated
         # Python function or an import): watch again at its next event, whatever it is
 
@@ -70,9 +75,13 @@ class FrameWatch:
             return None
         if event != "opcode":
             self.post = None
+            if self.tags:
+                replay.escape_all(self)
             return self.safe_trace
         idx = frame.f_lasti >> 1
         top = self.tops[idx]
+        if self.tags and top is not None:
+            replay.check(self, frame, top)
         post = self.post
         if post is not None:
             self.post = None
@@ -83,6 +92,8 @@ class FrameWatch:
         entry = self.table[idx]
         if entry is not None and top is not None and not mon.suspend:
             entry[0](self, frame, entry[1], entry[2], top)
+        if self.tags and top is not None and self.pops[idx] != 0:
+            replay.escape_popped(self, self.pops[idx], top)  # what the handler left
         return self.safe_trace
 
     def safe_trace(self, frame, event, arg):
@@ -101,12 +112,35 @@ def _load_attr(w, frame, name, arg, top):
     obj = peek(frame, top, 0)
     if w.mon.symbolic and isinstance(obj, SymbolicInt):
         obj.bake()  # n.real, n.numerator ...: int's own attributes give the plain value
+    tag = replay.take(w, top - 1) if w.tags else None
+    if tag is not None:
+        w.mon.replays.escape(tag)  # n.real, lst.copy ...: the value is used
     if w.mon.holder(obj) is not None:
-        w.post = lambda f, t: w.mon.read_attr(obj, name, peek(f, t, 0))
+        def after(f, t):
+            value = peek(f, t, 0)
+            w.mon.read_attr(obj, name, value)
+            _tag_read(w, f, t, obj, Relation("attr", name), value)
+        w.post = after
+
+
+def _tag_read(w, f, t, holder_obj, rel, value):
+    """A value read from outside state: tag it (replay.py) when it is a number or a list."""
+    if type(value) not in (int, float, list):
+        return
+    holder = w.mon.graph.get_node_by_var(holder_obj)
+    if holder is None or holder.new or holder.versions[-1].refs.get(rel) is None and \
+            rel not in holder.written:
+        return
+    tag = w.mon.replays.source(holder, rel, value)
+    if tag is not None:
+        w.tags[t - 1] = tag
 
 
 def _load_method(w, frame, name, arg, top):
     obj = peek(frame, top, 0)
+    tag = replay.take(w, top - 1) if w.tags else None
+    if tag is not None and not (tag.expr[0] == "list" and name in replay.APPEND_METHODS):
+        w.mon.replays.escape(tag)  # any other use of the list (or number)
     if w.mon.holder(obj) is None:
         return
 
@@ -123,6 +157,9 @@ def _load_global(w, frame, name, arg, top):
     mon, g = w.mon, frame.f_globals
     if name in g:
         mon.graph.read(mon.const_node(g), Relation("global", name), g[name])
+        if type(g[name]) in (int, float, list):
+            value = g[name]
+            w.post = lambda f, t: _tag_read(w, f, t, g, Relation("global", name), value)
     else:
         mon.add_absent(mon.const_node(g), name)
         b = frame.f_builtins
@@ -157,7 +194,9 @@ def _store_deref(w, frame, name, arg, top):
 def _store_global(w, frame, name, arg, top):
     mon = w.mon
     value = peek(frame, top, 0)
-    mon.graph.write(mon.const_node(frame.f_globals), Relation("global", name), value)
+    holder = mon.const_node(frame.f_globals)
+    mon.replays.store(holder, Relation("global", name), replay.take(w, top - 1))
+    mon.graph.write(holder, Relation("global", name), value)
 
 
 def _delete_global(w, frame, name, arg, top):
@@ -167,7 +206,27 @@ def _delete_global(w, frame, name, arg, top):
 
 def _store_attr(w, frame, name, arg, top):
     obj, value = peek(frame, top, 0), peek(frame, top, 1)
+    if w.tags:
+        owner = replay.take(w, top - 1)
+        if owner is not None:
+            w.mon.replays.escape(owner)
+    tag = replay.take(w, top - 2) if w.tags else None
+    holder = w.mon.holder(obj)
+    if holder is not None:
+        if tag is not None and not _plain_setattr(obj):
+            w.mon.replays.escape(tag)  # a Python __setattr__ may look at the value
+            tag = None
+        w.mon.replays.store(holder, Relation("attr", name), tag)
+    elif tag is not None:
+        w.mon.replays.escape(tag)
     w.mon.write_attr(obj, name, value)
+
+
+def _plain_setattr(obj):
+    """Whether `obj.name = v` stores v whatever its value: object's own __setattr__, or
+    nn.Module's (which looks only at the value's type)."""
+    setattr_ = type(obj).__setattr__
+    return setattr_ is object.__setattr__ or setattr_ is torch.nn.Module.__setattr__
 
 
 def _delete_attr(w, frame, name, arg, top):
@@ -178,6 +237,17 @@ def _store_subscr(w, frame, name, arg, top):
     value, container, key = peek_many(frame, top, 3)
     if w.mon.symbolic:
         _bake_index(container, (key,))
+    if w.tags:
+        for slot in (top - 1, top - 2):
+            t = replay.take(w, slot)
+            if t is not None:
+                w.mon.replays.escape(t)
+    tag = replay.take(w, top - 3) if w.tags else None
+    holder = w.mon.holder(container)
+    if holder is not None and type(container) is dict and _hashable_key(key):
+        w.mon.replays.store(holder, Relation("item", key), tag)
+    elif tag is not None:
+        w.mon.replays.escape(tag)
     w.mon.write_item(container, key, value)
 
 
@@ -246,6 +316,9 @@ def _binary_op(w, frame, name, arg, top):
                 bake_all((a, b), 0)
             else:
                 _bake_mixed(a, b)
+    if w.tags:
+        a, b = peek_many(frame, top, 2)
+        replay.binary_op(w, frame, arg, a, b, top)
     if arg in _INPLACE_BINARY:
         target = peek(frame, top, 1)
         node = w.mon.holder(target)
@@ -261,6 +334,10 @@ def _binary_subscr(w, frame, name, arg, top):
         node = w.mon.graph.get_node_by_var(container)
         if node is not None and node.node_id in w.mon.lazy and _hashable_key(key):
             w.mon.read_key(container, key, key in container)
+        if type(container) is dict and node is not None and not node.new and \
+                _hashable_key(key) and type(dict.get(container, key)) in (int, float, list):
+            w.post = lambda f, t: _tag_read(w, f, t, container, Relation("item", key),
+                                            peek(f, t, 0))
 
 
 def _contains_op(w, frame, name, arg, top):
@@ -304,6 +381,10 @@ def _call(w, frame, name, argc, top):
     if type(fn) in (types.BuiltinFunctionType, types.MethodWrapperType) and owner is not None \
             and not isinstance(owner, (types.ModuleType, type)):
         args = [owner] + list(args)
+    if w.tags and argc == 1 and fn in _INT_IDENTITY and type(args[-1]) is int:
+        tag = replay.take(w, top - 1)  # operator.index(n), int(n): n itself (replay.py)
+        if tag is not None:
+            replay.push_after(w, tag)
     _apply_call(w, fn, args)
 
 
@@ -361,4 +442,6 @@ _HANDLERS = {
     "POP_JUMP_FORWARD_IF_TRUE": _operands(1), "POP_JUMP_FORWARD_IF_FALSE": _operands(1),
     "POP_JUMP_BACKWARD_IF_TRUE": _operands(1), "POP_JUMP_BACKWARD_IF_FALSE": _operands(1),
     "CONTAINS_OP": _contains_op, "GET_ITER": _get_iter, "STORE_SLICE": _store_slice,
+    "LOAD_FAST": replay.load_fast, "LOAD_FAST_CHECK": replay.load_fast,
+    "STORE_FAST": replay.store_fast, "SWAP": replay.swap, "COPY": replay.copy,
 }

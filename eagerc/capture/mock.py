@@ -68,9 +68,12 @@ def materialize_final(graph):
 class MockBuilder:
     """Emits the mock's source. `slot_of(node_id)` names guard slots; `consts` holds objects."""
 
-    def __init__(self, graph, recorder, slot_of, consts):
+    def __init__(self, graph, recorder, slot_of, consts, replays=None):
         self.graph, self.recorder = graph, recorder
         self.slot_of, self.consts = slot_of, consts
+        self.replays = replays  # replay.Plan: updates recomputed from current values
+        self.prelude = []  # reads of replayed values, before any update
+        self._sources = {}
         self.lines, self.memo = [], {}
         self.outputs = []  # fx nodes the compiled graph must return, in order
         self._out_index = {}
@@ -84,6 +87,8 @@ class MockBuilder:
             return slot
         obj = plain(node.obj)  # SymbolicInts are rebuilt as ints (their values are guarded)
         if isinstance(obj, torch.Tensor):
+            if isinstance(obj, torch.nn.Parameter):
+                raise CannotMock("a new nn.Parameter outlives the run")
             fx_node = self.recorder.node_of(obj)
             if fx_node is None:
                 raise CannotMock("a tensor in the final state was not made by a torch op")
@@ -134,6 +139,22 @@ class MockBuilder:
             self.lines.append(f"{name}.__dict__.update({{{', '.join(attrs)}}})")
         return name
 
+    def _replayed(self, expr):
+        """The expression recomputing a replayed update from the values at call time."""
+        from .guards import access
+        from .replay import render
+
+        def source(key):
+            name = self._sources.get(key)
+            if name is None:
+                holder_id, rel = key
+                holder = self.graph.get_node_by_id(holder_id)
+                name = self._sources[key] = f"_r{len(self._sources)}"
+                expr = access(self.slot_of(holder_id), rel, holder.obj, None, self.consts)
+                self.prelude.append(f"{name} = {expr}")
+            return name
+        return render(expr, source, lambda v: repr(v) if _literal(v) else self.consts.add(v))
+
     def _key(self, key):
         return repr(key) if _literal(key) else self.consts.add(key)
 
@@ -144,6 +165,12 @@ class MockBuilder:
             return  # the compiled graph updates tensors in place itself
         slot = self.slot_of(node.node_id)
         last = node.versions[-1].refs
+        rp = self.replays
+        if rp is not None and node.node_id in rp.lists:  # append-only: append the new items
+            start = rp.lists[node.node_id]
+            vals = [self.value(last[Relation("item", i)]) for i in range(start, len(obj))]
+            self.lines.append(f"{slot}.extend([{', '.join(vals)}])")
+            return
         if node.rewrite:
             if isinstance(obj, list):
                 vals = [self.value(last[Relation("item", i)]) for i in range(len(obj))]
@@ -159,20 +186,25 @@ class MockBuilder:
                 return
             raise CannotMock(f"in-place update of a {type(obj).__name__}")
         for rel, is_set in node.written.items():
+            value = None
+            if is_set and rp is not None and (node.node_id, rel) in rp.writes:
+                value = self._replayed(rp.writes[(node.node_id, rel)])
+            elif is_set:
+                value = self.value(last[rel])
             if rel.kind == "attr":
                 if is_set:
                     self.lines.append(f"{self.consts.add(object.__setattr__)}({slot}, "
-                                      f"{rel.key!r}, {self.value(last[rel])})")
+                                      f"{rel.key!r}, {value})")
                 else:
                     self.lines.append(f"{self.consts.add(object.__delattr__)}({slot}, "
                                       f"{rel.key!r})")
             elif rel.kind in ("item", "global"):
                 key = self._key(rel.key)
                 if is_set:
-                    self.lines.append(f"{slot}[{key}] = {self.value(last[rel])}")
+                    self.lines.append(f"{slot}[{key}] = {value}")
                 else:
                     self.lines.append(f"{slot}.pop({key}, None)")
             elif rel.kind == "cell":
-                self.lines.append(f"{slot}.cell_contents = {self.value(last[rel])}")
+                self.lines.append(f"{slot}.cell_contents = {value}")
             else:
                 raise CannotMock(f"write through relation {rel.kind}")

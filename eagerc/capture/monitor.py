@@ -20,6 +20,7 @@ from .instructions import SKIP, FrameWatch, _hashable_key, analyze
 from .graph import OpRecorder
 from .guards import snapshot
 from .refgraph import RefGraph, Relation
+from .replay import Replays
 from .tracer import make_tracer
 from .symbolic import bake_all
 
@@ -60,6 +61,7 @@ class Monitor:
         self._infos = {}
         self.started = self.finished = False
         self.result = None
+        self.replays = Replays()  # counters and appends the mock recomputes (replay.py)
 
     # -- running --------------------------------------------------------------------------
     def prepare(self):
@@ -338,6 +340,9 @@ class Monitor:
             return deref
         if relation == "variable" and len(args) == 1:
             src = args[0]
+            return lambda out: self.recorder.record_detach(out, src)
+        if relation == "make_subclass" and len(args) >= 2:  # nn.Parameter(data) in forward
+            src = args[1]
             return lambda out: self.recorder.record_detach(out, src)
         if relation == "vars" and args:
             obj = args[0]

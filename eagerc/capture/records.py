@@ -13,6 +13,7 @@ import types
 
 import torch
 
+from . import replay
 from .graph import build_module
 from .guards import Consts, access, check_source, grad_mode, tensor_guard
 from .mock import _IMMUTABLE, CannotMock, MockBuilder, materialize_final
@@ -81,7 +82,8 @@ def build_record(mon, result, compile_graph, compile_symbolic=None):
             for node in g.sn[1:]:
                 bake_all((node.obj,), 1)
     consts = Consts()
-    plan = _plan_guard(mon, g.guard_nodes(), consts)
+    rp = replay.plan(mon) if mon.stopped is None else replay.Plan({}, set(), {})
+    plan = _plan_guard(mon, g.guard_nodes(), consts, rp)
     if mon.stopped is not None:
         return _make(mon, plan, [], consts, None, None, set())
     returned = set(plan.var_of)
@@ -95,7 +97,7 @@ def build_record(mon, result, compile_graph, compile_symbolic=None):
             out_slots.append(name)
         return f"S[{out_slots.index(name)}]"
 
-    builder = MockBuilder(g, mon.recorder, slot_of, consts)
+    builder = MockBuilder(g, mon.recorder, slot_of, consts, rp)
     written = set()
     try:
         inputs = [f"_scalar({slot_of(sn.node_id)})" if type(sn.obj) is float
@@ -133,7 +135,7 @@ def build_record(mon, result, compile_graph, compile_symbolic=None):
             else:
                 consts.env["_run"] = compile_graph(gm, examples)
         run_line = [f"O = _run({', '.join(inputs)})"]
-    mock_lines = run_line + builder.lines + [f"return {ret}"]
+    mock_lines = builder.prelude + run_line + builder.lines + [f"return {ret}"]
     return _make(mon, plan, out_slots, consts, mock_lines, gm, written)
 
 
@@ -182,7 +184,7 @@ class _GuardPlan:
         self.shape_line = None  # the check of the compiled graph's shape guards
 
 
-def _plan_guard(mon, nodes, consts):
+def _plan_guard(mon, nodes, consts, rp):
     g = mon.graph
     plan = _GuardPlan()
     head = [f"if len(args) != {len(mon.args)} or len(kwargs) != {len(mon.kwargs)}: "
@@ -199,7 +201,10 @@ def _plan_guard(mon, nodes, consts):
         holder = queue.pop(0)
         hvar = plan.var_of[holder.node_id]
         hdict = _version_source(holder, hvar, mon)
-        for rel, child in holder.versions[0].refs.items():
+        # An append-only list (replay.py): its type is checked, not its length or items.
+        refs = {} if holder.node_id in rp.lists else holder.versions[0].refs
+        for rel, child in refs.items():
+            type_only = (holder.node_id, rel) in rp.type_only or child.node_id in rp.lists
             expr = access(hvar, rel, holder.obj, child.obj, consts)
             if child.node_id in plan.var_of:
                 if not isinstance(child.obj, _IMMUTABLE):
@@ -210,6 +215,8 @@ def _plan_guard(mon, nodes, consts):
                     # One node stands for equal small ints, interned strings ...: each
                     # further path to it needs its own value check.
                     snap = mon.snapshots.get(child.node_id)
+                    if type_only:
+                        snap = ("type", type(child.obj))
                     cond = check_source("_v", snap, consts, None) if snap else None
                     if cond is not None:
                         line = f"_v = {expr}\n        if {cond}: return None"
@@ -240,6 +247,8 @@ def _plan_guard(mon, nodes, consts):
             snap = mon.snapshots.get(child.node_id)
             if snap is None:
                 continue
+            if type_only:  # replayed (replay.py): the mock recomputes from the value
+                snap = ("type", type(child.obj))
             cond = check_source(var, snap, consts, plan.strides)
             if cond is not None:
                 plan.full.append(f"if {cond}: return None")
