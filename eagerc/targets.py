@@ -85,6 +85,7 @@ class Target:
             import triton
 
             found["triton"] = triton.__version__
+            found["gpu_build"] = settings.GPU_BUILD_RECIPE
         return found
 
     @property

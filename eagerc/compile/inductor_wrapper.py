@@ -68,8 +68,11 @@ _LOAD_KERNEL_FROM_FILE = re.compile(
 # their cubins kept for the C++ wrapper, no CUDA graphs (the holder launches per call).
 # (torch 2.11's JIT C++ wrapper breaks with autotune_at_compile_time=False: its first,
 # Python pass is generated under cpp_wrapper=True and does not parse.)
+# Persistent reductions are off: a persistent kernel holds a whole row in one block and
+# guards the row length by that block (layer_norm recompiled for every longer row); the
+# looped kernel serves every length (new sizes compile nothing).
 _GPU_PATCHES = {"triton.store_cubin": True, "triton.cudagraphs": False,
-                "triton.autotune_at_compile_time": True}
+                "triton.autotune_at_compile_time": True, "triton.persistent_reductions": False}
 
 # How a CPU graph is built (part of the cache key: settings.BUILD_RECIPE). Measured on
 # torch 2.13, 2 cores: the default, one translation unit (wrapper + kernels + Python
@@ -107,11 +110,13 @@ def _graph_input_names(gm) -> set:
 
 
 @contextlib.contextmanager
-def _parallel_cpp_build():
+def _parallel_cpp_build(gpu: bool = False):
     """While active, Inductor's build of a wrapper + kernels library (builders: wrapper
     compile, kernel compile, link; ``codecache._worker_compile_cpp``) runs both compiles
     at once (each g++ spends ~0.4 s loading its precompiled header alone; this machine
-    has 2 cores) and links through _link_through_stub. Other builds go to Inductor."""
+    has 2 cores) and links through _link_through_stub. With `gpu`, the GPU wrapper's one
+    compile-and-link step (glue code: its kernels are Triton's) is built as _build_glue
+    says. Other builds go to Inductor."""
     from torch._inductor import codecache
 
     original = getattr(codecache, "_worker_compile_cpp", None)
@@ -121,8 +126,16 @@ def _parallel_cpp_build():
 
     def worker(lock_path, builders, *args, **kwargs):
         builders = list(builders)
-        if args or kwargs or len(builders) != 3 or not all(
-                hasattr(b, "build") and hasattr(b, "get_target_file_path") for b in builders):
+        usable = not (args or kwargs) and all(
+            hasattr(b, "build") and hasattr(b, "get_target_file_path") for b in builders)
+        if usable and gpu and len(builders) == 1:
+            from torch.utils._filelock import FileLock
+
+            with FileLock(lock_path, timeout=getattr(codecache, "LOCK_TIMEOUT", 600)):
+                if not os.path.exists(builders[0].get_target_file_path()):
+                    _build_glue(builders[0])
+            return None
+        if not usable or len(builders) != 3:
             return original(lock_path, builders, *args, **kwargs)
         *compiles, link = builders
         from torch.utils._filelock import FileLock
@@ -157,7 +170,35 @@ def _with_flags(builder, flags: str):
 
 
 _LINK_TORCH_CPU = re.compile(r"(?<!\S)-ltorch_cpu(?!\S)")
-_stub_path = None
+_LINK_TORCH_LIBS = re.compile(r"(?<!\S)-l(?P<lib>torch_cpu|torch_cuda)(?!\S)")
+_OPTIMIZE = re.compile(r"(?<!\S)-O[23](?!\S)")
+_stub_paths: dict = {}
+
+
+def _build_glue(builder) -> None:
+    """Compile and link a GPU wrapper in one step, as Inductor would but cheaper: -O1 (the
+    wrapper only unpacks handles and launches Triton kernels; torch 2.13 builds it so
+    itself), -w, and libtorch_cpu / libtorch_cuda linked through empty stubs (the linker
+    no longer reads their dynamic symbol tables; the loader resolves the symbols in the
+    libraries this process has loaded, as before). Built as given where that fails."""
+    command = getattr(builder, "get_command_line", None)
+    if command is None:
+        builder.build()
+        return
+    line = command()
+    compiler = line.split()[0]
+
+    def stub_link(match):
+        stub = _stub_library(compiler, f"lib{match.group('lib')}.so")
+        return f"-Wl,--push-state,--no-as-needed {stub} -Wl,--pop-state" if stub else match.group(0)
+
+    cheaper = _LINK_TORCH_LIBS.sub(stub_link, _OPTIMIZE.sub("-O1", line)) + " -w"
+    builder.get_command_line = lambda: cheaper
+    try:
+        builder.build()
+    except Exception:  # noqa: BLE001 - a toolchain that refuses the stubs: the real build decides
+        builder.get_command_line = command
+        builder.build()
 
 
 def _link_through_stub(builder) -> None:
@@ -168,7 +209,7 @@ def _link_through_stub(builder) -> None:
     symbols (0.35 s -> 0.06 s). Where the stub cannot be made or used, links as given."""
     command = getattr(builder, "get_command_line", None)
     line = command() if command is not None else ""
-    stub = _torch_cpu_stub(line.split()[0]) if _LINK_TORCH_CPU.search(line) else None
+    stub = _stub_library(line.split()[0], "libtorch_cpu.so") if _LINK_TORCH_CPU.search(line) else None
     if stub is not None:
         builder.get_command_line = lambda: _LINK_TORCH_CPU.sub(
             f"-Wl,--push-state,--no-as-needed {stub} -Wl,--pop-state", line)
@@ -179,25 +220,24 @@ def _link_through_stub(builder) -> None:
     builder.build()
 
 
-def _torch_cpu_stub(compiler: str):
-    """Path of this process's empty libtorch_cpu.so (made once, ~30 ms), or None."""
-    global _stub_path
-    if _stub_path is None:
+def _stub_library(compiler: str, soname: str):
+    """Path of this process's empty library named `soname` (made once, ~30 ms), or None."""
+    if soname not in _stub_paths:
         import atexit
         import shutil
         import subprocess
         import tempfile
 
         try:
-            path = os.path.join(tempfile.mkdtemp(prefix="eagerc-link-"), "libtorch_cpu.so")
+            path = os.path.join(tempfile.mkdtemp(prefix="eagerc-link-"), soname)
             atexit.register(shutil.rmtree, os.path.dirname(path), True)
             subprocess.run([compiler, "-shared", "-fPIC", "-x", "c++", os.devnull,
-                            "-Wl,-soname,libtorch_cpu.so", "-o", path],
+                            f"-Wl,-soname,{soname}", "-o", path],
                            check=True, capture_output=True, timeout=60)
         except (OSError, subprocess.SubprocessError):
             path = ""
-        _stub_path = path
-    return _stub_path or None
+        _stub_paths[soname] = path
+    return _stub_paths[soname] or None
 
 
 def embed_cubins(code: str) -> str:
@@ -240,6 +280,16 @@ def _register_cuda_op_overrides() -> None:
     from torch._inductor.codegen.common import init_backend_registration
 
     init_backend_registration()
+
+
+def _needs_python_pass(e: BaseException) -> bool:
+    """The GPU C++ wrapper failed for want of the launch parameters a run of the Python
+    wrapper records: torch 2.11 says so ("CudaKernelParamCache not populated"), or its
+    deferred launcher finds fewer argument types than kernel parameters (factories with
+    symbolic sizes: arange, ones, scalar_tensor)."""
+    text = str(e)
+    return "CudaKernelParamCache not populated" in text or (
+        "AssertionError" in text and "ptr0" in text and "numel" in text)
 
 
 def _run_python_wrapper_once(traced, patches) -> None:
@@ -357,7 +407,7 @@ def build_artifact(traced, check_code=None, patches=None) -> BuiltArtifact:
 
     def compile_cpp_wrapper():
         with tracing(TracingContext(traced.fake_mode)), _intercept_wrapper_source(on_source), \
-                (contextlib.nullcontext() if gpu else _parallel_cpp_build()):
+                _parallel_cpp_build(gpu=gpu):
             compile_fx_inner(traced.gm, traced.fakes, cpp_wrapper=True, is_inference=True)
 
     try:
@@ -365,7 +415,7 @@ def build_artifact(traced, check_code=None, patches=None) -> BuiltArtifact:
             try:
                 compile_cpp_wrapper()
             except Exception as e:  # noqa: BLE001
-                if not (gpu and "CudaKernelParamCache not populated" in str(e)):
+                if not (gpu and _needs_python_pass(e)):
                     raise
                 with tracing(TracingContext(traced.fake_mode)):
                     _run_python_wrapper_once(traced, patches)
