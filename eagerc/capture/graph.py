@@ -117,6 +117,8 @@ class OpRecorder(TorchFunctionMode):
             if name in _STRIDE_META and args:
                 self.monitor.note_stride_read(args[0])
             return call(args, kwargs)
+        if name == "grad_fn" and args and self._made_without_grad(args[0]):
+            return call(args, kwargs)  # None by construction (nn.Parameter checks it)
         if name in _VALUE_READS:
             self.monitor.stop(f"tensor value read: Tensor.{name}")
             return call(args, kwargs)
@@ -183,6 +185,12 @@ class OpRecorder(TorchFunctionMode):
         if self.symbolic and self._varies(src):
             self.vary[id(out)] = True
         self._bind(out, node)
+
+    def _made_without_grad(self, tensor):
+        """A tensor the run made by a recorded op with grad mode off: it has no grad_fn."""
+        node = self.nodes.get(id(tensor))
+        return node is not None and node.op != "placeholder" and not torch.is_grad_enabled() \
+            and not self.monitor.grad_mode
 
     def _bind(self, out, node):
         """Make `out` (a tensor, a tuple of tensors or None) refer to `node`."""

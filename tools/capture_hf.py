@@ -1,0 +1,155 @@
+"""transformers architectures from tiny configs, for tools/capture_corpus.py (issue 12).
+
+`hf_programs(all_causal_lm, max_models)` -> name -> build(). By hand: Llama, Mistral, T5,
+BART, Whisper, CLIP, BERT, GPT-2, ViT (random init, eval; inputs made from the config).
+With `all_causal_lm`: every model type of transformers' causal-LM auto mapping whose config
+a generic shrink (`tiny`) makes small, called on input_ids.
+"""
+from capture_idioms import Program
+
+import torch
+
+SMALL = {  # config attribute -> tiny value, where the config has it
+    "hidden_size": 32, "d_model": 32, "n_embd": 32, "dim": 32, "embed_dim": 32,
+    "intermediate_size": 64, "d_ff": 64, "ffn_dim": 64, "n_inner": 64, "hidden_dim": 64,
+    "encoder_ffn_dim": 64, "decoder_ffn_dim": 64,
+    "num_hidden_layers": 2, "num_layers": 2, "n_layer": 2, "n_layers": 2,
+    "encoder_layers": 1, "decoder_layers": 1, "num_decoder_layers": 1,
+    "num_attention_heads": 2, "n_head": 2, "num_heads": 2, "n_heads": 2,
+    "encoder_attention_heads": 2, "decoder_attention_heads": 2,
+    "num_key_value_heads": 1, "head_dim": 16, "d_kv": 16, "vocab_size": 99,
+    "max_position_embeddings": 64, "n_positions": 64,
+    "num_experts": 4, "num_local_experts": 4, "n_routed_experts": 4, "num_experts_per_tok": 2,
+    "moe_intermediate_size": 32, "kv_lora_rank": 16, "q_lora_rank": 16,
+    "qk_rope_head_dim": 8, "qk_nope_head_dim": 8, "v_head_dim": 16,
+}
+TOKEN_IDS = ("pad_token_id", "bos_token_id", "eos_token_id", "decoder_start_token_id",
+             "sep_token_id", "cls_token_id")
+
+
+def tiny(cfg):
+    """Shrink a config in place (and its text sub-config)."""
+    old_layers = getattr(cfg, "num_hidden_layers", None)
+    for k, v in SMALL.items():
+        if isinstance(getattr(cfg, k, None), int) and not isinstance(getattr(cfg, k), bool):
+            setattr(cfg, k, v)
+    for k in TOKEN_IDS:
+        if isinstance(getattr(cfg, k, None), int) and getattr(cfg, k) >= 99:
+            setattr(cfg, k, 1)
+    layers = getattr(cfg, "num_hidden_layers", None)
+    for k, v in list(vars(cfg).items()):  # per-layer lists (layer_types, ...)
+        if isinstance(v, list) and old_layers and len(v) == old_layers and layers:
+            setattr(cfg, k, v[:layers])
+    for sub in ("text_config", "decoder", "encoder"):
+        if hasattr(cfg, sub) and hasattr(getattr(cfg, sub), "to_dict"):
+            tiny(getattr(cfg, sub))
+    return cfg
+
+
+def ids(n=8, batch=2, vocab=99):
+    g = torch.Generator().manual_seed(1)
+    return torch.randint(3, vocab, (batch, n), generator=g)
+
+
+def named():
+    import transformers as T
+
+    def lm(cfg_cls, model_cls, **kw):
+        def build():
+            cfg = cfg_cls(hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+                          intermediate_size=64, vocab_size=99, **kw)
+            m = model_cls(cfg).eval()
+            return Program(lambda i: m(i).logits, [(ids(),)] * 3 + [(ids() % 50,)])
+        return build
+
+    def t5():
+        cfg = T.T5Config(d_model=32, num_layers=2, num_heads=2, d_ff=64, d_kv=16,
+                         vocab_size=99, decoder_start_token_id=0, pad_token_id=0)
+        m = T.T5ForConditionalGeneration(cfg).eval()
+        return Program(lambda i, d: m(input_ids=i, decoder_input_ids=d).logits,
+                       [(ids(), ids(4))] * 3 + [(ids() % 50, ids(4) % 50)])
+
+    def bart():
+        cfg = T.BartConfig(d_model=32, encoder_layers=1, decoder_layers=1,
+                           encoder_attention_heads=2, decoder_attention_heads=2,
+                           encoder_ffn_dim=64, decoder_ffn_dim=64, vocab_size=99)
+        m = T.BartForConditionalGeneration(cfg).eval()
+        return Program(lambda i, d: m(input_ids=i, decoder_input_ids=d).logits,
+                       [(ids(), ids(4))] * 3 + [(ids() % 50, ids(4) % 50)])
+
+    def whisper():
+        cfg = T.WhisperConfig(d_model=32, encoder_layers=1, decoder_layers=1,
+                              encoder_attention_heads=2, decoder_attention_heads=2,
+                              encoder_ffn_dim=64, decoder_ffn_dim=64, vocab_size=99,
+                              num_mel_bins=8, max_source_positions=16, pad_token_id=0,
+                              bos_token_id=1, eos_token_id=2, decoder_start_token_id=1,
+                              max_target_positions=32)
+        m = T.WhisperForConditionalGeneration(cfg).eval()
+        feats = torch.randn(2, 8, 32, generator=torch.Generator().manual_seed(2))
+        return Program(lambda f, d: m(input_features=f, decoder_input_ids=d).logits,
+                       [(feats, ids(4))] * 3 + [(feats + 1, ids(4) % 50)])
+
+    def clip():
+        cfg = T.CLIPConfig(
+            text_config=dict(hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
+                             intermediate_size=64, vocab_size=99),
+            vision_config=dict(hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
+                               intermediate_size=64, image_size=32, patch_size=8))
+        m = T.CLIPModel(cfg).eval()
+        px = torch.randn(2, 3, 32, 32, generator=torch.Generator().manual_seed(3))
+        return Program(lambda i, p: m(input_ids=i, pixel_values=p).logits_per_image,
+                       [(ids(), px)] * 3 + [(ids() % 50, px + 1)])
+
+    def bert():
+        cfg = T.BertConfig(hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+                           intermediate_size=64, vocab_size=99)
+        m = T.BertModel(cfg).eval()
+        return Program(lambda i: m(i).last_hidden_state, [(ids(),)] * 3 + [(ids() % 50,)])
+
+    def gpt2():
+        cfg = T.GPT2Config(n_embd=32, n_layer=2, n_head=2, vocab_size=99, n_positions=64)
+        m = T.GPT2LMHeadModel(cfg).eval()
+        return Program(lambda i: m(i).logits, [(ids(),)] * 3 + [(ids() % 50,)])
+
+    def vit():
+        cfg = T.ViTConfig(hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+                          intermediate_size=64, image_size=32, patch_size=8)
+        m = T.ViTModel(cfg).eval()
+        px = torch.randn(2, 3, 32, 32, generator=torch.Generator().manual_seed(3))
+        return Program(lambda p: m(p).last_hidden_state, [(px,)] * 3 + [(px + 1,)])
+
+    return {"hf_llama": lm(T.LlamaConfig, T.LlamaForCausalLM, num_key_value_heads=1),
+            "hf_mistral": lm(T.MistralConfig, T.MistralForCausalLM, num_key_value_heads=1),
+            "hf_t5": t5, "hf_bart": bart, "hf_whisper": whisper, "hf_clip": clip,
+            "hf_bert": bert, "hf_gpt2": gpt2, "hf_vit": vit}
+
+
+def causal_lms(max_models):
+    """Every causal-LM model type transformers maps, built from its default config shrunk."""
+    import transformers as T
+    from transformers.models.auto import configuration_auto as ca
+    from transformers.models.auto import modeling_auto as ma
+
+    out = {}
+    for model_type, cls_name in ma.MODEL_FOR_CAUSAL_LM_MAPPING_NAMES.items():
+        if len(out) >= max_models:
+            break
+        if not isinstance(cls_name, str) or model_type not in ca.CONFIG_MAPPING_NAMES:
+            continue
+
+        def build(model_type=model_type, cls_name=cls_name):
+            cfg = tiny(T.AutoConfig.for_model(model_type))
+            m = getattr(T, cls_name)(cfg).eval()
+            vocab = min(getattr(cfg, "vocab_size", 99) or 99, 99)
+            a = ids(vocab=vocab)
+            return Program(lambda i: m(input_ids=i).logits, [(a,)] * 3 + [(a % 50 + 2,)])
+        out[f"lm_{model_type}"] = build
+    return out
+
+
+def hf_programs(all_causal_lm=False, max_models=400):
+    progs = named()
+    if all_causal_lm:
+        for k, v in causal_lms(max_models).items():
+            progs.setdefault(k, v)
+    return progs
