@@ -48,6 +48,16 @@ def render(report: dict, comparison: str | None = None) -> str:
             out.append(f"| {dtype} | {s['entries']} | {s['working']} | {s['working_pct']} | "
                        + ", ".join(f"{k} {v}" for k, v in s["by_status"].items()) + " |")
         out.append("")
+        for dtype, entries in report.get("opinfo", {}).items():
+            failing = collections.defaultdict(list)
+            for entry, e in entries.items():
+                if e["status"] not in set(WORKING) | {"not_served", "decomposed", "no_sample"}:
+                    failing[e["status"]].append(f"{entry} ({', '.join(o[6:] for o in e['because'])})")
+            if failing:
+                out += [f"OpInfo entries not working, {dtype} (entry (the overloads that decide it)):", ""]
+                out += [f"- {status}: " + "; ".join(sorted(items)) for status, items in
+                        sorted(failing.items(), key=lambda kv: ORDER.index(kv[0]))]
+                out.append("")
     if comparison:
         out += ["## Compared with the previous report", "", comparison, ""]
     out += ["## Not working, by reason", ""]
@@ -59,6 +69,15 @@ def render(report: dict, comparison: str | None = None) -> str:
             dtypes = sorted({d for _, d in items})
             shown = ", ".join(f"`{n}`" for n in names[:40]) + (f" … {len(names) - 40} more" if len(names) > 40 else "")
             out.append(f"- {reason} ({len(names)} ops; {', '.join(dtypes)}): {shown}")
+        out.append("")
+    mismatches = [(op, dtype, r) for op, _, dtype, r in rows(report) if r["status"] == "mismatch"]
+    if mismatches:
+        out += ["## Mismatches, one by one", ""]
+        for op, dtype, r in mismatches:
+            worst = r.get("worst") or {}
+            err = f"max abs {worst['max_abs']:.3g}, max rel {worst['max_rel']:.3g}, output {worst['output']}; " \
+                if worst.get("output") is not None else ""
+            out.append(f"- `{op}` {dtype}: {err}{r.get('detail', '')[:400]}")
         out.append("")
     externs = collections.Counter()
     for op, _, dtype, record in rows(report):
