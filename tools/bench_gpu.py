@@ -3,6 +3,9 @@
     python tools/bench_gpu.py large            # 8192x8192 fp32: kernel time per op, bandwidth
     python tools/bench_gpu.py cold             # cold compile per op (fresh caches), new sizes
     python tools/bench_gpu.py models [--models bert,gpt2,resnet50] [--batches 1,32]
+    python tools/bench_gpu.py device-models [--models ...] [--batches ...]
+                                               # the eagerc device on GPU memory
+                                               # (EAGERC_BACKING=cuda) vs native CUDA
 
 Hit host time on small tensors: ``python tools/bench_hit.py --device cuda``.
 Every number is a median over alternating rounds (native, then eagerc, ...), so drifts of
@@ -11,6 +14,7 @@ clock or load hit both sides alike. TF32 is off for matmuls and convolutions.
 from __future__ import annotations
 
 import argparse
+import copy
 import math
 import os
 import statistics
@@ -238,9 +242,51 @@ def bench_models(args) -> None:
             torch.cuda.empty_cache()
 
 
+def bench_device_models(args) -> None:
+    """The same models on the eagerc device with its memory on the GPU against native CUDA
+    eager, one process (the backing is chosen before `import eagerc`: a child process)."""
+    if os.environ.get("EAGERC_BACKING") != "cuda":
+        env = dict(os.environ, EAGERC_BACKING="cuda")
+        subprocess.run([sys.executable, __file__, "device-models", "--models", args.models,
+                        "--batches", args.batches, "--rounds", str(args.rounds)], env=env, check=True)
+        return
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    print(f"{'model':<10} {'batch':>5} {'native ms':>10} {'device ms':>10} {'ratio':>6} "
+          f"{'max err':>9} {'compiles':>8} {'aliased':>8}")
+    for name in args.models.split(","):
+        for batch in (int(b) for b in args.batches.split(",")):
+            torch.manual_seed(0)
+            model, inputs = build_model(name, batch)  # on cuda
+            on_device = copy.deepcopy(model).to("eagerc")
+            device_inputs = {k: v.to("eagerc") for k, v in inputs.items()}
+            with torch.no_grad():
+                native = lambda: model(**inputs)  # noqa: E731
+                device = lambda: on_device(**device_inputs)  # noqa: E731
+                want = _first_tensor(native())
+                eagerc.reset_stats()
+                got = _first_tensor(device())  # compiles what is missing
+                err = (got.to("cuda") - want).abs().max().item()
+                stats = eagerc.stats()
+                aliased = sum(v["aliased"] for v in stats["ops"].values())
+                for _ in range(2):
+                    device()
+                nat, dev = [], []
+                for _ in range(args.rounds):  # alternating; cuda itself is not overridden
+                    nat.append(_wall_ms(native))
+                    dev.append(_wall_ms(device))
+                nat, dev = statistics.median(nat), statistics.median(dev)
+            print(f"{name:<10} {batch:>5} {nat:>10.2f} {dev:>10.2f} {dev / nat:>6.2f} {err:>9.1e} "
+                  f"{stats['compiles']:>8} {aliased:>8}", flush=True)
+            if aliased:
+                print("   aliased:", sorted(k for k, v in stats["ops"].items() if v["aliased"]))
+            del model, on_device
+            torch.cuda.empty_cache()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("what", choices=["large", "cold", "models"])
+    parser.add_argument("what", choices=["large", "cold", "models", "device-models"])
     parser.add_argument("--size", type=int, default=8192)
     parser.add_argument("--rounds", type=int, default=15)
     parser.add_argument("--inner", type=int, default=5)
@@ -248,7 +294,8 @@ def main() -> None:
     parser.add_argument("--batches", default="1,32")
     args = parser.parse_args()
     print(f"torch {torch.__version__}, {torch.cuda.get_device_name(0)}")
-    {"large": bench_large, "cold": bench_cold, "models": bench_models}[args.what](args)
+    {"large": bench_large, "cold": bench_cold, "models": bench_models,
+     "device-models": bench_device_models}[args.what](args)
 
 
 if __name__ == "__main__":

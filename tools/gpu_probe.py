@@ -71,6 +71,17 @@ for n in (64, 96, 200, 512):
         row.append(f"{name}={sum(new.values())}" + (f"{[o for o, c in new.items() if c]}" if n != 64 and sum(new.values()) else ""))
     print(f"n={n}: " + ", ".join(row))
 torch.cuda.synchronize()
+# The guards of the kernels that recompiled: what about the size did they pin?
+import os
+from kernel_cache.disk import DiskStore
+from kernel_cache.layout import list_namespaces
+root = os.environ["EAGERC_CACHE_DIR"]
+for digest in list_namespaces(root):
+    for key, records in DiskStore(root, namespace=digest).items():
+        for record in records:
+            meta = record["metadata"]
+            if "layer_norm" in meta.get("op", ""):
+                print(meta.get("signature"), "\n   guard:", " ".join(meta.get("guard", "").split())[-700:])
 """
 
 PROFILE = r"""
