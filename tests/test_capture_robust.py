@@ -201,3 +201,54 @@ def test_deepcopy_inside_forward():
     stats = run(f, X)
     assert stats["stop_reasons"] == {} or all(
         not r.startswith("internal") for r in stats["stop_reasons"])
+
+
+def test_values_made_from_constants_may_be_read():
+    def f(x):
+        mask = torch.ones(x.shape[0], dtype=torch.bool)
+        if mask.sum() == mask.numel():  # transformers' fast_all(padding_mask)
+            return x * 2
+        return x
+    one_graph(run(f, X))
+
+
+def test_constant_written_from_an_input_is_no_constant():
+    def f(x):
+        t = torch.zeros(3)
+        view = t[:2]
+        t.add_(x[0, 0, :3])
+        return x * (2 if view.sum().item() > 0 else 3)
+    stats = run(f, X)
+    assert stats["stop_reasons"] == {"tensor value read: Tensor.item": 1}
+    neg = -X.abs()
+    stats = run(f, neg)
+
+
+def test_random_values_are_no_constants():
+    def f(x):
+        r = torch.rand(1)
+        return x * 2 if r.item() > 2 else x  # never true, but read from the generator
+    stats = run(f, X)
+    assert stats["stop_reasons"] == {"tensor value read: Tensor.item": 1}
+
+
+def test_in_place_set_from_outside_is_replayed():
+    warned = set()
+
+    def f(x):
+        warned.add("once")
+        return x + 1
+    stats = run(f, X)
+    assert warned == {"once"} and stats["records"] <= 2
+
+
+def test_lru_cached_helper():
+    import functools
+
+    @functools.lru_cache
+    def version_ok(major):
+        return major >= 2
+
+    def f(x):
+        return x * 2 if version_ok(2) else x
+    one_graph(run(f, X))

@@ -241,6 +241,10 @@ def lookup(fn):
         t = type(fn)
         if t is weakref.ReferenceType:
             return WEAKREF_CALL
+        if t is functools._lru_cache_wrapper:
+            # A cached function is pure by its author's word (transformers'
+            # is_torch_less_or_equal, warning_once); on a miss its Python body runs watched.
+            return PURE
         try:
             return _numpy_callable(fn)
         except Exception:  # noqa: BLE001 - an object whose attributes fail: unknown

@@ -76,6 +76,10 @@ class OpRecorder(TorchFunctionMode):
         # `specialized` collects those whose size the program read (they stay static).
         self.deps = {}
         self.specialized = set()
+        # fx nodes whose values are computed from constants only (no graph input, nothing
+        # random or uninitialized): the same on every call the record serves, so Python
+        # may read them (`if mask.all():` on a mask made by torch.ones(...)).
+        self.const = set()
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
@@ -120,6 +124,8 @@ class OpRecorder(TorchFunctionMode):
         if name == "grad_fn" and args and self._made_without_grad(args[0]):
             return call(args, kwargs)  # None by construction (nn.Parameter checks it)
         if name in _VALUE_READS:
+            if name in _CONST_READS and args and self.nodes.get(id(args[0])) in self.const:
+                return call(args, kwargs)  # a value made from constants only: a constant
             self.monitor.stop(f"tensor value read: Tensor.{name}")
             return call(args, kwargs)
         if name == "__iter__" and args and isinstance(args[0], torch.Tensor):
@@ -160,6 +166,10 @@ class OpRecorder(TorchFunctionMode):
             self.deps[id(o)] = self.deps.get(id(o), frozenset()) | deps
             if varies:
                 self.vary[id(o)] = True
+        if name not in _NONDETERMINISTIC and not (self.symbolic and any(
+                True for _ in _symbolic_in((args, kwargs)))) and \
+                all(n in self.const for n in _fx_nodes((fx_args, fx_kwargs))):
+            self.const.add(node)
         if not self._bind(out, node):
             self.monitor.stop(f"non-tensor result of {name}: {type(out).__name__}")
         written = _written_tensor(name, args, kwargs)
@@ -168,6 +178,8 @@ class OpRecorder(TorchFunctionMode):
             # an input is the point (build_module).
             node.meta["eagerc_writes"] = True
             self.monitor.note_tensor_write(written)
+            if node not in self.const:
+                self.const.clear()  # it may write into a constant, or a view of one
         return out
 
     def record_detach(self, out, src):
@@ -204,7 +216,10 @@ class OpRecorder(TorchFunctionMode):
                                                   for o in out):
             for i, o in enumerate(out):
                 if o is not None:  # (attention output, None): the None is a constant
-                    self._bind(o, self.graph.call_function(operator.getitem, (node, i)))
+                    item = self.graph.call_function(operator.getitem, (node, i))
+                    if node in self.const:
+                        self.const.add(item)
+                    self._bind(o, item)
             return True
         if isinstance(out, _METADATA_RESULTS) or \
                 isinstance(out, bool) and node.target in _BOOL_QUERIES:
@@ -237,6 +252,8 @@ class OpRecorder(TorchFunctionMode):
                 _PY_NUMBER[_number_kind(value)](value)
         if isinstance(value, str):
             return str(value)
+        if isinstance(value, type):  # e.g. a dtype-like class argument: FX keeps it
+            return value
         if isinstance(value, slice):
             return slice(self._to_fx(value.start), self._to_fx(value.stop),
                          self._to_fx(value.step))
@@ -434,6 +451,27 @@ def _shim(func):
         _SHIMS[id(func)] = (shim, func)  # func kept alive: its id stays its own
         return shim
     return shim[0]
+
+
+_CONST_READS = frozenset("item tolist __bool__ __int__ __float__ __index__".split())
+_NONDETERMINISTIC = frozenset("""rand rand_like randn randn_like randint randint_like randperm
+    normal normal_ bernoulli bernoulli_ multinomial uniform_ exponential_ geometric_ cauchy_
+    log_normal_ random_ poisson dropout dropout_ alpha_dropout feature_alpha_dropout
+    dropout1d dropout2d dropout3d rrelu rrelu_ empty empty_like empty_strided new_empty
+    new_empty_strided native_dropout set_ resize_ seed manual_seed""".split())
+
+
+def _fx_nodes(value):
+    if isinstance(value, fx.Node):
+        yield value
+    elif isinstance(value, (tuple, list)):
+        for v in value:
+            yield from _fx_nodes(v)
+    elif isinstance(value, dict):
+        for v in value.values():
+            yield from _fx_nodes(v)
+    elif isinstance(value, slice):
+        yield from _fx_nodes((value.start, value.stop, value.step))
 
 
 def _tensors_in(value):

@@ -176,6 +176,11 @@ class MockBuilder:
                 vals = [self.value(last[Relation("item", i)]) for i in range(len(obj))]
                 self.lines.append(f"{slot}[:] = [{', '.join(vals)}]")
                 return
+            if type(obj) is set:  # e.g. a "warned once" registry
+                vals = [self.value(child) for child in last.values()]
+                self.lines.append(f"{slot}.clear()")
+                self.lines.append(f"{slot}.update(({', '.join(vals)}{',' if vals else ''}))")
+                return
             if isinstance(obj, dict):
                 base = _builtin_base(type(obj))
                 self.lines.append(f"{self.consts.add(base.clear)}({slot})")
