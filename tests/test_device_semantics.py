@@ -284,6 +284,8 @@ def test_uncompilable_op_runs_atens_cpu_kernel_on_aliases(call, op):
     lambda x: torch.histogram(x, bins=4),                                # two tensors, bin edges
     lambda x: torch.linalg.inv(x + 4 * torch.eye(3, device=x.device)),  # no Inductor lowering
     lambda x: torch.nonzero(x > 0),                                      # data-dependent shape
+    lambda x: torch.complex(x, x + 1),                                   # a complex output
+    lambda x: torch.polar(x.abs(), x),
 ])
 def test_ops_no_kernel_can_serve_run_on_aliases(call):
     x = torch.randn(3, 3)

@@ -157,4 +157,9 @@ def trace_op(op, args, layout, decompose=()) -> Traced:
         val = out.meta.get("val") if hasattr(out, "meta") else None
         if isinstance(val, torch.Tensor) and (val.layout != torch.strided or val.is_quantized):
             raise CompileError(f"output layout {val.layout} is not strided")
+        if isinstance(val, torch.Tensor) and val.is_complex():
+            # Inductor writes complex results through view_as_real aliases of an empty
+            # buffer and (torch 2.13) drops those writes: complex(a, b) came back as
+            # garbage. Complex inputs are refused by the signature already.
+            raise CompileError(f"a complex output ({val.dtype})")
     return Traced(gm, fake_mode, shape_env, fakes, bindings, checks, len(outputs))
