@@ -21,7 +21,7 @@ from eagerc import _C, _config, cache
 from eagerc.aten_meta import overload_by_name
 from eagerc.coverage import check, classify
 from eagerc.coverage.enumerate import facts as op_facts
-from eagerc.coverage.samples import NoSample, schema_call
+from eagerc.coverage.samples import NoSample, clone_tensor, schema_call
 
 
 class Device:
@@ -63,7 +63,7 @@ class Device:
 
         def move(v):
             if isinstance(v, torch.Tensor):
-                return v.to(self.name)
+                return clone_tensor(v, self.name)
             if isinstance(v, torch.device) and v.type == "cpu":
                 return torch.device(self.name)
             return v
@@ -115,7 +115,7 @@ def install_load_recorder() -> None:
 
 
 def _clone(value):
-    return tree_map(lambda t: t.clone() if isinstance(t, torch.Tensor) else t, value)
+    return tree_map(lambda t: clone_tensor(t) if isinstance(t, torch.Tensor) else t, value)
 
 
 def _to_cpu(value):

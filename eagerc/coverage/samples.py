@@ -54,11 +54,28 @@ class Plan:
     wanted: object = None   # the op selection it was recorded for (None: every op)
 
 
+def whole_storage(t: torch.Tensor) -> torch.Tensor:
+    """`t`'s storage as one flat tensor of t's dtype."""
+    storage = t.untyped_storage()
+    return torch.empty(0, dtype=t.dtype, device=t.device).set_(
+        storage, 0, (storage.nbytes() // t.element_size(),), (1,))
+
+
+def clone_tensor(t: torch.Tensor, device=None) -> torch.Tensor:
+    """A copy of `t` with its own storage and the same size, stride and storage offset
+    (a view of a larger base stays one: the offset decides alignment, and views of
+    partial storages are what some device bugs need), on `device` if given."""
+    t = t.detach().resolve_conj().resolve_neg()
+    base = whole_storage(t)
+    base = base.clone() if device is None else base.to(device)
+    return base.as_strided(t.size(), t.stride(), t.storage_offset())
+
+
 def _clone(value):
     if isinstance(value, torch.Tensor):
         if value.layout != torch.strided or type(value) is not torch.Tensor:
             raise TypeError(f"{value.layout} / {type(value).__name__} tensor")
-        return value.detach().clone()
+        return clone_tensor(value)
     return value
 
 
