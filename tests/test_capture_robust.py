@@ -252,3 +252,21 @@ def test_lru_cached_helper():
     def f(x):
         return x * 2 if version_ok(2) else x
     one_graph(run(f, X))
+
+
+def test_monitor_run_frees_intermediates_as_eager_does():
+    import weakref
+    freed = []
+
+    def f(x):
+        y = x * 2
+        ref = weakref.ref(y)
+        z = y + 1
+        del y
+        freed.append(ref() is None)  # eager: the intermediate is gone here
+        return z
+    cap = capture(f, backend="eager")
+    with torch.no_grad():
+        f(X)
+        cap(X)
+    assert freed == [True, True]

@@ -13,6 +13,7 @@ In a symbolic run (§6.2.1) size reads of tensors whose sizes may vary give `Sym
 (symbolic.py) that carry graph nodes; passed back to torch ops, their nodes go into the graph.
 """
 import operator
+import weakref
 
 import torch
 import torch.fx as fx
@@ -68,7 +69,10 @@ class OpRecorder(TorchFunctionMode):
         self.vary = {}
         self.graph = fx.Graph()
         self.nodes = {}  # id(tensor) -> fx.Node holding its current value
-        self.keep = []  # strong references: ids stay unique for the run
+        # Tensors the run made are held weakly (a monitor run frees them when eager does);
+        # when one dies its id-keyed entries go, so a new tensor at that id starts clean.
+        self.keep = []  # strong references, only for objects that cannot be held weakly
+        self._weak = {}
         self.placeholders = []  # (ShadowNode, fx.Node) of graph inputs, in order
         self.calls = 0  # torch calls seen, so the monitor can tell a call reached us
         # Symbolic shapes: id(tensor) -> {(node_id of an outside tensor, dim)} its sizes may
@@ -208,7 +212,7 @@ class OpRecorder(TorchFunctionMode):
         """Make `out` (a tensor, a tuple of tensors or None) refer to `node`."""
         if isinstance(out, torch.Tensor):
             self.nodes[id(out)] = node
-            self.keep.append(out)
+            self._hold(out)
             return True
         if out is None:
             return True
@@ -268,8 +272,21 @@ class OpRecorder(TorchFunctionMode):
         node = self.graph.placeholder(f"in{len(self.placeholders)}")
         self.placeholders.append((sn, node))
         self.nodes[id(tensor)] = node
-        self.keep.append(tensor)
+        self.keep.append(tensor)  # outside state (or a lifted float): alive anyway
         return node
+
+    def _hold(self, tensor):
+        key = id(tensor)
+        if key in self._weak:
+            return
+        try:
+            self._weak[key] = weakref.ref(tensor, lambda _, key=key: self._forget(key))
+        except TypeError:
+            self.keep.append(tensor)
+
+    def _forget(self, key):
+        for table in (self._weak, self.nodes, self.deps, self.vary):
+            table.pop(key, None)
 
     def _deps_of(self, tensor):
         d = self.deps.get(id(tensor))
