@@ -144,7 +144,7 @@ def test_figure3_super_forward():
         assert_close(cap(x), m(x))
     assert capture_stats(cap) | {"stop_reasons": {}} == {
         "hits": 1, "misses": 2, "graphs": 2, "graphs_from_disk": 0, "eager_runs": 0,
-        "stop_reasons": {}, "records": 2}
+        "split_runs": 0, "stop_reasons": {}, "records": 2}
 
 
 class SideEffect(torch.nn.Module):

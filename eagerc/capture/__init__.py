@@ -41,12 +41,14 @@ def capture(fn=None, *, dynamic=None, backend=None):
 
 def capture_stats(captured):
     """Counters of a captured function: records, hits, misses, graphs (compiled graphs),
-    graphs_from_disk (of those, loaded from kernel_cache without compiling), eager_runs and
-    stop_reasons (reason -> count).
+    graphs_from_disk (of those, loaded from kernel_cache without compiling), eager_runs,
+    split_runs (eager runs whose child modules' calls were captured on their own; then
+    `split` sums the children's counters) and stop_reasons (reason -> count; internal
+    faults of capture count as "internal error in <stage>").
 
     >>> import eagerc
     >>> sorted(eagerc.capture_stats(eagerc.capture(abs)))
-    ['eager_runs', 'graphs', 'graphs_from_disk', 'hits', 'misses', 'records', 'stop_reasons']
+    ['eager_runs', 'graphs', 'graphs_from_disk', 'hits', 'misses', 'records', 'split_runs', 'stop_reasons']
     """
     from eagerc.capture import api
 

@@ -21,7 +21,7 @@ log = logging.getLogger("eagerc")
 class Captured:
     """A function (or nn.Module) whose calls are captured; made by `capture`."""
 
-    def __init__(self, fn, backend, lift_after):
+    def __init__(self, fn, backend, lift_after, split=True):
         self.fn = fn
         self._backend = backend
         # After this many records, float arguments are lifted to graph inputs (paper §6.2.1)
@@ -34,9 +34,12 @@ class Captured:
         self.cache = RecordCache()
         # graphs_from_disk: compiled graphs loaded from kernel_cache instead of compiled.
         self.stats = {"hits": 0, "misses": 0, "graphs": 0, "graphs_from_disk": 0,
-                      "eager_runs": 0, "stop_reasons": collections.Counter()}
+                      "eager_runs": 0, "split_runs": 0,
+                      "stop_reasons": collections.Counter()}
         self.faults = 0  # internal errors of capture (guard, monitor, record, mock)
         self.disabled = False
+        self.split = split  # partial capture of child modules when a record stops
+        self._children = None  # [(child module, its Captured forward)], made on first need
         self.__wrapped__ = fn
 
     def _compile(self, gm, example_inputs):
@@ -86,7 +89,7 @@ class Captured:
                 self.stats["hits"] += 1
                 if record.eager:
                     self.stats["eager_runs"] += 1
-                    return self.fn(*args, **kwargs)
+                    return self._eager(args, kwargs)
                 try:
                     return record.mock(slots)
                 except Exception as e:  # noqa: BLE001 - see _mock_failed
@@ -96,6 +99,50 @@ class Captured:
             return self._monitor_run(args, kwargs)
         finally:
             _state.active = False
+
+    def _eager(self, args, kwargs):
+        """A call whose record stopped: it runs eagerly, and the calls of its child modules
+        inside it are captured on their own (partial capture: the stop costs the code
+        around the children, not the whole call). A child whose own capture stops splits
+        into its children the same way."""
+        children = self._split_children()
+        if not children:
+            return self.fn(*args, **kwargs)
+        self.stats["split_runs"] += 1
+        installed = []
+        _state.active = False  # the children's calls are captures of their own
+        try:
+            for module, captured in children:
+                d = module.__dict__
+                if "forward" not in d:  # the module's call (hooks included) reaches it
+                    d["forward"] = captured
+                    installed.append(module)
+            return self.fn(*args, **kwargs)
+        finally:
+            for module in installed:
+                module.__dict__.pop("forward", None)
+            _state.active = True
+
+    def _split_children(self):
+        if self._children is None:
+            self._children = []
+            if self.split and not self.disabled:
+                module = _module_of(self.fn)
+                for child in _called_children(module) if module is not None else ():
+                    fn = type(child).forward.__get__(child)
+                    captured = Captured(fn, self._backend, self.lift_after)
+                    self._children.append((child, captured))
+        return self._children
+
+    def split_stats(self):
+        """Counters summed over the captured child calls of split runs (recursively)."""
+        total = collections.Counter()
+        for _, child in self._children or ():
+            total["children"] += 1
+            for k in ("graphs", "hits", "misses", "eager_runs"):
+                total[k] += child.stats[k]
+            total.update(child.split_stats())
+        return total
 
     def _internal_error(self, stage, error):
         """A fault of capture itself: counted in stop_reasons; after MAX_FAULTS of them the
@@ -184,6 +231,32 @@ class Captured:
         return f"eagerc.capture({self.fn!r})"
 
 
+def _module_of(fn):
+    import torch
+    if isinstance(fn, torch.nn.Module):
+        return fn
+    owner = getattr(fn, "__self__", None)
+    return owner if isinstance(owner, torch.nn.Module) else None
+
+
+def _called_children(module):
+    """Child modules a forward calls: direct children; containers without a forward of
+    their own (ModuleList, ModuleDict) stand for their children."""
+    import torch
+    seen, out = {id(module)}, []
+    stack = list(module.children())[::-1]
+    while stack:
+        child = stack.pop()
+        if id(child) in seen:
+            continue
+        seen.add(id(child))
+        if type(child).forward is torch.nn.Module.forward:  # no forward: a container
+            stack.extend(list(child.children())[::-1])
+        else:
+            out.append(child)
+    return out
+
+
 def capture(fn=None, *, dynamic=None, backend=None):
     """See eagerc.capture.capture (the public entry point, which imports this module lazily)."""
     if fn is None:
@@ -200,4 +273,6 @@ def capture_stats(captured):
     out = dict(captured.stats)
     out["stop_reasons"] = dict(out["stop_reasons"])
     out["records"] = len(captured.cache)
+    if out["split_runs"]:
+        out["split"] = dict(captured.split_stats())
     return out

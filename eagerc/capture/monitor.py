@@ -68,7 +68,9 @@ class Monitor:
         """Read the called object and the arguments (before the program runs)."""
         g = self.graph
         self.grad_mode = torch.is_grad_enabled()
-        g.read(g.root, Relation("fn"), self.fn)
+        fn_node = g.read(g.root, Relation("fn"), self.fn)
+        if isinstance(self.fn, types.MethodType):  # capture(module.forward): self is state
+            g.read(fn_node, Relation("attr", "__self__"), self.fn.__self__)
         for i, a in enumerate(self.args):
             g.read(g.root, Relation("args", i), a)
         for k, v in self.kwargs.items():
