@@ -83,6 +83,37 @@ def equal(a, b):
     return True
 
 
+# -- where tensor ops run ---------------------------------------------------------------------
+class OpCounter(torch.overrides.TorchFunctionMode):
+    """Counts torch calls made inside captured graphs (the backend below runs the recorded
+    graph op by op, flagged) and outside them (eager runs, the program's own code)."""
+
+    def __init__(self):
+        super().__init__()
+        self.inside = self.outside = 0
+        self.in_graph = False
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        if self.in_graph:
+            self.inside += 1
+        elif getattr(func, "__name__", "") not in _NOT_OPS:
+            self.outside += 1
+        return func(*args, **(kwargs or {}))
+
+    def backend(self, gm, example_inputs):
+        def run(*inputs):
+            self.in_graph = True
+            try:
+                return gm(*inputs)
+            finally:
+                self.in_graph = False
+        return run
+
+
+_NOT_OPS = frozenset("_set_grad_enabled __get__ size dim shape dtype device ndim numel __len__ is_floating_point "
+                     "stride is_contiguous requires_grad".split())
+
+
 # -- running one program ----------------------------------------------------------------------
 def run_calls(fn, calls):
     """Results (or ('raised', type name)) of each call."""
@@ -129,9 +160,13 @@ def run_program(name, build, timeout, n_identical=3):
         # eagerc.capture
         torch.manual_seed(0)
         prog = build()
-        cap = capture(prog.fn, backend="eager")
+        counter = OpCounter()
+        cap = capture(prog.fn, backend=counter.backend)
         t0 = time.perf_counter()
-        outs = run_calls(cap, prog.calls[:n_identical])
+        outs = run_calls(cap, prog.calls[:1])
+        with counter:  # steady state: identical calls after the first
+            outs += run_calls(cap, prog.calls[1:n_identical])
+        row["ops_in_graphs"], row["ops_eager"] = counter.inside, counter.outside
         identical = capture_stats(cap)
         outs += run_calls(cap, prog.calls[n_identical:])
         row["capture_s"] = time.perf_counter() - t0
@@ -184,6 +219,8 @@ def table(rows):
     done = [r for r in rows if "skip" not in r]
     n = len(done)
     pct = lambda k: f"{sum(bool(r.get(k)) for r in done)}/{n} ({100 * sum(bool(r.get(k)) for r in done) / max(n, 1):.0f}%)"  # noqa: E731
+    ins = sum(r.get("ops_in_graphs", 0) for r in done)
+    outs = sum(r.get("ops_eager", 0) for r in done)
     lines = [f"programs run: {n} (skipped {len(rows) - n}: cannot build, eager raises or "
              "timeout)", "",
              "| | eagerc.capture | Dynamo (fullgraph, eager backend) |", "|---|---|---|",
@@ -192,7 +229,9 @@ def table(rows):
              f"| new exceptions | {sum(bool(r.get('capture_new_exc')) for r in done)} | "
              f"(graph breaks under fullgraph are refusals, not counted) |",
              f"| re-record on an identical call | {sum(bool(r.get('rerecord')) for r in done)}"
-             " | |", ""]
+             " | |",
+             f"| tensor ops inside captured graphs (steady state, partial capture included) | "
+             f"{ins}/{ins + outs} ({100 * ins / max(ins + outs, 1):.1f}%) | |", ""]
     reasons = collections.Counter()
     for r in done:
         for k in r.get("stop_reasons", {}):
@@ -201,12 +240,17 @@ def table(rows):
         lines += ["Capture stop reasons, by programs they cost:", ""]
         lines += [f"- {n} × {k}" for k, n in reasons.most_common()]
         lines.append("")
-    lines += ["| program | capture whole | capture = eager | records | Dynamo whole | "
-              "Dynamo = eager | capture stop / Dynamo break |", "|---|---|---|---|---|---|---|"]
+    lines += ["| program | capture whole | capture = eager | records | ops in graphs | "
+              "Dynamo whole | Dynamo = eager | capture stop / Dynamo break |",
+              "|---|---|---|---|---|---|---|---|"]
     yn = lambda v: "yes" if v else "no"  # noqa: E731
+
+    def frac(r):
+        total = r.get("ops_in_graphs", 0) + r.get("ops_eager", 0)
+        return f"{100 * r['ops_in_graphs'] / total:.0f}%" if total else "–"
     for r in rows:
         if "skip" in r:
-            lines.append(f"| {r['name']} | – | – | – | – | – | skipped: {r['skip']} |")
+            lines.append(f"| {r['name']} | – | – | – | – | – | – | skipped: {r['skip']} |")
             continue
         why = "; ".join(r["stop_reasons"]) or ""
         if r.get("capture_new_exc"):
@@ -215,7 +259,7 @@ def table(rows):
             why += f" / {r['dynamo_reason'][:90]}"
         lines.append(f"| {r['name']} | {yn(r['capture_whole'])} | {yn(r['capture_equal'])} | "
                      f"{r['records']}{' (re-record)' if r['rerecord'] else ''} | "
-                     f"{yn(r['dynamo_whole'])} | {yn(r['dynamo_equal'])} | {why} |")
+                     f"{frac(r)} | {yn(r['dynamo_whole'])} | {yn(r['dynamo_equal'])} | {why} |")
     return "\n".join(lines)
 
 
