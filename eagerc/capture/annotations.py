@@ -79,7 +79,8 @@ _annotate([tuple, list, dict, set, frozenset, enumerate, zip, map, filter, rever
            collections.OrderedDict, collections.defaultdict, collections.deque,
            collections.namedtuple, types.SimpleNamespace, functools.partial,
            itertools.chain, itertools.product, itertools.repeat, itertools.islice,
-           itertools.accumulate, itertools.zip_longest, itertools.starmap], PURE_REF)
+           itertools.accumulate, itertools.zip_longest, itertools.starmap,
+           functools.reduce], PURE_REF)
 # next() advances an iterator: in place on it.
 _annotate([next], Annotation(inplace=(0,)))
 _annotate([getattr], Annotation(relation="getattr"))
