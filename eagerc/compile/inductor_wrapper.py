@@ -68,11 +68,8 @@ _LOAD_KERNEL_FROM_FILE = re.compile(
 # their cubins kept for the C++ wrapper, no CUDA graphs (the holder launches per call).
 # (torch 2.11's JIT C++ wrapper breaks with autotune_at_compile_time=False: its first,
 # Python pass is generated under cpp_wrapper=True and does not parse.)
-# Persistent reductions are off: a persistent kernel holds a whole row in one block and
-# guards the row length by that block (layer_norm recompiled for every longer row); the
-# looped kernel serves every length (new sizes compile nothing).
 _GPU_PATCHES = {"triton.store_cubin": True, "triton.cudagraphs": False,
-                "triton.autotune_at_compile_time": True, "triton.persistent_reductions": False}
+                "triton.autotune_at_compile_time": True}
 
 # How a CPU graph is built (part of the cache key: settings.BUILD_RECIPE). Measured on
 # torch 2.13, 2 cores: the default, one translation unit (wrapper + kernels + Python

@@ -54,9 +54,8 @@ def inductor_overrides() -> list:
 # at -O1 and kernels at Inductor's -O3 as two translation units, input size asserts left
 # to eagerc's guard, libtorch_cpu linked through a stub. A change here is a new namespace.
 BUILD_RECIPE = "cpu-build-v1:separate-O1-wrapper:no-input-asserts:torch-cpu-link-stub"
-# And a GPU graph: the wrapper (glue) at -O1 linked through libtorch stubs, Triton kernels
-# with looped (not persistent) reductions.
-GPU_BUILD_RECIPE = "gpu-build-v1:O1-glue:torch-link-stubs:no-persistent-reductions"
+# And a GPU graph: the wrapper (glue) at -O1, linked through libtorch stubs.
+GPU_BUILD_RECIPE = "gpu-build-v1:O1-glue:torch-link-stubs"
 
 
 def cxx_compiler() -> str:
