@@ -180,6 +180,15 @@ def test_a_crash_or_a_hang_is_that_ops_result_and_the_run_goes_on(tmp_path):
     assert runner.load_results(str(tmp_path))[("aten::abs", "float64")]["status"] == "timeout"
 
 
+def test_a_crash_inside_cpu_eager_is_no_sample_not_the_devices():
+    task = {"op": "aten::abs", "dtype": "float32"}
+    tail = "coverage worker: aten::abs float32 |   schema: CPU eager reference"
+    assert runner._crash_record(task, "signal 11", tail)["status"] == "no_sample"
+    tail = "coverage worker: aten::abs float32 |   schema: CPU eager reference |   schema: device"
+    assert runner._crash_record(task, "signal 11", tail) == {
+        **task, "status": "crash", "detail": f"worker died (signal 11): {tail}"}
+
+
 class _Sleep:
     def __reduce__(self):
         import time

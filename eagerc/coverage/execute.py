@@ -11,6 +11,7 @@ from __future__ import annotations
 import collections
 import contextlib
 import dataclasses
+import sys
 import time
 
 import torch
@@ -22,6 +23,9 @@ from eagerc.aten_meta import overload_by_name
 from eagerc.coverage import check, classify
 from eagerc.coverage.enumerate import facts as op_facts
 from eagerc.coverage.samples import NoSample, clone_tensor, schema_call
+
+
+CPU_STAGE = "CPU eager reference"
 
 
 class Device:
@@ -186,7 +190,13 @@ def _served_outcome(name, dtype, facts, dev, delta) -> Outcome:
     return Outcome("runtime", "reached only the device's runtime (views, copies, allocation)")
 
 
+def _stage(call, what: str) -> None:
+    """The worker's log says what runs, so a crash can be told apart (runner._crash_record)."""
+    print(f"  {call.source}: {what}", file=sys.stderr, flush=True)
+
+
 def run_call(op, name, dtype, facts, call, dev) -> Outcome:
+    _stage(call, CPU_STAGE)
     with dev.native():
         try:
             ref_args, ref_kwargs = _clone(call.args), _clone(call.kwargs)
@@ -196,6 +206,7 @@ def run_call(op, name, dtype, facts, call, dev) -> Outcome:
             return Outcome(skipped=classify.first_line(e))
         undefined = set() if facts.random or facts.undefined_values else _undefined_outputs(op, call, expected)
         args, kwargs = dev.to_device(_clone(call.args)), dev.to_device(_clone(call.kwargs))
+    _stage(call, "device")
     _loads.clear()
     before = eagerc.stats()["ops"]
     raised = None

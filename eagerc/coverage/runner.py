@@ -21,6 +21,7 @@ import time
 import torch
 
 from eagerc.coverage import enumerate as enum
+from eagerc.coverage.execute import CPU_STAGE
 from eagerc.coverage.samples import Plan, record_opinfo
 from eagerc.coverage.worker import _HEADER, send
 
@@ -209,7 +210,7 @@ def run_tasks(tasks: list, device: str, out_dir: str, workers: int, timeout: flo
             except (EOFError, BrokenPipeError, struct.error):
                 how = worker.kill()
                 worker = None
-                record = {**_head(task), "status": "crash", "detail": f"worker died ({how}): {_tail(log_path)}"}
+                record = _crash_record(task, how, _tail(log_path))
             record.setdefault("seconds", round(time.monotonic() - start, 3))
             write(record)
         if worker is not None:
@@ -223,6 +224,16 @@ def run_tasks(tasks: list, device: str, out_dir: str, workers: int, timeout: flo
     results.close()
     if bar is not None:
         bar.close()
+
+
+def _crash_record(task: dict, how: str, tail: str) -> dict:
+    """A dead worker: the device's crash, unless the log says CPU eager was running (then
+    there is no reference to compare with: no_sample)."""
+    last = tail.rsplit(" | ", 1)[-1]
+    if last.endswith(": " + CPU_STAGE):
+        return {**_head(task), "status": "no_sample",
+                "detail": f"CPU eager crashed the process ({how}) on {last.split(':', 1)[0]}"}
+    return {**_head(task), "status": "crash", "detail": f"worker died ({how}): {tail}"}
 
 
 def _head(task: dict) -> dict:
