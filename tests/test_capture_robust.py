@@ -270,3 +270,7 @@ def test_monitor_run_frees_intermediates_as_eager_does():
         f(X)
         cap(X)
     assert freed == [True, True]
+
+
+def test_python_type_as_dtype():
+    one_graph(run(lambda x: x + torch.zeros(4, dtype=int) + torch.ones(4, dtype=float), X))

@@ -33,6 +33,9 @@ import torch._dynamo as dynamo
 sys.path.insert(0, __import__("os").path.dirname(__file__))
 
 
+WARM_CALLS = 4
+
+
 class Timeout(Exception):
     pass
 
@@ -143,6 +146,11 @@ def compare(outs, ref):
     return True, None
 
 
+def sequence(prog):
+    """The calls made: the first one 1 + WARM_CALLS times, then the program's others."""
+    return prog.calls[:1] * (1 + WARM_CALLS) + prog.calls[1:]
+
+
 def run_program(name, build, timeout, n_identical=3):
     from eagerc.capture import capture, capture_stats
 
@@ -152,7 +160,9 @@ def run_program(name, build, timeout, n_identical=3):
     try:
         torch.manual_seed(0)
         prog = build()
-        ref = run_calls(prog.fn, prog.calls)
+        calls = sequence(prog)
+        n_identical += WARM_CALLS
+        ref = run_calls(prog.fn, calls)
         ref_state = prog.state() if prog.state else None
         if all(isinstance(r, tuple) and len(r) == 3 and r[0] == "raised" for r in ref):
             row["skip"] = f"eager raises: {ref[0][1]}: {ref[0][2]}"
@@ -160,15 +170,18 @@ def run_program(name, build, timeout, n_identical=3):
         # eagerc.capture
         torch.manual_seed(0)
         prog = build()
+        calls = sequence(prog)  # this copy's own arguments (they may be its state)
         counter = OpCounter()
         cap = capture(prog.fn, backend=counter.backend)
         t0 = time.perf_counter()
-        outs = run_calls(cap, prog.calls[:1])
-        with counter:  # steady state: identical calls after the first
-            outs += run_calls(cap, prog.calls[1:n_identical])
+        # Identical calls before measuring: partial capture records one level of child
+        # modules per call.
+        outs = run_calls(cap, calls[:1 + WARM_CALLS])
+        with counter:  # steady state: the remaining identical calls
+            outs += run_calls(cap, calls[1 + WARM_CALLS:n_identical])
         row["ops_in_graphs"], row["ops_eager"] = counter.inside, counter.outside
         identical = capture_stats(cap)
-        outs += run_calls(cap, prog.calls[n_identical:])
+        outs += run_calls(cap, calls[n_identical:])
         row["capture_s"] = time.perf_counter() - t0
         stats = capture_stats(cap)
         ok, new_exc = compare(outs, ref)
@@ -177,14 +190,15 @@ def run_program(name, build, timeout, n_identical=3):
         row["capture_equal"], row["capture_new_exc"] = ok, new_exc
         row["stop_reasons"] = stats["stop_reasons"]
         row["capture_whole"] = not stats["stop_reasons"] and stats["eager_runs"] == 0
-        row["rerecord"] = identical["misses"] > 1 and min(n_identical, len(prog.calls)) > 1
+        row["rerecord"] = identical["misses"] > 1
         row["records"], row["graphs"] = stats["records"], stats["graphs"]
         # Dynamo
         dynamo.reset()
         torch.manual_seed(0)
         prog = build()
+        calls = sequence(prog)
         compiled = torch.compile(prog.fn, fullgraph=True, backend="eager")
-        outs = run_calls(compiled, prog.calls)
+        outs = run_calls(compiled, calls)
         ok, new_exc = compare(outs, ref)
         if ok and prog.state and not equal(prog.state(), ref_state):
             ok = False

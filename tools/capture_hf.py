@@ -9,6 +9,18 @@ from capture_idioms import Program
 
 import torch
 
+
+class Head(torch.nn.Module):
+    """Calls a model with its inputs by keyword and returns one output field: a module (not
+    a lambda), so that a stopped call still captures the model's children (partial capture)."""
+
+    def __init__(self, model, names, field):
+        super().__init__()
+        self.model, self.names, self.field = model, names, field
+
+    def forward(self, *inputs):
+        return getattr(self.model(**dict(zip(self.names, inputs))), self.field)
+
 SMALL = {  # config attribute -> tiny value, where the config has it
     "hidden_size": 32, "d_model": 32, "n_embd": 32, "dim": 32, "embed_dim": 32,
     "intermediate_size": 64, "d_ff": 64, "ffn_dim": 64, "n_inner": 64, "hidden_dim": 64,
@@ -59,14 +71,14 @@ def named():
             cfg = cfg_cls(hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
                           intermediate_size=64, vocab_size=99, **kw)
             m = model_cls(cfg).eval()
-            return Program(lambda i: m(i).logits, [(ids(),)] * 3 + [(ids() % 50,)])
+            return Program(Head(m, ["input_ids"], "logits"), [(ids(),)] * 3 + [(ids() % 50,)])
         return build
 
     def t5():
         cfg = T.T5Config(d_model=32, num_layers=2, num_heads=2, d_ff=64, d_kv=16,
                          vocab_size=99, decoder_start_token_id=0, pad_token_id=0)
         m = T.T5ForConditionalGeneration(cfg).eval()
-        return Program(lambda i, d: m(input_ids=i, decoder_input_ids=d).logits,
+        return Program(Head(m, ["input_ids", "decoder_input_ids"], "logits"),
                        [(ids(), ids(4))] * 3 + [(ids() % 50, ids(4) % 50)])
 
     def bart():
@@ -74,7 +86,7 @@ def named():
                            encoder_attention_heads=2, decoder_attention_heads=2,
                            encoder_ffn_dim=64, decoder_ffn_dim=64, vocab_size=99)
         m = T.BartForConditionalGeneration(cfg).eval()
-        return Program(lambda i, d: m(input_ids=i, decoder_input_ids=d).logits,
+        return Program(Head(m, ["input_ids", "decoder_input_ids"], "logits"),
                        [(ids(), ids(4))] * 3 + [(ids() % 50, ids(4) % 50)])
 
     def whisper():
@@ -86,7 +98,7 @@ def named():
                               max_target_positions=32)
         m = T.WhisperForConditionalGeneration(cfg).eval()
         feats = torch.randn(2, 8, 32, generator=torch.Generator().manual_seed(2))
-        return Program(lambda f, d: m(input_features=f, decoder_input_ids=d).logits,
+        return Program(Head(m, ["input_features", "decoder_input_ids"], "logits"),
                        [(feats, ids(4))] * 3 + [(feats + 1, ids(4) % 50)])
 
     def clip():
@@ -97,26 +109,28 @@ def named():
                                intermediate_size=64, image_size=32, patch_size=8))
         m = T.CLIPModel(cfg).eval()
         px = torch.randn(2, 3, 32, 32, generator=torch.Generator().manual_seed(3))
-        return Program(lambda i, p: m(input_ids=i, pixel_values=p).logits_per_image,
+        return Program(Head(m, ["input_ids", "pixel_values"], "logits_per_image"),
                        [(ids(), px)] * 3 + [(ids() % 50, px + 1)])
 
     def bert():
         cfg = T.BertConfig(hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
                            intermediate_size=64, vocab_size=99)
         m = T.BertModel(cfg).eval()
-        return Program(lambda i: m(i).last_hidden_state, [(ids(),)] * 3 + [(ids() % 50,)])
+        return Program(Head(m, ["input_ids"], "last_hidden_state"),
+                       [(ids(),)] * 3 + [(ids() % 50,)])
 
     def gpt2():
         cfg = T.GPT2Config(n_embd=32, n_layer=2, n_head=2, vocab_size=99, n_positions=64)
         m = T.GPT2LMHeadModel(cfg).eval()
-        return Program(lambda i: m(i).logits, [(ids(),)] * 3 + [(ids() % 50,)])
+        return Program(Head(m, ["input_ids"], "logits"), [(ids(),)] * 3 + [(ids() % 50,)])
 
     def vit():
         cfg = T.ViTConfig(hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
                           intermediate_size=64, image_size=32, patch_size=8)
         m = T.ViTModel(cfg).eval()
         px = torch.randn(2, 3, 32, 32, generator=torch.Generator().manual_seed(3))
-        return Program(lambda p: m(p).last_hidden_state, [(px,)] * 3 + [(px + 1,)])
+        return Program(Head(m, ["pixel_values"], "last_hidden_state"),
+                       [(px,)] * 3 + [(px + 1,)])
 
     return {"hf_llama": lm(T.LlamaConfig, T.LlamaForCausalLM, num_key_value_heads=1),
             "hf_mistral": lm(T.MistralConfig, T.MistralForCausalLM, num_key_value_heads=1),
@@ -142,7 +156,7 @@ def causal_lms(max_models):
             m = getattr(T, cls_name)(cfg).eval()
             vocab = min(getattr(cfg, "vocab_size", 99) or 99, 99)
             a = ids(vocab=vocab)
-            return Program(lambda i: m(input_ids=i).logits, [(a,)] * 3 + [(a % 50 + 2,)])
+            return Program(Head(m, ["input_ids"], "logits"), [(a,)] * 3 + [(a % 50 + 2,)])
         out[f"lm_{model_type}"] = build
     return out
 

@@ -256,8 +256,8 @@ class OpRecorder(TorchFunctionMode):
                 _PY_NUMBER[_number_kind(value)](value)
         if isinstance(value, str):
             return str(value)
-        if isinstance(value, type):  # e.g. a dtype-like class argument: FX keeps it
-            return value
+        if type(value) is type and value in _PY_DTYPES:  # dtype=int: torch reads it so
+            return _PY_DTYPES[value]
         if isinstance(value, slice):
             return slice(self._to_fx(value.start), self._to_fx(value.stop),
                          self._to_fx(value.step))
@@ -368,6 +368,8 @@ _CONSTANTS = (int, float, bool, str, complex, torch.dtype, torch.device, torch.l
 _METADATA_RESULTS = (str, torch.dtype, torch.device, torch.layout, torch.memory_format)
 _BOOL_QUERIES = frozenset("is_same_size is_set_to is_signed can_cast is_floating_point "
                           "is_complex is_contiguous".split())
+_PY_DTYPES = {int: torch.int64, float: torch.float64, bool: torch.bool,
+              complex: torch.complex128}
 _NUMBERS = (int, float, complex)  # and subclasses other than bool: plain values in the graph
 _PY_NUMBER = {"b": bool, "i": int, "f": float, "c": complex}
 
