@@ -29,6 +29,7 @@ h1{font-size:1.4em} h2{font-size:1.1em;margin-top:1.5em}
 table{border-collapse:collapse;width:100%;font-size:.9em}
 td,th{border-bottom:1px solid #eee;padding:.2em .4em;text-align:left;vertical-align:top}
 td.detail{font-family:monospace;font-size:.85em;word-break:break-word}
+td.status{white-space:nowrap}
 .controls{margin:.8em 0;display:flex;gap:.8em;align-items:center}
 #chart rect.seg{cursor:pointer}
 #legend span{margin-right:1em;font-size:.85em;cursor:pointer}
@@ -72,12 +73,11 @@ function chart() {
     f.total++; f[r[3]] = (f[r[3]] || 0) + 1;
   }
   let fams = Object.keys(counts).sort((a, b) => counts[b].total - counts[a].total);
-  if (fams.length > 30) {
+  if (fams.length > 40) {
     const other = {total: 0};
-    for (const f of fams.slice(29)) for (const k in counts[f]) other[k] = (other[k] || 0) + counts[f][k];
-    fams = fams.slice(0, 29); counts['(other)'] = other; fams.push('(other)');
+    for (const f of fams.slice(39)) for (const k in counts[f]) other[k] = (other[k] || 0) + counts[f][k];
+    fams = fams.slice(0, 39); counts['(other)'] = other; fams.push('(other)');
   }
-  const max = Math.max(1, ...fams.map(f => counts[f].total));
   const rowH = 18, left = 110, width = 640;
   const s = svg('svg', {width: left + width + 60, height: fams.length * rowH + 10, id: 'chart-svg'});
   fams.forEach((f, i) => {
@@ -87,7 +87,7 @@ function chart() {
     for (const st of ORDER) {
       const n = counts[f][st] || 0;
       if (!n) continue;
-      const w = n / max * width;
+      const w = n / counts[f].total * width;  // each bar is its family's 100%
       const r = svg('rect', {x: x, y: i * rowH + 2, width: w, height: rowH - 4, fill: COLORS[st],
                              class: 'seg', 'data-family': f, 'data-status': st});
       const t = svg('title', {}); t.textContent = f + ': ' + n + ' ' + st; r.appendChild(t);
@@ -128,7 +128,7 @@ function apply() {
     const tr = el('tr', {class: 'row', 'data-status': r[3], 'data-op': r[0]});
     tr.appendChild(el('td', {}, r[0])); tr.appendChild(el('td', {}, r[1]));
     tr.appendChild(el('td', {}, r[2]));
-    const st = el('td', {}); const sw = el('span', {class: 'sw'}); sw.style.background = COLORS[r[3]];
+    const st = el('td', {class: 'status'}); const sw = el('span', {class: 'sw'}); sw.style.background = COLORS[r[3]];
     st.appendChild(sw); st.appendChild(document.createTextNode(r[3])); tr.appendChild(st);
     tr.appendChild(el('td', {class: 'detail'}, r[4]));
     body.appendChild(tr);
@@ -172,7 +172,7 @@ def render(report: dict) -> str:
 <p>torch {report['torch_version']}, eagerc {report['eagerc_version']}; dtypes {', '.join(report['dtypes'])}
 {'(with backward samples)' if report['grad'] else ''}; {report['created']}</p>
 <h2>Summary (per ATen overload)</h2><div id="summary"></div>
-<h2>Status by op family</h2><div id="legend"></div><div id="chart"></div>
+<h2>Status by op family</h2><p>Each bar is one family's overloads (100%), the number its size; the 39 largest families, then the rest.</p><div id="legend"></div><div id="chart"></div>
 <h2>Ops</h2>
 <div class="controls"><select id="status"></select><select id="dtype"></select>
 <input id="search" type="search" placeholder="search op or family"><span id="shown"></span></div>
