@@ -204,6 +204,15 @@ def _value(arg, dtype: torch.dtype):
     base = kind.rstrip("?")
     if kind.endswith("?") or kind.startswith("Optional"):
         return None
+    # ScalarType, Layout and MemoryFormat arguments are ints in the JIT type system.
+    if base == "int" and "dtype" in name:
+        return dtype
+    if base == "int" and name == "layout":
+        return torch.strided
+    if base == "int" and name == "memory_format":
+        return torch.contiguous_format
+    if base == "Device":
+        return torch.device("cpu")  # pointed at the device under test with the tensors
     if base in ("int", "SymInt"):
         return 0 if "dim" in name else 2
     if base.startswith(("int[", "SymInt[", "List[int]", "List[SymInt]")):
