@@ -137,3 +137,64 @@ def test_counter_through_local_and_branch_is_guarded():
     m = Plain()
     cap, _ = calls(m, X)
     assert m.calls == 15 and capture_stats(cap)["records"] == 1
+
+
+class Cache(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.cache = {}
+
+    def forward(self, x):
+        self.cache["last"] = x * 2
+        return self.cache["last"] + 1
+
+
+def test_dict_used_by_key_gains_a_key_without_rerecord():
+    m = Cache()
+    cap, outs = calls(m, X)
+    assert_close(m.cache["last"], X * 2)
+    assert capture_stats(cap)["records"] == 1
+
+
+def test_dict_keys_read_are_guarded():
+    class Lookup(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.cfg = {"scale": 2.0, "unused": 1}
+
+        def forward(self, x):
+            try:
+                shift = self.cfg["shift"]
+            except KeyError:
+                shift = 0.0
+            return x * self.cfg["scale"] + shift
+
+    m = Lookup()
+    cap = capture(m, backend="eager")
+    with torch.no_grad():
+        assert_close(cap(X), X * 2)
+        m.cfg["unused"] = 5  # not read: still a hit
+        assert_close(cap(X), X * 2)
+        m.cfg["scale"] = 3.0  # read: a miss
+        assert_close(cap(X), X * 3)
+        m.cfg["shift"] = 1.0  # read as absent: a miss
+        assert_close(cap(X), X * 3 + 1)
+    s = capture_stats(cap)
+    assert (s["records"], s["hits"]) == (3, 1)
+
+
+def test_dict_used_whole_keeps_its_key_guard():
+    class Count(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.seen = {}
+
+        def forward(self, x):
+            self.seen[len(self.seen)] = 1  # len(): the key set matters
+            return x * len(self.seen)
+
+    m, ref = Count(), Count()
+    cap = capture(m, backend="eager")
+    with torch.no_grad():
+        for _ in range(3):
+            assert_close(cap(X), ref(X))

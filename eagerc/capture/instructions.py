@@ -26,7 +26,8 @@ _PLUMBING = tuple(os.path.join(_TORCH_DIR, *p) for p in [
 SKIP = object()
 _PY312 = sys.version_info >= (3, 12)
 _INPLACE_BINARY = set(range(13, 26))
-_INT_IDENTITY = (operator.index, int)  # NB_INPLACE_* operand of BINARY_OP
+_INT_IDENTITY = (operator.index, int)
+_TAGGED = (int, float, list, dict)  # values read from outside that replay.py follows  # NB_INPLACE_* operand of BINARY_OP
 _MUTABLE = (list, dict, set, bytearray)
 
 
@@ -124,8 +125,9 @@ def _load_attr(w, frame, name, arg, top):
 
 
 def _tag_read(w, f, t, holder_obj, rel, value):
-    """A value read from outside state: tag it (replay.py) when it is a number or a list."""
-    if type(value) not in (int, float, list):
+    """A value read from outside state: tag it (replay.py) when it is a number, a list or a
+    dict."""
+    if type(value) not in _TAGGED:
         return
     holder = w.mon.graph.get_node_by_var(holder_obj)
     if holder is None or holder.new or holder.versions[-1].refs.get(rel) is None and \
@@ -157,7 +159,7 @@ def _load_global(w, frame, name, arg, top):
     mon, g = w.mon, frame.f_globals
     if name in g:
         mon.graph.read(mon.const_node(g), Relation("global", name), g[name])
-        if type(g[name]) in (int, float, list):
+        if type(g[name]) in _TAGGED:
             value = g[name]
             w.post = lambda f, t: _tag_read(w, f, t, g, Relation("global", name), value)
     else:
@@ -240,8 +242,9 @@ def _store_subscr(w, frame, name, arg, top):
     if w.tags:
         for slot in (top - 1, top - 2):
             t = replay.take(w, slot)
-            if t is not None:
-                w.mon.replays.escape(t)
+            if t is not None and not (slot == top - 2 and t.expr[0] == "dict" and
+                                      _hashable_key(key)):
+                w.mon.replays.escape(t)  # (d[k] = v on a followed dict: a keyed write)
     tag = replay.take(w, top - 3) if w.tags else None
     holder = w.mon.holder(container)
     if holder is not None and type(container) is dict and _hashable_key(key):
@@ -330,6 +333,15 @@ def _binary_subscr(w, frame, name, arg, top):
     container, key = peek_many(frame, top, 2)
     if w.mon.symbolic:
         _bake_index(container, (key,))
+    if w.tags:
+        tag = replay.take(w, top - 2)
+        if tag is not None:
+            if tag.expr[0] == "dict" and _hashable_key(key):
+                node = w.mon.graph.get_node_by_var(container)
+                if node is not None:  # d[k]: the read key is what the guard checks
+                    w.mon.replays.dict_read(tag.expr[1], node, key, key in container)
+            else:
+                w.mon.replays.escape(tag)
     if type(container) is dict or isinstance(container, dict):
         node = w.mon.graph.get_node_by_var(container)
         if node is not None and node.node_id in w.mon.lazy and _hashable_key(key):

@@ -82,7 +82,7 @@ def build_record(mon, result, compile_graph, compile_symbolic=None):
             for node in g.sn[1:]:
                 bake_all((node.obj,), 1)
     consts = Consts()
-    rp = replay.plan(mon) if mon.stopped is None else replay.Plan({}, set(), {})
+    rp = replay.plan(mon) if mon.stopped is None else replay.Plan({}, set(), {}, {})
     plan = _plan_guard(mon, g.guard_nodes(), consts, rp)
     if mon.stopped is not None:
         return _make(mon, plan, [], consts, None, None, set())
@@ -201,10 +201,20 @@ def _plan_guard(mon, nodes, consts, rp):
         holder = queue.pop(0)
         hvar = plan.var_of[holder.node_id]
         hdict = _version_source(holder, hvar, mon)
-        # An append-only list (replay.py): its type is checked, not its length or items.
+        # An append-only list (replay.py): its type is checked, not its length or items; a
+        # dict used only by key: the keys it read.
         refs = {} if holder.node_id in rp.lists else holder.versions[0].refs
+        reads = rp.dicts.get(holder.node_id)
+        if reads is not None:
+            refs = {r: c for r, c in refs.items() if reads.get(r.key)}
+            for k in sorted((k for k, present in reads.items() if not present), key=repr):
+                line = f"if {_key_source(k, consts)} in {hvar}: return None"
+                plan.full.append(line)
+                if origin[holder.node_id] == "arg":
+                    plan.fast.append(line)
         for rel, child in refs.items():
-            type_only = (holder.node_id, rel) in rp.type_only or child.node_id in rp.lists
+            type_only = (holder.node_id, rel) in rp.type_only or child.node_id in rp.lists \
+                or child.node_id in rp.dicts
             expr = access(hvar, rel, holder.obj, child.obj, consts)
             if child.node_id in plan.var_of:
                 if not isinstance(child.obj, _IMMUTABLE):
@@ -268,6 +278,11 @@ def _plan_guard(mon, nodes, consts, rp):
                 if origin[holder.node_id] == "arg":
                     plan.fast.append(line)
     return plan
+
+
+def _key_source(key, consts):
+    from .guards import _literal
+    return repr(key) if _literal(key) else consts.add(key)
 
 
 def _version_source(node, var, mon):

@@ -14,7 +14,9 @@ attributes, globals and dict items consume them into a *replay*; every other use
 tagged value (a comparison, a call, a return, a branch, a tensor op ...) *escapes* it: at
 the next instruction a tagged slot that is gone or holds another object counts as used,
 and its sources are then guarded by value as before. An append-only list: its tag is
-consumed only by `.append`/`.extend` method loads.
+consumed only by `.append`/`.extend` method loads. A dict used only by key (`d[k]` reads and
+`d[k] = v` writes): its guard checks the keys read (their values, or their absence), not its
+whole key set, so a key the first call adds does not make the next identical call miss.
 
 At record time (`plan`) a replay is kept only when its sources never escaped and the
 expression, evaluated on the values the run read, gives the final value the run left.
@@ -47,7 +49,7 @@ def render(expr, source, const):
 
 
 def sources(expr):
-    if expr[0] in ("src", "list"):
+    if expr[0] in ("src", "list", "dict"):
         return [expr[1]]
     if expr[0] == "op":
         return sources(expr[2]) + sources(expr[3])
@@ -66,6 +68,7 @@ class Replays:
         self.escaped = set()
         self.writes = {}  # (holder node_id, Relation) -> expr of the value last stored
         self.appends = {}  # list source key -> the list object
+        self.dicts = {}  # dict source key -> (the dict, {key read: present then})
 
     def escape(self, tag):
         self.escaped.update(sources(tag.expr))
@@ -82,12 +85,20 @@ class Replays:
         if type(obj) is list:
             self.appends.setdefault(key, obj)
             return Tag(obj, ("list", key))
+        if type(obj) is dict:
+            self.dicts.setdefault(key, (obj, {}))
+            return Tag(obj, ("dict", key))
         return None
+
+    def dict_read(self, key, node, item, present):
+        """`d[item]` of a followed dict; reads of keys this run stored are its own."""
+        if Relation("item", item) not in node.written and key in self.dicts:
+            self.dicts[key][1].setdefault(item, present)
 
     def store(self, holder, rel, tag):
         """A value was stored into `holder.rel` (tag None: an untracked value)."""
         key = (holder.node_id, rel)
-        if tag is None or tag.expr[0] == "list":
+        if tag is None or tag.expr[0] in ("list", "dict"):
             self.writes.pop(key, None)
             if tag is not None:
                 self.escape(tag)
@@ -217,7 +228,7 @@ def binary_op(w, frame, arg, a, b, top):
         if t is None and isinstance(v, SymbolicInt):
             v.bake()  # the mock recomputes with its value: pin it
     if op in OPS and number(a) and number(b) and all(
-            t is None or t.expr[0] != "list" for t in (ta, tb)):
+            t is None or t.expr[0] not in ("list", "dict") for t in (ta, tb)):
         ea = ta.expr if ta is not None else ("const", a)
         eb = tb.expr if tb is not None else ("const", b)
         tag_result(w, lambda out: Tag(out, ("op", op, ea, eb)) if number(out) else None)
@@ -242,6 +253,7 @@ class Plan(NamedTuple):
     writes: dict  # (holder node_id, Relation) -> expr: the mock recomputes these
     type_only: set  # (holder node_id, Relation) of sources guarded by type only
     lists: dict  # node_id of an append-only list -> its length when the run read it
+    dicts: dict = {}  # node_id of a dict used only by key -> {key read: present}
 
 
 def plan(mon):
@@ -272,11 +284,25 @@ def plan(mon):
         initial = [n.obj for n in node.versions[0].refs.values()]
         if len(obj) < len(initial) or any(a is not b for a, b in zip(obj, initial)):
             continue
-        incoming = sum(1 for n in g.sn for ref in n.versions[0].refs.values() if ref is node)
-        if incoming != 1 or g.get_node_by_id(key[0]).versions[0].refs.get(key[1]) is not node:
+        if not _one_path(g, node, key):
             continue
         lists[node.node_id] = len(initial)
-    return Plan(writes, type_only, lists)
+    dicts = {}
+    for key, (obj, reads) in r.dicts.items():
+        if key in r.escaped:
+            continue
+        node = g.get_node_by_var(obj)
+        if node is None or node.new or node.rewrite or node.node_id in mon.lazy or \
+                not _one_path(g, node, key):
+            continue
+        dicts[node.node_id] = reads
+    return Plan(writes, type_only, lists, dicts)
+
+
+def _one_path(g, node, key):
+    """`node` is reached from outside only through the source `key` (holder, relation)."""
+    incoming = sum(1 for n in g.sn for ref in n.versions[0].refs.values() if ref is node)
+    return incoming == 1 and g.get_node_by_id(key[0]).versions[0].refs.get(key[1]) is node
 
 
 __all__ = ["Relation", "Replays", "Tag", "plan"]
