@@ -274,3 +274,28 @@ def test_monitor_run_frees_intermediates_as_eager_does():
 
 def test_python_type_as_dtype():
     one_graph(run(lambda x: x + torch.zeros(4, dtype=int) + torch.ones(4, dtype=float), X))
+
+
+class Square(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return x * x
+
+    @staticmethod
+    def backward(ctx, g):
+        (x,) = ctx.saved_tensors
+        return 2 * x * g
+
+
+def test_custom_autograd_function_inlined_under_no_grad():
+    one_graph(run(lambda x: Square.apply(x) + 1, X))
+
+
+def test_custom_autograd_function_backward_under_grad():
+    cap = capture(lambda x: Square.apply(x).sum(), backend="eager")
+    for _ in range(2):
+        x = X.clone().requires_grad_()
+        cap(x).backward()
+        assert_close(x.grad, 2 * X)
+    assert any(r.startswith("autograd") for r in capture_stats(cap)["stop_reasons"])

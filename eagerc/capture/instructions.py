@@ -133,6 +133,8 @@ def _tag_read(w, f, t, holder_obj, rel, value):
     if holder is None or holder.new or holder.versions[-1].refs.get(rel) is None and \
             rel not in holder.written:
         return
+    if frames.local_slot(f, t - 1) is not value:
+        return  # not on top (an interpreter that pushes NULL after it): not followed
     tag = w.mon.replays.source(holder, rel, value)
     if tag is not None:
         w.tags[t - 1] = tag
