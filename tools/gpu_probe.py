@@ -4,6 +4,8 @@ what recompiles for new sizes, and where a cold CUDA compile spends its time.
     python tools/gpu_probe.py device-model   # EAGERC_BACKING=cuda: tiny BERT/GPT-2 per-op report
     python tools/gpu_probe.py sizes          # enable("cuda"): compiles per op for each new size
     python tools/gpu_probe.py profile        # cold compile of a few ops under cProfile
+    python tools/gpu_probe.py factories      # EAGERC_BACKING=cuda: arange/ones/scalar_tensor
+    python tools/gpu_probe.py batchnorm      # EAGERC_BACKING=cuda: BatchNorm training stats
 
 Each mode runs its work in a fresh process with empty eagerc and Inductor caches. Reports
 print to stdout; refusals are logged with their whole traceback (eagerc logger at DEBUG).
@@ -51,7 +53,9 @@ import torch.nn.functional as F
 cases = {
     "gelu": lambda x, w: F.gelu(x),
     "tanh": lambda x, w: torch.tanh(x),
-    "layer_norm": lambda x, w: F.layer_norm(x, x.shape[-1:], w, w),
+    # normalized_shape is an int-list argument, specialized like every other: a new
+    # hidden size is a new kernel, new row counts are not (the case varies rows only).
+    "layer_norm": lambda x, w: F.layer_norm(x[:, :64].contiguous(), (64,), w[:64], w[:64]),
     "where": lambda x, w: torch.where(x > 0, x, w),
     "mm": lambda x, w: x @ x.t(),
     "cumsum": lambda x, w: torch.cumsum(x, -1),
@@ -104,7 +108,48 @@ stats.sort_stats("cumulative").print_stats(45)
 stats.sort_stats("tottime").print_stats(20)
 """
 
-SCRIPTS = {"device-model": DEVICE_MODEL, "sizes": SIZES, "profile": PROFILE}
+FACTORIES = r"""
+import logging, sys, torch, eagerc
+logging.basicConfig(stream=sys.stdout, level=logging.WARNING)
+logging.getLogger("eagerc").setLevel(logging.DEBUG)
+for name, fn in {
+    "arange(n)": lambda n: torch.arange(n, device="eagerc"),
+    "arange(0, n, dtype=f32)": lambda n: torch.arange(0, n, dtype=torch.float32, device="eagerc"),
+    "arange(start, end)": lambda n: torch.arange(2, n + 2, device="eagerc"),
+    "ones(n, bool)": lambda n: torch.ones(2, n, dtype=torch.bool, device="eagerc"),
+    "scalar_tensor": lambda n: torch.scalar_tensor(float(n), device="eagerc"),
+}.items():
+    for n in (5, 9):
+        got = fn(n).cpu()
+        print("RESULT", name, n, got.flatten()[:4].tolist())
+s = eagerc.stats()
+for op, st in sorted(s["ops"].items()):
+    if st["compiles"] or st["fallbacks"] or st["aliased"]:
+        print("STATS", op, st["compiles"], st["fallbacks"], st["aliased"], dict(st["fallback_reasons"]))
+"""
+
+BATCHNORM = r"""
+import torch, eagerc
+from torch import nn
+torch.manual_seed(0)
+for cls in (nn.BatchNorm2d, nn.BatchNorm1d):
+    bn = cls(8).train()
+    x = torch.randn(4, 8, 6, 6) if cls is nn.BatchNorm2d else torch.randn(16, 8)
+    dev = cls(8).train().to("eagerc")
+    y = bn(x)
+    yd = dev(x.to("eagerc"))
+    print(cls.__name__, "out err", (yd.cpu() - y).abs().max().item())
+    for name in ("running_mean", "running_var", "num_batches_tracked"):
+        a, b = getattr(bn, name), getattr(dev, name).cpu()
+        print("  ", name, "err", (a.double() - b.double()).abs().max().item(), a.flatten()[:3].tolist(), b.flatten()[:3].tolist())
+s = eagerc.stats()
+for op, st in sorted(s["ops"].items()):
+    if "norm" in op and (st["compiles"] or st["fallbacks"] or st["aliased"] or st["hits"]):
+        print("STATS", op, st["compiles"], st["hits"], st["fallbacks"], st["aliased"], dict(st["fallback_reasons"]))
+"""
+
+SCRIPTS = {"device-model": DEVICE_MODEL, "sizes": SIZES, "profile": PROFILE,
+           "factories": FACTORIES, "batchnorm": BATCHNORM}
 
 
 def main() -> None:
@@ -114,7 +159,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as fresh:
         env = dict(os.environ, EAGERC_CACHE_DIR=f"{fresh}/eagerc",
                    TORCHINDUCTOR_CACHE_DIR=f"{fresh}/inductor")
-        if args.what == "device-model":
+        if args.what in ("device-model", "factories", "batchnorm"):
             env["EAGERC_BACKING"] = "cuda"
         done = subprocess.run([sys.executable, "-c", textwrap.dedent(SCRIPTS[args.what])], env=env)
     sys.exit(done.returncode)

@@ -7,6 +7,7 @@ stand-ins for a host-memory device's tensors) and where outputs are allocated.
 from __future__ import annotations
 
 import dataclasses
+import logging
 import re
 import time
 
@@ -17,6 +18,8 @@ from eagerc.compile.errors import CompileError, InductorFailed, NeedsHostAliases
 from eagerc.compile.inductor_wrapper import build_artifact
 from eagerc.compile.lock import compile_lock
 from eagerc.compile.trace import trace_op
+
+log = logging.getLogger("eagerc")
 
 # ATen CPU functions called through the C shim (allocation helpers excepted).
 _CPU_SHIM_CALL = re.compile(r"aoti_torch_cpu_\w+\(")
@@ -121,6 +124,9 @@ def _trace_and_build(op, args, layout, parallel, on_device, target, start, descr
     try:
         built = build_artifact(traced, check_code, patches)
     except InductorFailed as e:
+        if log.isEnabledFor(logging.DEBUG):
+            log.debug("eagerc: Inductor failed on %s (runtime inputs %s):\n%s", description,
+                      [s.kind for s in layout], traced.gm.print_readable(print_output=False))
         if has_lifted_scalars:
             # Some Inductor paths (extern kernels such as addmm's beta/alpha) cannot
             # take symbolic scalars; the op then compiles one kernel per value.
