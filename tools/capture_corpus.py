@@ -3,6 +3,7 @@
     python tools/capture_corpus.py                       # idioms + named transformers models
     python tools/capture_corpus.py --suite idioms        # tools/capture_idioms.py only
     python tools/capture_corpus.py --suite hf --hf-all --max-models 60 --timeout 120
+    python tools/capture_corpus.py --hf-all --base-models 150     # + transformers base models
     python tools/capture_corpus.py --only module_counter,llama -v
 
 Programs: the real-world idioms of tools/capture_idioms.py, transformers architectures built
@@ -218,14 +219,14 @@ def run_program(name, build, timeout, n_identical=3):
 
 
 # -- the corpus -------------------------------------------------------------------------------
-def programs(suite, hf_all, max_models):
+def programs(suite, hf_all, max_models, max_base=0):
     out = {}
     if suite in ("all", "idioms"):
         from capture_idioms import PROGRAMS
         out.update(PROGRAMS)
     if suite in ("all", "hf"):
         from capture_hf import hf_programs
-        out.update(hf_programs(hf_all, max_models))
+        out.update(hf_programs(hf_all, max_models, max_base))
     return out
 
 
@@ -283,6 +284,9 @@ def main(argv=None):
     ap.add_argument("--hf-all", action="store_true",
                     help="also every causal-LM architecture of transformers' auto mapping")
     ap.add_argument("--max-models", type=int, default=400)
+    ap.add_argument("--base-models", type=int, default=0,
+                    help="also the first N base models of transformers' auto mapping "
+                         "(token-id or image inputs)")
     ap.add_argument("--timeout", type=int, default=120, help="seconds per program")
     ap.add_argument("--only", default="", help="comma-separated program names")
     ap.add_argument("-v", action="store_true")
@@ -291,7 +295,7 @@ def main(argv=None):
     import logging
     logging.disable(logging.WARNING)
     torch.set_num_threads(1)
-    progs = programs(args.suite, args.hf_all, args.max_models)
+    progs = programs(args.suite, args.hf_all, args.max_models, args.base_models)
     if args.only:
         progs = {k: v for k, v in progs.items() if k in args.only.split(",")}
     rows = []

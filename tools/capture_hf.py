@@ -3,7 +3,8 @@
 `hf_programs(all_causal_lm, max_models)` -> name -> build(). By hand: Llama, Mistral, T5,
 BART, Whisper, CLIP, BERT, GPT-2, ViT (random init, eval; inputs made from the config).
 With `all_causal_lm`: every model type of transformers' causal-LM auto mapping whose config
-a generic shrink (`tiny`) makes small, called on input_ids.
+a generic shrink (`tiny`) makes small, called on input_ids, and every base model whose main
+input is token ids or an image.
 """
 from capture_idioms import Program
 
@@ -161,9 +162,67 @@ def causal_lms(max_models):
     return out
 
 
-def hf_programs(all_causal_lm=False, max_models=400):
+def base_models(max_models):
+    """Every base model type transformers maps whose main input is token ids or an image,
+    built from its default config shrunk; encoder-decoders also get decoder_input_ids."""
+    import inspect
+
+    import transformers as T
+    from transformers.models.auto import configuration_auto as ca
+    from transformers.models.auto import modeling_auto as ma
+
+    out = {}
+    for model_type, cls_name in ma.MODEL_MAPPING_NAMES.items():
+        if len(out) >= max_models:
+            break
+        if not isinstance(cls_name, str) or model_type not in ca.CONFIG_MAPPING_NAMES:
+            continue
+
+        def build(model_type=model_type, cls_name=cls_name):
+            cfg = tiny(T.AutoConfig.for_model(model_type))
+            for k in ("image_size", "patch_size", "num_channels"):
+                sub = getattr(cfg, "vision_config", None)
+                for c in (cfg, sub):
+                    if c is not None and isinstance(getattr(c, k, None), int):
+                        setattr(c, k, {"image_size": 32, "patch_size": 8,
+                                       "num_channels": 3}[k])
+            m = getattr(T, cls_name)(cfg).eval()
+            params = inspect.signature(m.forward).parameters
+            main = getattr(m, "main_input_name", "input_ids")
+            if main == "input_ids":
+                vocab = min(getattr(cfg, "vocab_size", None) or 99, 99)
+                first = ids(vocab=vocab)
+                new = first % 50 + 2
+            elif main == "pixel_values":
+                first = torch.randn(2, 3, 32, 32, generator=torch.Generator().manual_seed(3))
+                new = first + 1
+            else:
+                raise ValueError(f"main input {main}")
+            names, a, b = [main], [first], [new]
+            if "decoder_input_ids" in params:
+                names.append("decoder_input_ids")
+                a.append(ids(4))
+                b.append(ids(4) % 50 + 2)
+            field = "last_hidden_state"
+            return Program(Field(m, names, field), [tuple(a)] * 3 + [tuple(b)])
+        out[f"base_{model_type}"] = build
+    return out
+
+
+class Field(Head):
+    """Head for base models: the named output, else the first tensor of the output."""
+
+    def forward(self, *inputs):
+        out = self.model(**dict(zip(self.names, inputs)))
+        value = getattr(out, self.field, None)
+        return value if value is not None else out[0]
+
+
+def hf_programs(all_causal_lm=False, max_models=400, max_base=0):
     progs = named()
     if all_causal_lm:
         for k, v in causal_lms(max_models).items():
             progs.setdefault(k, v)
+    for k, v in base_models(max_base).items() if max_base else ():
+        progs.setdefault(k, v)
     return progs
