@@ -19,6 +19,7 @@ import torch
 import torch.fx as fx
 from torch.overrides import TorchFunctionMode
 
+from .fx_targets import as_graph_constant, fx_target
 from .symbolic import SymbolicInt, _expect, _v, plain
 
 # Metadata reads: fixed by the tensor guard, so they are answered and not recorded.
@@ -144,7 +145,7 @@ class OpRecorder(TorchFunctionMode):
         try:
             fx_args, fx_kwargs = self._to_fx((args, kwargs))
             target = None if is_getter else ("call_method", "detach") if as_detach \
-                else _fx_target(func, name)
+                else fx_target(func, name)
         except CaptureStop as e:
             self.monitor.stop(str(e))
             return call(args, kwargs)
@@ -249,15 +250,9 @@ class OpRecorder(TorchFunctionMode):
             return node if node is not None else self._placeholder(value)
         if type(value) in _CONSTANTS or value is None or value is Ellipsis:
             return value
-        if isinstance(value, _NUMBERS) or _is_numpy_scalar(value):
-            # A numpy scalar (np.float64 is a float subclass): the graph's source must not
-            # name numpy; torch treats it as the Python number it holds.
-            return value.item() if hasattr(value, "item") else \
-                _PY_NUMBER[_number_kind(value)](value)
-        if isinstance(value, str):
-            return str(value)
-        if type(value) is type and value in _PY_DTYPES:  # dtype=int: torch reads it so
-            return _PY_DTYPES[value]
+        ok, const = as_graph_constant(value)
+        if ok:
+            return const
         if isinstance(value, slice):
             return slice(self._to_fx(value.start), self._to_fx(value.stop),
                          self._to_fx(value.step))
@@ -368,23 +363,6 @@ _CONSTANTS = (int, float, bool, str, complex, torch.dtype, torch.device, torch.l
 _METADATA_RESULTS = (str, torch.dtype, torch.device, torch.layout, torch.memory_format)
 _BOOL_QUERIES = frozenset("is_same_size is_set_to is_signed can_cast is_floating_point "
                           "is_complex is_contiguous".split())
-_PY_DTYPES = {int: torch.int64, float: torch.float64, bool: torch.bool,
-              complex: torch.complex128}
-_NUMBERS = (int, float, complex)  # and subclasses other than bool: plain values in the graph
-_PY_NUMBER = {"b": bool, "i": int, "f": float, "c": complex}
-
-
-def _number_kind(value):
-    if isinstance(value, bool):
-        return "b"
-    return "i" if isinstance(value, int) else "f" if isinstance(value, float) else "c"
-
-
-def _is_numpy_scalar(value):
-    return type(value).__module__ == "numpy" and hasattr(value, "item") and \
-        getattr(value, "shape", None) == ()
-
-
 class _RealCall:
     """The program's own call of a torch API inside the recorder: made at most once, so a
     fault of the recording around it can still give the program eager's result."""
@@ -404,72 +382,6 @@ class _RealCall:
 
 def _identity(x):
     return x
-
-
-_TENSOR_NAMES = {}  # id(attribute of torch.Tensor) -> its name there
-
-
-def _fx_target(func, name):
-    """('call_method', name) or ('call_function', f) for a torch API, such that the graph's
-    generated source finds it again: FX writes torch functions by their qualified name, and
-    some (Tensor.__pow__ is a wrapper named `torch._tensor.pow`, method-wrappers have no
-    module) do not resolve. Those become Tensor methods by the name torch.Tensor gives them,
-    or a named Python shim FX keeps as a global."""
-    if _is_tensor_method(func, name):
-        return "call_method", name
-    if _resolves(func):
-        return "call_function", func
-    if not _TENSOR_NAMES:
-        for n in dir(torch.Tensor):
-            try:
-                _TENSOR_NAMES.setdefault(id(getattr(torch.Tensor, n)), n)
-            except Exception:  # noqa: BLE001, S112 - a property that fails on the class
-                continue
-    tname = _TENSOR_NAMES.get(id(func))
-    if tname is not None and getattr(torch.Tensor, tname, None) is func:
-        return "call_method", tname
-    return "call_function", _shim(func)
-
-
-def _resolves(func):
-    from torch.fx.node import _get_qualified_name
-    try:
-        qualname = _get_qualified_name(func)
-    except Exception:  # noqa: BLE001 - no __module__ (method-wrapper) or no name
-        return False
-    if qualname.startswith("_operator.") or "." not in qualname:
-        return True
-    module, _, path = qualname.partition(".")
-    obj = __import__(module)
-    try:
-        for part in path.split("."):
-            obj = getattr(obj, part)
-    except AttributeError:
-        return False
-    return obj is func
-
-
-_SHIMS = {}
-
-
-def _shim(func):
-    """A Python function calling `func`, named after it (the graph's source, hence a compiled
-    graph's cache key, names it)."""
-    shim = _SHIMS.get(id(func))
-    if shim is None:
-        label = getattr(func, "__qualname__", None) or getattr(func, "__name__", "op")
-        owner = getattr(func, "__self__", None)
-        if owner is not None and not isinstance(owner, type(torch)):
-            label = f"{type(owner).__name__}_{label}"
-
-        def shim(*args, **kwargs):
-            return func(*args, **kwargs)
-        shim.__name__ = shim.__qualname__ = "eagerc_" + "".join(
-            c if c.isalnum() else "_" for c in str(label))
-        shim.__module__ = __name__
-        _SHIMS[id(func)] = (shim, func)  # func kept alive: its id stays its own
-        return shim
-    return shim[0]
 
 
 _CONST_READS = frozenset("item tolist __bool__ __int__ __float__ __index__".split())
@@ -516,11 +428,6 @@ def _symbolic_in(value, depth=4):
     elif isinstance(value, slice):
         for v in (value.start, value.stop, value.step):
             yield from _symbolic_in(v, 0)
-
-
-def _is_tensor_method(func, name):
-    return getattr(torch.Tensor, name, None) is func or (
-        getattr(func, "__objclass__", None) is torch._C.TensorBase)
 
 
 def _needs_grad(args, kwargs):
