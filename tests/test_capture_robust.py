@@ -299,3 +299,18 @@ def test_custom_autograd_function_backward_under_grad():
         cap(x).backward()
         assert_close(x.grad, 2 * X)
     assert any(r.startswith("autograd") for r in capture_stats(cap)["stop_reasons"])
+
+
+def test_unresolvable_targets_become_named_shims():
+    import torch.fx as fx
+    from eagerc.capture.fx_targets import fx_target
+
+    mw = (2.0).__mul__  # a method-wrapper: no __module__ for FX to write
+    assert type(mw).__name__ == "method-wrapper"
+    kind, target = fx_target(mw, "__mul__")
+    assert kind == "call_function" and target.__name__.startswith("eagerc_")
+    g = fx.Graph()
+    a = g.placeholder("a")
+    g.output(g.call_function(target, (a,)))
+    assert fx.GraphModule(torch.nn.Module(), g)(3.0) == 6.0
+    assert fx_target(torch.Tensor.__pow__, "pow") == ("call_method", "__pow__")
