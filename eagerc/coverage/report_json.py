@@ -27,7 +27,8 @@ STATUS_MEANINGS = {
     "runtime": "matches; served by the device's hand-written runtime (allocation, copies, views, .item())",
     "random": "a random op: compiled; shapes, dtypes and statistics match CPU eager's draw (values are not compared)",
     "mismatch": "ran, but a sample differs from CPU eager (worst error and sample in detail)",
-    "error": "CPU eager accepted a sample, the device raised (first line)",
+    "error": "CPU eager accepted a sample, the device raised (first line); or the tool could not "
+             "check the result ('coverage could not check it: ...')",
     "compile_error": "eagerc could not compile it (first line of the reason); it ran on CPU instead",
     "unsupported_arg": "eagerc does not serve it: an argument or return kind it cannot compile (which)",
     "no_kernel": "the device has no kernel and eagerc does not serve it (why)",

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import warnings
+import zlib
 
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
@@ -174,7 +175,7 @@ _INDEX_NAMES = ("index", "indices", "target", "offsets", "lengths", "batch_sizes
 
 
 def _tensor(dtype: torch.dtype, name: str, shape=(4, 4)) -> torch.Tensor:
-    g = torch.Generator().manual_seed(len(name))
+    g = torch.Generator().manual_seed(zlib.crc32(name.encode()))  # x1 and x2 differ
     if any(k in name for k in _INDEX_NAMES):
         return torch.zeros(shape, dtype=torch.int64)
     if dtype == torch.bool:

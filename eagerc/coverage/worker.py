@@ -62,7 +62,15 @@ def _serve(device: str) -> None:
         except EOFError:
             return
         print(f"coverage worker: {task['op']} {task['dtype']}", file=sys.stderr, flush=True)
-        send(results, run_task(task, dev))
+        try:
+            record = run_task(task, dev)
+        except Exception as e:  # noqa: BLE001 - the tool's own failure on this op, reported
+            import traceback
+
+            traceback.print_exc()
+            record = {"op": task["op"], "dtype": task["dtype"], "status": "error",
+                      "detail": f"coverage could not check it: {type(e).__name__}: {str(e)[:200]}"}
+        send(results, record)
 
 
 if __name__ == "__main__":
