@@ -198,3 +198,25 @@ def test_dict_used_whole_keeps_its_key_guard():
     with torch.no_grad():
         for _ in range(3):
             assert_close(cap(X), ref(X))
+
+
+def test_counter_of_sizes_over_symbolic_records():
+    class Sizes(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.n, self.seen = 0, []
+
+        def forward(self, x):
+            self.n += x.shape[0]  # a SymbolicInt after 3 records: baked, then replayed
+            self.seen.append(x.shape[1])
+            return x * 2
+
+    m, ref = Sizes(), Sizes()
+    cap = capture(m, backend="eager")
+    with torch.no_grad():
+        for s in [2, 3, 4, 5, 6, 5, 6, 7, 7]:
+            x = torch.randn(s, s + 1)
+            assert_close(cap(x), ref(x))
+    assert (m.n, m.seen) == (ref.n, ref.seen)
+    s = capture_stats(cap)
+    assert (s["records"], s["hits"]) == (6, 3)  # one per size, repeats hit

@@ -25,7 +25,7 @@ from typing import Any, NamedTuple
 
 from .frames import local_slot
 from .refgraph import Relation
-from .symbolic import SymbolicInt
+from .symbolic import SymbolicInt, plain
 
 # BINARY_OP operand (mod 13: in-place forms too) -> Python operator source.
 OPS = {0: "+", 2: "//", 5: "*", 6: "%", 10: "-", 11: "/"}
@@ -58,6 +58,10 @@ def sources(expr):
 
 def number(obj):
     return type(obj) in _NUMBER
+
+
+def _operand(obj):
+    return number(obj) or isinstance(obj, SymbolicInt)
 
 
 class Replays:
@@ -227,11 +231,13 @@ def binary_op(w, frame, arg, a, b, top):
     for v, t in ((a, ta), (b, tb)):
         if t is None and isinstance(v, SymbolicInt):
             v.bake()  # the mock recomputes with its value: pin it
-    if op in OPS and number(a) and number(b) and all(
+    if op in OPS and _operand(a) and _operand(b) and all(
             t is None or t.expr[0] not in ("list", "dict") for t in (ta, tb)):
-        ea = ta.expr if ta is not None else ("const", a)
-        eb = tb.expr if tb is not None else ("const", b)
-        tag_result(w, lambda out: Tag(out, ("op", op, ea, eb)) if number(out) else None)
+        ea = ta.expr if ta is not None else ("const", plain(a))
+        eb = tb.expr if tb is not None else ("const", plain(b))
+        # (a SymbolicInt result: its other operand's value is pinned by the bake above)
+        tag_result(w, lambda out: Tag(out, ("op", op, ea, eb))
+                   if number(out) or isinstance(out, SymbolicInt) else None)
         return
     for t in (ta, tb):
         if t is not None:
@@ -270,7 +276,8 @@ def plan(mon):
             value = evaluate(expr, r.values)
         except Exception:  # noqa: BLE001 - e.g. a division by zero: keep the guard
             continue
-        if final is None or type(final.obj) is not type(value) or final.obj != value:
+        final_value = plain(final.obj) if final is not None else None
+        if final is None or type(final_value) is not type(value) or final_value != value:
             continue
         writes[(holder_id, rel)] = expr
         type_only.update(srcs)
