@@ -3,9 +3,10 @@
 A compiled kernel computes; it does not check what eager's kernel checks: dtypes it
 supports (softmax of int8), casting rules for out= (a float result into an int64 out),
 shapes that must match, devices that must agree. So before compiling a call, eagerc runs
-eager's own kernel for it once, on copies of the memory the call writes: the device's
-native kernel in override mode, ATen's CPU kernel (on CPU copies) for a host-memory
-device. If
+eager's own kernel for it once, on copies of its tensors (an op may write arguments its
+schema does not mark: native_batch_norm's running stats): the device's native kernel in
+override mode, ATen's kernel of the memory's home (on copies there) for a device whose
+memory has a home. If
 eager raises, :class:`EagerRaises` carries its exception type and message to the holder,
 which raises the same for the caller; nothing is compiled or remembered, since a user
 error says nothing about the signature. A failure after eager accepted the call is the
@@ -43,8 +44,11 @@ def _run_eager(op, args, home, served) -> None:
     """`home`: the device whose kernels address the served device's memory ("cpu" for
     host memory, "cuda" for GPU memory), whose ATen kernel is eager's reference there: the
     call runs on copies on it (devices were checked already). None: on the device itself."""
-    written = _written_storages(op, args)
-    replicas = {key: _clone_storage(t, home) for key, t in written.items()}
+    # Every storage is copied, not only those the schema marks as written: some ops write
+    # arguments their schema does not annotate (native_batch_norm and cudnn_batch_norm
+    # update running_mean/var in place), and eager's run must leave the caller's tensors
+    # as they were. One copy per storage keeps overlaps between arguments as they were.
+    replicas = {key: _clone_storage(t, home) for key, t in _storages(args).items()}
     call = [_on_replica(v, replicas, home, served) for v in args]
     pos, kw = split_call(op, call)
     if torch.Tag.nondeterministic_seeded in op.tags:
@@ -65,14 +69,13 @@ def _storage_key(t: torch.Tensor):
     return t.device, t.untyped_storage().data_ptr()
 
 
-def _written_storages(op, args) -> dict:
-    """Storages of the tensors the op writes (in-place self, out=): one tensor of each."""
-    written = {}
-    for arg, value in zip(op._schema.arguments, args):
-        if arg.alias_info is not None and arg.alias_info.is_write:
-            for t in _tensors(value):
-                written.setdefault(_storage_key(t), t)
-    return written
+def _storages(args) -> dict:
+    """The storages of the call's tensors: one tensor of each."""
+    found = {}
+    for value in args:
+        for t in _tensors(value):
+            found.setdefault(_storage_key(t), t)
+    return found
 
 
 def _clone_storage(t: torch.Tensor, home) -> torch.UntypedStorage:
@@ -81,13 +84,12 @@ def _clone_storage(t: torch.Tensor, home) -> torch.UntypedStorage:
 
 
 def _on_replica(value, replicas, home, served):
-    """`value` with every tensor over a written storage rebuilt over that storage's copy
-    (same sizes, strides and offset: overlaps between arguments stay as they were), and
-    with `home` every other tensor of the served device copied there."""
+    """`value` with every tensor rebuilt over its storage's copy (same sizes, strides and
+    offset: overlaps between arguments stay as they were)."""
     def swap(t):
         storage = replicas.get(_storage_key(t))
         if storage is None:
-            return t.to(home) if home and t.device.type == served else t
+            return t
         return torch.empty(0, dtype=t.dtype, device=storage.device).set_(
             storage, t.storage_offset(), t.size(), t.stride())
 

@@ -192,3 +192,25 @@ def test_unknown_device_and_op_errors_name_the_fix():
     with pytest.raises(ValueError, match="device runtime"):
         eagerc.enable("cpu", ops=["aten::copy_"])
     eagerc.disable("cpu")
+
+
+@pytest.mark.parametrize("device", ["cpu", "eagerc"])
+def test_a_miss_updates_batch_norm_running_stats_once(fresh_cache, device):
+    """native_batch_norm writes running_mean/var without marking them in its schema. The
+    eager check on a miss must run on copies of them too: it used to update the caller's
+    running stats a second time (override mode; a GPU-memory device as well)."""
+    torch.manual_seed(0)
+    x = torch.randn(4, 8, 6, 6)
+    reference = torch.nn.BatchNorm2d(8).train()
+    bn = torch.nn.BatchNorm2d(8).train()
+    for _ in range(2):  # a miss (check + compile + run), then a hit
+        reference(x)
+        if device == "cpu":
+            with eagerc.enabled("cpu"):
+                bn(x)
+        else:
+            bn = bn.to("eagerc")
+            bn(x.to("eagerc"))
+    assert op_stats(f"aten::native_batch_norm@{'CPU' if device == 'cpu' else 'PrivateUse1'}")["hits"] >= 1
+    for name in ("running_mean", "running_var", "num_batches_tracked"):
+        assert_close(getattr(bn, name).cpu(), getattr(reference, name), msg=name)

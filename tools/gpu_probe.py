@@ -126,6 +126,16 @@ s = eagerc.stats()
 for op, st in sorted(s["ops"].items()):
     if st["compiles"] or st["fallbacks"] or st["aliased"]:
         print("STATS", op, st["compiles"], st["fallbacks"], st["aliased"], dict(st["fallback_reasons"]))
+# Generated Python wrappers that do not parse: the offending lines.
+import glob, os
+for path in glob.glob(os.path.join(os.environ["TORCHINDUCTOR_CACHE_DIR"], "**", "*.py"), recursive=True):
+    text = open(path).read()
+    try:
+        compile(text, path, "exec")
+    except SyntaxError as e:
+        lines = text.splitlines()
+        print("UNPARSABLE", path, e.lineno, e.msg)
+        print("\n".join(f"  {i + 1}: {lines[i]}" for i in range(max(0, e.lineno - 6), min(len(lines), e.lineno + 3))))
 """
 
 BATCHNORM = r"""
@@ -136,12 +146,22 @@ for cls in (nn.BatchNorm2d, nn.BatchNorm1d):
     bn = cls(8).train()
     x = torch.randn(4, 8, 6, 6) if cls is nn.BatchNorm2d else torch.randn(16, 8)
     dev = cls(8).train().to("eagerc")
-    y = bn(x)
-    yd = dev(x.to("eagerc"))
-    print(cls.__name__, "out err", (yd.cpu() - y).abs().max().item())
-    for name in ("running_mean", "running_var", "num_batches_tracked"):
-        a, b = getattr(bn, name), getattr(dev, name).cpu()
-        print("  ", name, "err", (a.double() - b.double()).abs().max().item(), a.flatten()[:3].tolist(), b.flatten()[:3].tolist())
+    for call in ("first (miss)", "second (hit)"):
+        y = bn(x)
+        before = eagerc.stats()["ops"].get("aten::native_batch_norm@PrivateUse1", {}).get("hits", 0)
+        yd = dev(x.to("eagerc"))
+        print(cls.__name__, call, "out err", (yd.cpu() - y).abs().max().item())
+        for name in ("running_mean", "running_var", "num_batches_tracked"):
+            a, b = getattr(bn, name), getattr(dev, name).cpu()
+            print("  ", name, "err", (a.double() - b.double()).abs().max().item(), a.flatten()[:3].tolist(), b.flatten()[:3].tolist())
+# Override mode on CUDA: the same module on cuda with eagerc serving cuda's ops.
+eagerc.enable("cuda")
+bn, bc = nn.BatchNorm2d(8).train(), nn.BatchNorm2d(8).train().cuda()
+x = torch.randn(4, 8, 6, 6)
+for call in ("first", "second"):
+    bn(x); bc(x.cuda())
+    print("override cuda", call, "running_mean err", (bn.running_mean - bc.running_mean.cpu()).abs().max().item())
+eagerc.disable("cuda")
 s = eagerc.stats()
 for op, st in sorted(s["ops"].items()):
     if "norm" in op and (st["compiles"] or st["fallbacks"] or st["aliased"] or st["hits"]):
