@@ -14,11 +14,25 @@ import torch
 from torch import nn
 
 import eagerc
+from eagerc import targets
 from eagerc.testing import assert_close
 
 transformers = pytest.importorskip("transformers")
 
 DEV = "eagerc"
+
+# On GPU memory (EAGERC_BACKING=cuda, tools/gpu_check.sh) with torch 2.11, Inductor's GPU
+# C++ wrapper cannot build a graph without tensor inputs (its Python tuning pass emits
+# `with pass:`): such factories run CUDA's own kernel on aliases instead (docs/benchmarks.md).
+GPU_FACTORIES = {"aten::arange", "aten::arange.start", "aten::arange.start_step", "aten::ones",
+                 "aten::zeros", "aten::full", "aten::scalar_tensor", "aten::empty_like"}
+
+
+def _unexpected_fallbacks(stats) -> dict:
+    on_gpu = targets.for_device(DEV).codegen == "cuda"
+    return {k: v["fallback_reasons"] for k, v in stats["ops"].items()
+            if v["fallbacks"] and not (on_gpu and k.split("@")[0] in GPU_FACTORIES
+                                       and v["aliased"] >= v["fallbacks"])}
 
 
 def _to_cpu(value):
@@ -92,8 +106,7 @@ def test_model_forward_matches_cpu(build):
     got = _to_cpu(out)
     assert list(got.keys()) == list(expected.keys())
     assert_close(got, expected, model=True)
-    assert stats["fallbacks"] == 0, {k: v["fallback_reasons"] for k, v in stats["ops"].items()
-                                     if v["fallbacks"]}
+    assert not _unexpected_fallbacks(stats), _unexpected_fallbacks(stats)
     assert stats["hits"] + stats["misses"] > 0  # compute really went through eagerc
 
     # A second call (warm: every kernel loaded) gives the same result.
@@ -131,8 +144,7 @@ def _check_training_step(model, make_opt, x, y, loss_fn):
         assert_close(p.detach().cpu(), cpu_params[name].detach(), model=True, msg=name)
     for name, b in dev_model.named_buffers():  # BatchNorm running stats
         assert_close(b.cpu(), dict(model.named_buffers())[name], model=True, msg=name)
-    assert stats["fallbacks"] == 0, {k: v["fallback_reasons"] for k, v in stats["ops"].items()
-                                     if v["fallbacks"]}
+    assert not _unexpected_fallbacks(stats), _unexpected_fallbacks(stats)
 
 
 def test_mlp_training_step_sgd_matches_cpu():
