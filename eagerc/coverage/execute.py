@@ -74,6 +74,19 @@ class Device:
 
         return tree_map(move, value)
 
+    def misplaced(self, outputs) -> str:
+        """What is wrong with where the device's outputs live ("" when nothing): each on
+        the device with its index, over a storage of the same device (a tensor on
+        "eagerc" without an index breaks later out= calls and set_)."""
+        want = torch.device(self.name, 0) if self.name != "cpu" else torch.device("cpu")
+        for i, t in enumerate(tree_flatten(outputs)[0]):
+            if not isinstance(t, torch.Tensor) or t.layout != torch.strided:
+                continue
+            storage = t.untyped_storage().device
+            if t.device != want or storage != want:
+                return f"output {i} on {t.device} (storage on {storage}), expected {want}"
+        return ""
+
     def why_not_served(self, name: str) -> str:
         f = op_facts(name)
         if name in self.denied:
@@ -226,6 +239,9 @@ def run_call(op, name, dtype, facts, call, dev) -> Outcome:
             return Outcome("unsupported_arg" if why.startswith("unsupported") else "no_kernel", why)
         return Outcome("error", classify.first_line(raised))
     outcome = _served_outcome(name, dtype, facts, dev, delta)
+    misplaced = dev.misplaced(actual)
+    if misplaced:
+        return Outcome("mismatch", f"device: {misplaced} [{call.describe()}]", externs=outcome.externs)
     with dev.native():
         actual = (_to_cpu(actual), _to_cpu(_written(op, args, kwargs)))
         how = check.metadata if facts.undefined_values else check.statistics if facts.random else check.values

@@ -194,7 +194,7 @@ def _value(arg, dtype: torch.dtype):
         if "[]" in kind:
             raise NoSample(f"out= list argument '{name}'")
         return torch.empty(0, dtype=dtype)  # out=: resized by the op
-    if arg.has_default_value():
+    if arg.has_default_value() and "Device" not in kind:
         return arg.default_value
     if kind.startswith("Tensor?[]") or kind.startswith("Optional[Tensor][]") or kind == "List[Optional[Tensor]]":
         return [torch.zeros(4, dtype=torch.int64)]
@@ -203,6 +203,8 @@ def _value(arg, dtype: torch.dtype):
     if "Tensor" in kind:
         return _tensor(dtype, name)
     base = kind.rstrip("?")
+    if "Device" in kind:
+        return torch.device("cpu")  # pointed at the device under test with the tensors
     if kind.endswith("?") or kind.startswith("Optional"):
         return None
     # ScalarType, Layout and MemoryFormat arguments are ints in the JIT type system.
@@ -212,8 +214,6 @@ def _value(arg, dtype: torch.dtype):
         return torch.strided
     if base == "int" and name == "memory_format":
         return torch.contiguous_format
-    if base == "Device":
-        return torch.device("cpu")  # pointed at the device under test with the tensors
     if base in ("int", "SymInt"):
         return 0 if "dim" in name else 2
     if base.startswith(("int[", "SymInt[", "List[int]", "List[SymInt]")):
