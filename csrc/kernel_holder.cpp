@@ -41,6 +41,17 @@ void set_alias_fallback(bool enabled) { g_alias_fallback.store(enabled); }
 
 namespace {
 
+// A result of the home device's kernel handed back as a tensor of `device` over the same
+// memory. Only a plain strided tensor has memory to share: a sparse result, or a ZeroTensor
+// (_efficientzerotensor: no memory at all; aliasing it crashed), cannot live on the device.
+at::Tensor device_result(const at::Tensor& t, c10::Device device, const std::string& op) {
+  TORCH_CHECK_NOT_IMPLEMENTED(
+      t.layout() == c10::kStrided && !t._is_zerotensor() && !t.is_quantized(), "eagerc: ", op,
+      " returned a ", t._is_zerotensor() ? std::string("ZeroTensor") : c10::str(t.layout(), " tensor"),
+      " on ", t.device(), ", which the ", device.type(), " device cannot hold");
+  return alias_on_device(t, device);
+}
+
 bool holds_tensors(const c10::IValue& list) {
   for (const c10::IValue& e : list.toListRef()) {
     if (e.isTensor()) return true;
@@ -288,11 +299,11 @@ void KernelHolder::restore_device_outputs(const c10::SmallVector<c10::IValue, 8>
     } else if (device.is_cpu()) {
       continue;  // no tensor of the device among the arguments: nothing to hand back
     } else if (v.isTensor() && v.toTensor().defined() && v.toTensor().device() == home) {
-      v = alias_on_device(v.toTensor(), device);
+      v = device_result(v.toTensor(), device, state_->name);
     } else if (v.isTensorList()) {
       c10::List<at::Tensor> out;
       for (const at::Tensor& t : v.toTensorList()) {
-        out.push_back(t.defined() && t.device() == home ? alias_on_device(t, device) : t);
+        out.push_back(t.defined() && t.device() == home ? device_result(t, device, state_->name) : t);
       }
       v = out;
     }

@@ -343,3 +343,10 @@ def test_cpu_fallback_opt_in_in_a_subprocess():
     proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
                           timeout=300)
     assert proc.returncode == 0 and "OK" in proc.stdout, proc.stdout + proc.stderr
+
+
+def test_a_result_the_device_cannot_hold_raises_instead_of_crashing():
+    """_efficientzerotensor's CPU kernel returns a ZeroTensor (no memory): handing it back
+    as a device tensor over "the same memory" used to crash the process."""
+    with pytest.raises(NotImplementedError, match="ZeroTensor"):
+        torch.ops.aten._efficientzerotensor([2, 2], device=DEV)
