@@ -155,8 +155,10 @@ def trace_op(op, args, layout, decompose=()) -> Traced:
     outputs = next(n for n in gm.graph.nodes if n.op == "output").args[0]
     for out in outputs:
         val = out.meta.get("val") if hasattr(out, "meta") else None
-        if isinstance(val, torch.Tensor) and (val.layout != torch.strided or val.is_quantized):
-            raise CompileError(f"output layout {val.layout} is not strided")
+        if isinstance(val, torch.Tensor) and (val.layout != torch.strided or val.is_quantized
+                                              or val._is_zerotensor()):
+            raise CompileError(f"the output is not a plain strided tensor ({val.layout}"
+                               f"{', a ZeroTensor' if val._is_zerotensor() else ''})")
         if isinstance(val, torch.Tensor) and val.is_complex():
             # Inductor writes complex results through view_as_real aliases of an empty
             # buffer and (torch 2.13) drops those writes: complex(a, b) came back as
