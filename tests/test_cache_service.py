@@ -168,3 +168,7 @@ def test_environment_failures_are_told_from_graph_failures():
     assert errors.environment_failure(chained(RuntimeError("wrapped"), CppCompileError("killed")))
     assert errors.environment_failure(chained(RuntimeError("wrapped"), MemoryError()))
     assert not errors.environment_failure(chained(RuntimeError("lowering"), KeyError("op")))
+    # The compiler ran and rejected the generated source: the graph's failure, remembered.
+    diagnostic = CppCompileError("C++ compile error\n\nOutput:\n/tmp/x/ab.main.cpp:18:55: error: "
+                                 "too many arguments to function 'aoti_torch_cpu_resize_'")
+    assert not errors.environment_failure(chained(RuntimeError("wrapped"), diagnostic))

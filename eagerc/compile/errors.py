@@ -8,6 +8,8 @@ another signature, and :class:`EagerRaises` (the call is a user error) is never 
 """
 from __future__ import annotations
 
+import re
+
 # Where a CompileError is remembered.
 ON_DISK = "disk"        # a property of the signature: the cache (whose namespace names
                         # torch and eagerc, so an upgrade tries again) and L1
@@ -38,12 +40,21 @@ class InductorFailed(CompileError):
     """Inductor itself failed on a traced graph (the cause is chained)."""
 
 
+# A compiler diagnostic about the generated source ("x.main.cpp:18:55: error: ..."): the
+# code is wrong, and will be wrong again on any machine (Inductor's resize_ shim call with
+# one argument too many, torch 2.13), unlike a compiler that could not run at all.
+_SOURCE_ERROR = re.compile(r"\.(?:cpp|h|cu):\d+:\d+: (?:fatal )?error:")
+
+
 def environment_failure(e: BaseException) -> bool:
     """Whether `e` (or an exception it chains) is about the machine, not the graph: a file
-    or process error, memory, a timeout, or the C++ compiler failing to build the code."""
+    or process error, memory, a timeout, or the C++ compiler failing to run (a diagnostic
+    about the generated source is the graph's)."""
     seen = set()
     while e is not None and id(e) not in seen:
         seen.add(id(e))
+        if type(e).__name__ == "CppCompileError" and _SOURCE_ERROR.search(str(e)):
+            return False
         if isinstance(e, (OSError, MemoryError, TimeoutError)) or type(e).__name__ in (
                 "CppCompileError", "CalledProcessError", "SubprocessError", "BrokenProcessPool"):
             return True
