@@ -286,3 +286,11 @@ def test_docstring_examples(name):
 
     result = doctest.testmod(importlib.import_module(name))
     assert result.attempted > 0 and result.failed == 0
+
+
+def test_outputs_must_live_on_the_device_with_its_index():
+    from eagerc.coverage.execute import Device
+
+    dev = Device("eagerc")
+    assert dev.misplaced((torch.ones(2).to("eagerc"), [torch.zeros(1, device="eagerc")])) == ""
+    assert dev.misplaced(torch.ones(2)) == "output 0 on cpu (storage on cpu), expected eagerc:0"
