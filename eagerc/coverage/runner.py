@@ -61,7 +61,8 @@ def plan_for(dtype: str, grad: bool, wanted, out_dir: str, samples: int, log=pri
     if os.path.exists(path):
         with open(path, "rb") as f:
             plan = pickle.load(f)
-        if plan.wanted is None or (wanted is not None and set(wanted) <= plan.wanted):
+        covers = plan.wanted is None or (wanted is not None and set(wanted) <= plan.wanted)
+        if covers and getattr(plan, "limit", samples) >= samples:
             return plan
     progress = None
     try:

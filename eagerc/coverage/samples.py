@@ -53,6 +53,7 @@ class Plan:
     opinfo_ops: dict = dataclasses.field(default_factory=dict)   # "add" -> [overloads]
     opinfo_errors: dict = dataclasses.field(default_factory=dict)  # "name" -> why no sample
     wanted: object = None   # the op selection it was recorded for (None: every op)
+    limit: int = 0          # calls kept per overload
 
 
 def whole_storage(t: torch.Tensor) -> torch.Tensor:
@@ -130,7 +131,7 @@ def record_opinfo(dtype: torch.dtype, grad: bool, wanted=None, limit: int = 4,
     """Run op_db's samples for `dtype` on CPU and record the overloads they reach."""
     from torch.testing._internal.common_methods_invocations import op_db
 
-    plan = Plan(str(dtype).replace("torch.", ""), grad)
+    plan = Plan(str(dtype).replace("torch.", ""), grad, limit=limit)
     entries = [o for o in op_db if _related(o, wanted)]
     for opinfo in (progress(entries) if progress else entries):
         entry = opinfo.name + (f".{opinfo.variant_test_name}" if opinfo.variant_test_name else "")
