@@ -314,3 +314,31 @@ def test_unresolvable_targets_become_named_shims():
     g.output(g.call_function(target, (a,)))
     assert fx.GraphModule(torch.nn.Module(), g)(3.0) == 6.0
     assert fx_target(torch.Tensor.__pow__, "pow") == ("call_method", "__pow__")
+
+
+def test_logging_inside_forward():
+    import logging
+    log = logging.getLogger("eagerc.test.capture")
+
+    def f(x):
+        log.warning("flattening %s", tuple(x.shape))  # logging inspects frames
+        return x.flatten() * 2
+    one_graph(run(f, X))
+
+
+def test_annotated_library_function_is_not_run_through():
+    from eagerc.capture import annotations
+
+    def warn_if_padding(ids):  # reads tensor values, only to warn
+        if 0 in ids:
+            pass
+
+    def f(x, ids):
+        warn_if_padding(ids)
+        return x + 1
+    key = (warn_if_padding.__module__, warn_if_padding.__qualname__)
+    annotations._BY_NAME[key] = annotations.PURE_REF
+    try:
+        one_graph(run(f, X, torch.tensor([0, 1])))
+    finally:
+        del annotations._BY_NAME[key]

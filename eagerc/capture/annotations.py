@@ -235,6 +235,21 @@ def _method_key(cls, name):
     return None
 
 
+# Python functions of libraries, annotated by name (the library is never imported here):
+# they only report (a warning shown once), so the monitor does not run through them.
+_BY_NAME = {
+    # reads input_ids' values to decide whether to warn about padding (Dynamo skips it
+    # through transformers' is_tracing check)
+    ("transformers.modeling_utils", "PreTrainedModel.warn_if_padding_and_no_attention_mask"):
+        PURE_REF,
+}
+# Logging from inside forward (transformers' logger.warning): a report, as warnings.warn
+# (the logging machinery itself inspects frames: sys._getframe).
+_BY_NAME.update({("logging", f"Logger.{name}"): PURE_REF for name in (
+    "debug", "info", "warning", "warn", "error", "exception", "critical", "log",
+    "isEnabledFor", "getEffectiveLevel")})
+
+
 def lookup(fn):
     """The annotation of callable `fn`, FOLLOW for Python code, None when unknown."""
     ann = _lookup(fn)
@@ -256,7 +271,10 @@ def lookup(fn):
 def _lookup(fn):
     t = type(fn)
     if t is types.FunctionType:
-        return _BY_OBJ.get(fn, FOLLOW)
+        ann = _BY_OBJ.get(fn)
+        if ann is None:
+            ann = _BY_NAME.get((fn.__module__, fn.__qualname__), FOLLOW)
+        return ann
     if t is types.MethodType:
         if getattr(fn.__func__, "__module__", "") == "numpy.random.mtrand":
             return IMPURE

@@ -89,7 +89,7 @@ class OpRecorder(TorchFunctionMode):
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
         mon = self.monitor
-        if mon.stopped is not None:
+        if mon.stopped is not None or mon.opaque:
             return func(*args, **kwargs)
         self.calls += 1
         mon.suspend += 1

@@ -72,6 +72,7 @@ class FrameWatch:
         if self.resume:
             self.resume = False
             mon.suspend -= 1
+            mon.opaque -= 1
         if mon.stopped is not None:
             return None
         if event != "opcode":
@@ -409,6 +410,7 @@ def _apply_call(w, fn, args, kw_values=()):
     if type(fn) in (types.FunctionType, types.MethodType) and \
             annotations.lookup(fn) is not annotations.FOLLOW and w.mon.stopped is None:
         w.mon.suspend += 1  # annotated Python code: its annotation stands for its body
+        w.mon.opaque += 1  # (its torch calls too: they are not the program's graph)
         w.resume = True
 
 
@@ -438,6 +440,7 @@ def _import_name(w, frame, name, arg, top):
     # Importing an already imported module is a sys.modules lookup; the import machinery
     # itself is not part of the program's behaviour.
     w.mon.suspend += 1
+    w.mon.opaque += 1
     w.resume = True
 
 

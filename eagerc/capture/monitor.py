@@ -52,6 +52,9 @@ class Monitor:
         self.recorder = OpRecorder(self, symbolic)
         self.stopped = None  # the reason capture stopped, or None
         self.suspend = 0  # >0 while our own code (the op recorder) runs
+        # >0 while an annotated Python function (or an import) runs: its torch calls run
+        # unrecorded (a tensor it makes that the program uses later stops capture)
+        self.opaque = 0
         self.snapshots = {}  # node_id -> snapshot(obj) taken when first reached
         self.absent = {}  # node_id -> names that must stay absent (globals / instance dict)
         self.stride_nodes = set()  # node_ids of tensors whose strides the program read
