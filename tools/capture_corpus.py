@@ -22,6 +22,8 @@ eager did not raise), and for capture re-records on identical calls and the stop
 import argparse
 import collections
 import dataclasses
+import json
+import os
 import signal
 import sys
 import time
@@ -31,7 +33,7 @@ import warnings
 import torch
 import torch._dynamo as dynamo
 
-sys.path.insert(0, __import__("os").path.dirname(__file__))
+sys.path.insert(0, os.path.dirname(__file__))
 
 
 WARM_CALLS = 4
@@ -208,6 +210,8 @@ def run_program(name, build, timeout, n_identical=3):
         row["dynamo_reason"] = new_exc
     except Timeout:
         row["skip"] = f"timeout ({timeout} s)"
+    except MemoryError:
+        row = {"name": name, "skip": "out of memory (--memory-gb)"}
     except Exception as e:  # noqa: BLE001 - a program that cannot be built
         row["skip"] = f"cannot build: {type(e).__name__}: {str(e).splitlines()[0][:120]}" \
             if str(e) else f"cannot build: {type(e).__name__}"
@@ -289,8 +293,25 @@ def main(argv=None):
                          "(token-id or image inputs)")
     ap.add_argument("--timeout", type=int, default=120, help="seconds per program")
     ap.add_argument("--only", default="", help="comma-separated program names")
+    ap.add_argument("--memory-gb", type=float, default=10,
+                    help="address-space limit of this process (a model too large for its "
+                         "tiny config raises MemoryError and is skipped, instead of the OOM "
+                         "killer ending the run)")
+    ap.add_argument("--rows", default="",
+                    help="JSON-lines file of finished programs: rows found there are reused "
+                         "(a run that died resumes), new ones appended")
     ap.add_argument("-v", action="store_true")
     args = ap.parse_args(argv)
+    if args.memory_gb:
+        import resource
+        limit = int(args.memory_gb * 2 ** 30)
+        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+    done = {}
+    if args.rows and os.path.exists(args.rows):
+        with open(args.rows) as f:
+            for line in f:
+                row = json.loads(line)
+                done[row["name"]] = row
     warnings.simplefilter("ignore")
     import logging
     logging.disable(logging.WARNING)
@@ -301,8 +322,18 @@ def main(argv=None):
     rows = []
     for name, build in progs.items():
         t0 = time.perf_counter()
+        if name in done:
+            rows.append(done[name])
+            continue
+        if args.rows:  # a program that kills the process is skipped when the run resumes
+            with open(args.rows, "a") as f:
+                f.write(json.dumps({"name": name, "skip": "the process died running it"})
+                        + "\n")
         row = run_program(name, build, args.timeout)
         rows.append(row)
+        if args.rows:
+            with open(args.rows, "a") as f:
+                f.write(json.dumps(row, default=str) + "\n")
         print(f"# {name}: {time.perf_counter() - t0:.1f}s "
               f"{ {k: v for k, v in row.items() if k != 'name'} }", file=sys.stderr, flush=True)
     print(table(rows))
