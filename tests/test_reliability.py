@@ -78,13 +78,20 @@ def test_bad_input_raises_what_eager_raises(fresh_cache, mode, case):
     assert _recorded_refusals(fresh_cache) == []  # a user error leaves nothing on disk
 
 
+# Refusals that are properties of a signature the cases reach while building their inputs:
+# arange's out= overload in override mode (Inductor emits a resize_ shim call with one
+# argument too many, a C++ compile error on any machine).
+_INPUT_REFUSALS = {"aten::arange.start_out"}
+
+
 def _recorded_refusals(cache_dir) -> list:
     from kernel_cache import DiskStore
     from kernel_cache.layout import list_namespaces
 
     return [records for digest in list_namespaces(str(cache_dir))
             for _, records in DiskStore(str(cache_dir), namespace=digest).items()
-            if any("fallback" in r["metadata"] for r in records)]
+            if any("fallback" in r["metadata"] and r["metadata"].get("op") not in _INPUT_REFUSALS
+                   for r in records)]
 
 
 @pytest.mark.parametrize("mode", MODES)
