@@ -266,6 +266,7 @@ def test_html_renders_draws_the_chart_and_filters(tmp_path):
     assert "http://" not in html.read_text().replace("http://www.w3.org/2000/svg", "")  # no network
     dom = dump_dom(html)
     assert 'data-ready="yes"' in dom                       # the script ran to its end
+    assert '<div class="card" id="opinfo-float32"><b>66.67%</b>of 3 OpInfo entries work' in dom
     assert dom.count('class="seg"') >= 6                   # one bar segment per (family, status)
     assert 'data-family="linalg" data-status="compile_error"' in dom
     assert dom.count('<tr class="row"') == 7 and "7 of 7 shown" in dom

@@ -56,6 +56,11 @@ function summary() {
     cards.appendChild(el('div', {class: 'card'}, dtype));
     const pct = el('div', {class: 'card'}); pct.appendChild(el('b', {}, (s.working_pct ?? '-') + '%'));
     pct.appendChild(document.createTextNode('working of ' + s.tested + ' tested')); cards.appendChild(pct);
+    const o = (DATA.opinfo_summary || {})[dtype];
+    if (o) {
+      const oc = el('div', {class: 'card', id: 'opinfo-' + dtype}); oc.appendChild(el('b', {}, (o.working_pct ?? '-') + '%'));
+      oc.appendChild(document.createTextNode('of ' + o.entries + ' OpInfo entries work')); cards.appendChild(oc);
+    }
     for (const st of ORDER) {
       if (!s.by_status[st]) continue;
       const c = el('div', {class: 'card', 'data-status': st});
@@ -159,6 +164,7 @@ document.body.setAttribute('data-ready', 'yes');
 def render(report: dict) -> str:
     data = {
         "order": list(ORDER), "colors": COLORS, "dtypes": report["dtypes"], "summary": report["summary"],
+        "opinfo_summary": report.get("opinfo_summary", {}),
         "rows": [[op, fam, dtype, r["status"], (r.get("detail") or "")[:400]]
                  for op, fam, dtype, r in rows(report)],
     }
