@@ -3,6 +3,7 @@
 #include <ATen/MemoryOverlap.h>
 #include <ATen/native/CPUFallback.h>
 #include <ATen/native/Resize.h>
+#include <c10/core/impl/DeviceGuardImplInterface.h>
 #include <c10/util/Exception.h>
 
 #include <atomic>
@@ -94,6 +95,11 @@ c10::Device swap_to_cpu_aliases(
       v = out;
     } else if (v.isDevice() && has_other_home(v.toDevice())) {
       device = v.toDevice();
+      if (!device.has_index()) {
+        // device="eagerc": results go to the current device, with its index, as eager's do
+        // (an index-less tensor device broke later out= calls on it).
+        device = c10::impl::getDeviceGuardImpl(device.type())->getDevice();
+      }
       v = memory_home(device);
     }
   }

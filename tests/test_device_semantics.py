@@ -350,3 +350,13 @@ def test_a_result_the_device_cannot_hold_raises_instead_of_crashing():
     as a device tensor over "the same memory" used to crash the process."""
     with pytest.raises(NotImplementedError, match="ZeroTensor"):
         torch.ops.aten._efficientzerotensor([2, 2], device=DEV)
+
+
+@pytest.mark.parametrize("factory", [
+    lambda: torch.randn(3, device=DEV), lambda: torch.rand(2, 2, device=DEV),
+    lambda: torch.randint(0, 5, (3,), device=DEV), lambda: torch.zeros(3, device=DEV),
+])
+def test_factories_put_results_on_the_current_device_with_its_index(factory):
+    t = factory()
+    assert t.device == torch.device(DEV, 0) and t.untyped_storage().device == t.device
+    torch.add(t, t, out=torch.empty(0, dtype=t.dtype, device=DEV))  # needs one device

@@ -62,8 +62,12 @@ def served_status(counters: dict, extern_calls: list) -> tuple:
     """(status, detail) of one op's holder from its moved counters."""
     reasons = counters.get("fallback_reasons") or {}
     if counters.get("fallbacks") or reasons:
-        reason = next(iter(reasons), "fell back (no reason recorded)")
-        return "compile_error", reason.strip().splitlines()[0][:300]
+        reason = next(iter(reasons), "fell back (no reason recorded)").strip().splitlines()[0][:300]
+        if counters.get("aliased", 0) >= counters.get("fallbacks", 0) > 0:
+            # Not compiled, but served: a host-memory device runs ATen's kernel of its
+            # memory's home on aliases (EAGERC_ALIAS_FALLBACK, the default there).
+            return "aliased", f"ATen's CPU kernel on zero-copy aliases (not compiled: {reason})"
+        return "compile_error", reason
     if counters.get("aliased"):
         return "aliased", "ATen's CPU kernel on zero-copy aliases"
     if counters.get("interim"):
