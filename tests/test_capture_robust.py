@@ -342,3 +342,15 @@ def test_annotated_library_function_is_not_run_through():
         one_graph(run(f, X, torch.tensor([0, 1])))
     finally:
         del annotations._BY_NAME[key]
+
+
+def test_ones_like_of_an_input_is_a_constant():
+    def f(x):
+        mask = torch.ones_like(x[..., 0], dtype=torch.bool)  # BERT's default attention mask
+        return x * 2 if mask.all() else x
+    one_graph(run(f, X))
+
+    def g(x):
+        mask = torch.ones_like(x).mul(x)  # values of x: no constant
+        return x * 2 if mask.all() else x
+    assert run(g, X)["stop_reasons"] == {"tensor value read: Tensor.__bool__": 1}

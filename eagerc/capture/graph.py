@@ -85,6 +85,7 @@ class OpRecorder(TorchFunctionMode):
         # random or uninitialized): the same on every call the record serves, so Python
         # may read them (`if mask.all():` on a mask made by torch.ones(...)).
         self.const = set()
+        self.const_memory = {}  # const node -> its tensor's storage (a write there ends it)
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
@@ -172,11 +173,16 @@ class OpRecorder(TorchFunctionMode):
             if varies:
                 self.vary[id(o)] = True
         if name not in _NONDETERMINISTIC and not (self.symbolic and any(
-                True for _ in _symbolic_in((args, kwargs)))) and \
-                all(n in self.const for n in _fx_nodes((fx_args, fx_kwargs))):
-            self.const.add(node)
+                True for _ in _symbolic_in((args, kwargs)))) and (
+                all(n in self.const for n in _fx_nodes((fx_args, fx_kwargs))) or
+                name in _METADATA_FACTORIES and not self.symbolic and
+                all(n in self.const for n in _fx_nodes((fx_args[1:], fx_kwargs)))):
+            self.const.add(node)  # (ones_like(x): x's metadata, which the guard fixes)
         if not self._bind(out, node):
             self.monitor.stop(f"non-tensor result of {name}: {type(out).__name__}")
+        for o in _tensors_in(out) if self.const else ():
+            if self.nodes.get(id(o)) in self.const:
+                self.const_memory[self.nodes[id(o)]] = _storage(o)
         written = _written_tensor(name, args, kwargs)
         if written is not None:
             # Kept by dead-code elimination even when its result is unused: the write into
@@ -184,7 +190,13 @@ class OpRecorder(TorchFunctionMode):
             node.meta["eagerc_writes"] = True
             self.monitor.note_tensor_write(written)
             if node not in self.const:
-                self.const.clear()  # it may write into a constant, or a view of one
+                # No constant any more: the written tensor and every view of its memory.
+                target = _storage(written)
+                gone = {n for n, m in self.const_memory.items()
+                        if m == target or m is None or target is None}
+                self.const -= gone
+                if self.nodes.get(id(written)) in self.const:
+                    self.const.discard(self.nodes[id(written)])
         return out
 
     def record_detach(self, out, src):
@@ -384,12 +396,22 @@ def _identity(x):
     return x
 
 
+# Factories whose values depend on their first tensor's metadata only (not its values).
+_METADATA_FACTORIES = frozenset("ones_like zeros_like full_like new_ones new_zeros new_full".split())
 _CONST_READS = frozenset("item tolist __bool__ __int__ __float__ __index__".split())
 _NONDETERMINISTIC = frozenset("""rand rand_like randn randn_like randint randint_like randperm
     normal normal_ bernoulli bernoulli_ multinomial uniform_ exponential_ geometric_ cauchy_
     log_normal_ random_ poisson dropout dropout_ alpha_dropout feature_alpha_dropout
     dropout1d dropout2d dropout3d rrelu rrelu_ empty empty_like empty_strided new_empty
     new_empty_strided native_dropout set_ resize_ seed manual_seed""".split())
+
+
+def _storage(tensor):
+    """Identity of a tensor's memory (its storage's address), None when it has none."""
+    try:
+        return tensor.untyped_storage().data_ptr() or None
+    except Exception:  # noqa: BLE001 - no storage (e.g. a subclass): unknown
+        return None
 
 
 def _fx_nodes(value):
