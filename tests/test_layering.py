@@ -3,7 +3,7 @@
 - kernel_cache/ (storage) imports nothing from eagerc;
 - eagerc's core (targets, the compile/cache service, the compiler, registration, stats)
   imports no feature;
-- features (device, capture; next warm and coverage) import core, never each other.
+- features (device, capture, warm, coverage) import core, never each other.
 
 Every import counts, including those inside functions (lazy imports are still edges).
 """
