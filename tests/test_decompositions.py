@@ -1,4 +1,5 @@
-"""Ops Inductor hands back to ATen, made generated code (eagerc/compile/op.py).
+"""Where Inductor falls short per op: ops it hands back to ATen, made generated code
+(eagerc/compile/op.py), and calls it computes wrongly, refused (compile/known_wrong.py).
 
 Inductor keeps some ops as calls of ATen's kernel (upsample_bilinear2d and friends) where
 torch._decomp has a decomposition. eagerc's compiler sees that the artifact would only
@@ -63,3 +64,19 @@ def test_int_lists_pushed_to_boxed_calls_become_int_lists():
     assert fixed.count("static inline c10::IValue eagerc_int_list_ivalue(") == 1
     assert fixed.index("#include") < fixed.index("eagerc_int_list_ivalue(") < fixed.index("void inductor")
     assert fix_boxed_int_lists("void f() {}") == "void f() {}"
+
+
+@pytest.mark.parametrize("call,op", [
+    # Inductor (torch.compile alike) ignores the explicit scales of this backward.
+    (lambda g: torch.ops.aten.upsample_nearest2d_backward(g, [8, 8], [1, 2, 5, 5], 1.7, 1.7),
+     "aten::upsample_nearest2d_backward"),
+    # ...and miscounts ceil-mode windows past the padding here (OpInfo avg_pool1d sample).
+    (lambda g: torch.ops.aten.avg_pool2d_backward(g[..., :1, :4], torch.zeros(1, 2, 1, 9, device=g.device),
+                                                 [1, 6], [1, 3], [0, 2], True, True, None),
+     "aten::avg_pool2d_backward"),
+])
+def test_calls_inductor_computes_wrongly_run_eagers_kernel(fresh_cache, call, op):
+    g = torch.randn(1, 2, 8, 8)
+    assert_close(call(g.to("eagerc")).cpu(), call(g))
+    stats = _op_stats(op)
+    assert stats["compiles"] == 0 and stats["aliased"] == 1, stats

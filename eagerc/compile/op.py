@@ -15,6 +15,7 @@ import torch
 
 from eagerc.aten_meta import qualified_name
 from eagerc.compile.errors import CompileError, InductorFailed, NeedsHostAliases, SpecializeValues, error_summary
+from eagerc.compile import known_wrong
 from eagerc.compile.inductor_wrapper import build_artifact
 from eagerc.compile.lock import compile_lock
 from eagerc.compile.trace import trace_op
@@ -76,6 +77,9 @@ def compile_op(op, args, layout, target, parallel: bool) -> CompiledKernel:
 def _compile_op(op, args, layout, target, parallel: bool) -> CompiledKernel:
     # A call that still has device tensors (not one moved to CPU aliases) gets its outputs
     # allocated on the device.
+    wrong = known_wrong.reason(op, args)
+    if wrong:
+        raise CompileError(wrong)
     on_device = target.touches_device(args)
     args = target.standins(args)
     start = time.perf_counter()

@@ -1,0 +1,40 @@
+"""Calls Inductor compiles to different values than eager: refused before tracing.
+
+Each entry was found by comparing with eager (python -m eagerc.coverage, OpInfo samples)
+and reproduced with torch.compile itself, so it is Inductor's, not eagerc's. A refused
+call runs eager's kernel (natively in override mode, on aliases on a host-memory device).
+Re-check the entries with each torch release.
+"""
+from __future__ import annotations
+
+
+def _has_scales(args, first_scale: int) -> bool:
+    return any(a is not None for a in args[first_scale:])
+
+
+# op name (without overload) -> (predicate on the call's arguments, why)
+_WRONG = {
+    # torch 2.13: the backward lowering ignores scales_h/scales_w: with scale 1.7 the
+    # gradient of an 5x5 -> 8x8 upsample is off by ~2.3 (torch.compile alike).
+    "upsample_nearest1d_backward": (lambda args: _has_scales(args, 3),
+                                    "Inductor ignores explicit scales of nearest upsampling's backward"),
+    "upsample_nearest2d_backward": (lambda args: _has_scales(args, 3),
+                                    "Inductor ignores explicit scales of nearest upsampling's backward"),
+    "upsample_nearest3d_backward": (lambda args: _has_scales(args, 3),
+                                    "Inductor ignores explicit scales of nearest upsampling's backward"),
+    # torch 2.13: with ceil_mode and count_include_pad, windows that run past the padded
+    # input are divided by the wrong count (OpInfo avg_pool1d sample 2: off by ~0.1).
+    "avg_pool2d_backward": (lambda args: bool(args[5]) and bool(args[6]),
+                            "Inductor divides ceil-mode windows past the padding by the wrong count"),
+    "avg_pool3d_backward": (lambda args: bool(args[5]) and bool(args[6]),
+                            "Inductor divides ceil-mode windows past the padding by the wrong count"),
+}
+
+
+def reason(op, args):
+    """Why Inductor would compute this call wrongly, or None."""
+    entry = _WRONG.get(op._schema.name.split("::")[-1])
+    if entry is None:
+        return None
+    predicate, why = entry
+    return why if predicate(tuple(args)) else None
