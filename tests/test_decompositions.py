@@ -74,9 +74,12 @@ def test_int_lists_pushed_to_boxed_calls_become_int_lists():
     (lambda g: torch.ops.aten.avg_pool2d_backward(g[..., :1, :4], torch.zeros(1, 2, 1, 9, device=g.device),
                                                  [1, 6], [1, 3], [0, 2], True, True, None),
      "aten::avg_pool2d_backward"),
+    # ...and returns an empty noise in eval mode (eager returns the noise given).
+    (lambda g: torch.ops.aten.rrelu_with_noise_functional(g, g.abs(), 0.125, 1 / 3, False)[1],
+     "aten::rrelu_with_noise_functional"),
 ])
 def test_calls_inductor_computes_wrongly_run_eagers_kernel(fresh_cache, call, op):
     g = torch.randn(1, 2, 8, 8)
     assert_close(call(g.to("eagerc")).cpu(), call(g))
-    stats = _op_stats(op)
-    assert stats["compiles"] == 0 and stats["aliased"] == 1, stats
+    stats = _op_stats(op)  # refused: eager's kernel ran (on aliases, or its composite form)
+    assert stats["compiles"] == 0 and stats["fallbacks"] == 1, stats
