@@ -33,7 +33,18 @@ _WRONG = {
     **{name: (lambda args: len(args) > 4 and not args[4],
               "Inductor's eval-mode rrelu_with_noise returns an empty noise")
        for name in ("rrelu_with_noise", "rrelu_with_noise_", "rrelu_with_noise_functional")},
+    # A g not shaped like the norm (v's shape with 1 in every dim but `dim`): eager's kernel
+    # returns norms shaped like g and other values; Inductor's decomposition broadcasts.
+    **{name: (lambda args: _g_not_norm_shaped(*args[:3]),
+              "Inductor's weight norm differs from eager for a g not shaped like the norm")
+       for name in ("_weight_norm_interface",)},
 }
+
+
+def _g_not_norm_shaped(v, g, dim) -> bool:
+    dim = dim % v.dim() if v.dim() else 0
+    norm = [s if i == dim else 1 for i, s in enumerate(v.shape)]
+    return list(g.shape) != norm
 
 
 def reason(op, args):
