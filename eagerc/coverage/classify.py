@@ -12,9 +12,9 @@ import re
 
 # From worst to best: an op's status is its worst sample's. Working statuses last.
 ORDER = ("crash", "timeout", "mismatch", "error", "compile_error", "unsupported_arg",
-         "no_kernel", "aliased", "extern", "random", "pass", "runtime", "not_served",
+         "no_kernel", "aliased", "composite", "extern", "random", "pass", "runtime", "not_served",
          "decomposed", "no_sample")
-WORKING = ("pass", "extern", "aliased", "runtime", "random")
+WORKING = ("pass", "extern", "aliased", "composite", "runtime", "random")
 STATUSES = ORDER
 
 _COUNTERS = ("hits", "misses", "fallbacks", "aliased", "interim", "compiles", "disk_loads")
@@ -58,8 +58,10 @@ def externs(artifact_paths) -> list:
     return sorted(found - _NOT_EXTERN)
 
 
-def served_status(counters: dict, extern_calls: list) -> tuple:
-    """(status, detail) of one op's holder from its moved counters."""
+def served_status(counters: dict, extern_calls: list, composite: bool = False) -> tuple:
+    """(status, detail) of one op's holder from its moved counters. `composite`: on a new
+    device, the op's fallback is its CompositeExplicitAutograd kernel (it calls other ops,
+    which the device serves)."""
     reasons = counters.get("fallback_reasons") or {}
     if counters.get("fallbacks") or reasons:
         reason = next(iter(reasons), "fell back (no reason recorded)").strip().splitlines()[0][:300]
@@ -67,6 +69,8 @@ def served_status(counters: dict, extern_calls: list) -> tuple:
             # Not compiled, but served: a host-memory device runs ATen's kernel of its
             # memory's home on aliases (EAGERC_ALIAS_FALLBACK, the default there).
             return "aliased", f"ATen's CPU kernel on zero-copy aliases (not compiled: {reason})"
+        if composite:
+            return "composite", f"its CompositeExplicitAutograd kernel ran (not compiled: {reason})"
         return "compile_error", reason
     if counters.get("aliased"):
         return "aliased", "ATen's CPU kernel on zero-copy aliases"

@@ -14,7 +14,7 @@ decomposed / no_sample) are listed as changes.
 """
 from __future__ import annotations
 
-_RANK = {s: 0 for s in ("pass", "extern", "aliased", "runtime", "random", "not_served")}
+_RANK = {s: 0 for s in ("pass", "extern", "aliased", "composite", "runtime", "random", "not_served")}
 _RANK.update({s: 1 for s in ("compile_error", "unsupported_arg", "no_kernel", "error", "timeout")})
 _RANK.update({"mismatch": 2, "crash": 2})
 

@@ -87,6 +87,12 @@ class Device:
                 return f"output {i} on {t.device} (storage on {storage}), expected {want}"
         return ""
 
+    def composite_fallback(self, name: str) -> bool:
+        """On a new device (no kernels of its own), a refused op falls back to its
+        CompositeExplicitAutograd kernel, which calls ops the device serves."""
+        return not self.override and self.name != "cpu" and torch._C._dispatch_has_kernel_for_dispatch_key(
+            name, "CompositeExplicitAutograd")
+
     def why_not_served(self, name: str) -> str:
         f = op_facts(name)
         if name in self.denied:
@@ -183,7 +189,7 @@ def _served_outcome(name, dtype, facts, dev, delta) -> Outcome:
         paths = [p for n, p in _loads if n == name]
         _seen[(name, dtype)].update(paths)
         ext = classify.externs(paths or _seen[(name, dtype)])
-        status, detail = classify.served_status(own, ext)
+        status, detail = classify.served_status(own, ext, composite=dev.composite_fallback(name))
         return Outcome(status, detail, externs=ext)
     if name in dev.runtime:
         return Outcome("runtime", "the device's hand-written runtime")

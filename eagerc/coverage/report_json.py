@@ -24,6 +24,8 @@ STATUS_MEANINGS = {
     "pass": "compiled to generated code; every sample matches CPU eager (eagerc.testing tolerances)",
     "extern": "compiled and matches, but the artifact calls an ATen/vendor kernel (named in detail)",
     "aliased": "matches; ATen's CPU kernel ran on zero-copy aliases of the device's memory",
+    "composite": "matches; not compiled itself, its CompositeExplicitAutograd kernel ran on ops "
+                 "the device serves (why it was not compiled in detail)",
     "runtime": "matches; served by the device's hand-written runtime (allocation, copies, views, .item())",
     "random": "a random op: compiled; shapes, dtypes and statistics match CPU eager's draw (values are not compared)",
     "mismatch": "ran, but a sample differs from CPU eager (worst error and sample in detail)",
