@@ -12,11 +12,13 @@ from __future__ import annotations
 
 import torch
 
-# dtype -> (rtol, atol)
+# dtype -> (rtol, atol). Half types: two units in the last place (2 * 2**-10 for float16,
+# 2 * 2**-7 for bfloat16): Inductor computes them in float32 and rounds once, eager's CPU
+# kernels round at other steps, so one-ulp differences either way are rounding, not errors.
 TOLERANCES = {
     torch.float64: (1e-7, 1e-7),
     torch.float32: (1.3e-6, 1e-5),
-    torch.float16: (1e-3, 1e-3),
+    torch.float16: (2e-3, 1e-3),
     torch.bfloat16: (1.6e-2, 1e-2),
 }
 # Whole models accumulate rounding over many layers.
