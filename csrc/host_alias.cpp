@@ -1,9 +1,11 @@
 #include "host_alias.h"
 
+#include <ATen/EmptyTensor.h>
 #include <c10/core/CPUAllocator.h>
 #include <c10/core/TensorImpl.h>
 #include <c10/util/intrusive_ptr.h>
 
+#include <algorithm>
 #include <array>
 #include <atomic>
 
@@ -92,11 +94,17 @@ void sync_written(const at::Tensor& original, const at::Tensor& alias) {
     return;  // written in place
   }
   // The kernel resized its out= (new memory on the home device): the device tensor takes the new
-  // geometry through the device's own resize_, then the bytes.
-  original.resize_(alias.sizes());
-  if (original.strides() != alias.strides()) {
-    original.as_strided_(alias.sizes(), alias.strides(), original.storage_offset());
+  // geometry through the device's own resize_, then the bytes. The storage must cover the
+  // alias's strides, not only its sizes: linalg_lstsq leaves a 3x2 solution with strides
+  // [1, 5] over a 5x2 buffer (a contiguous resize was too small for it).
+  const int64_t item = static_cast<int64_t>(alias.dtype().itemsize());
+  const int64_t bytes = static_cast<int64_t>(at::detail::computeStorageNbytes(
+      alias.sizes(), alias.strides(), item, alias.storage_offset()));
+  const int64_t elements = (bytes + item - 1) / item - original.storage_offset();
+  if (elements > 0 && (alias.strides() != original.strides() || alias.sizes() != original.sizes())) {
+    original.resize_({std::max<int64_t>(elements, original.numel())});
   }
+  original.as_strided_(alias.sizes(), alias.strides(), original.storage_offset());
   cpu_alias(original).copy_(alias);
 }
 

@@ -360,3 +360,14 @@ def test_factories_put_results_on_the_current_device_with_its_index(factory):
     t = factory()
     assert t.device == torch.device(DEV, 0) and t.untyped_storage().device == t.device
     torch.add(t, t, out=torch.empty(0, dtype=t.dtype, device=DEV))  # needs one device
+
+
+def test_an_out_the_cpu_kernel_restrides_past_its_size_is_handed_back():
+    """linalg_lstsq's CPU kernel leaves a 3x2 solution with strides [1, 5] over a 5x2
+    buffer: the device tensor must get storage for those strides (it raised 'out of
+    bounds for storage of size 24')."""
+    a, b = torch.randn(5, 3), torch.randn(5, 2)
+    got = torch.linalg.lstsq(on_dev(a), on_dev(b)).solution
+    want = torch.linalg.lstsq(a, b).solution
+    assert got.stride() == want.stride()
+    assert_close(got.cpu(), want, rtol=1e-4, atol=1e-5)
