@@ -237,9 +237,9 @@ def run_call(op, name, dtype, facts, call, dev) -> Outcome:
     delta = classify.stats_delta(before, eagerc.stats()["ops"])
     if raised is not None:
         own = delta.get(f"{name}@{dev.key}", {})
-        if own.get("fallbacks") or own.get("fallback_reasons"):
-            return Outcome(*classify.served_status(own, []))
         message = str(raised)
+        if (own.get("fallbacks") or own.get("fallback_reasons")) and "could not be compiled" in message:
+            return Outcome(*classify.served_status(own, []))  # the new device's refusal
         if isinstance(raised, NotImplementedError) and ("Could not run" in message or "no kernel" in message):
             why = dev.why_not_served(name)
             return Outcome("unsupported_arg" if why.startswith("unsupported") else "no_kernel", why)
