@@ -77,6 +77,8 @@ def test_int_lists_pushed_to_boxed_calls_become_int_lists():
     # ...and returns an empty noise in eval mode (eager returns the noise given).
     (lambda g: torch.ops.aten.rrelu_with_noise_functional(g, g.abs(), 0.125, 1 / 3, False)[1],
      "aten::rrelu_with_noise_functional"),
+    # ...and, vectorized with a masked tail, takes a True for the minimum of a bool row.
+    (lambda g: torch.min(g[0, 0, :6, :] > 0, 1).indices, "aten::min.dim"),
 ])
 def test_calls_inductor_computes_wrongly_run_eagers_kernel(fresh_cache, call, op):
     g = torch.randn(1, 2, 8, 8)

@@ -7,12 +7,14 @@ Re-check the entries with each torch release.
 """
 from __future__ import annotations
 
+import torch
+
 
 def _has_scales(args, first_scale: int) -> bool:
     return any(a is not None for a in args[first_scale:])
 
 
-# op name (without overload) -> (predicate on the call's arguments, why)
+# op name, or name.overload -> (predicate on the call's arguments, why)
 _WRONG = {
     # torch 2.13: the backward lowering ignores scales_h/scales_w: with scale 1.7 the
     # gradient of an 5x5 -> 8x8 upsample is off by ~2.3 (torch.compile alike).
@@ -38,6 +40,11 @@ _WRONG = {
     **{name: (lambda args: _g_not_norm_shaped(*args[:3]),
               "Inductor's weight norm differs from eager for a g not shaped like the norm")
        for name in ("_weight_norm_interface",)},
+    # torch 2.13, CPU: the vectorized argmin of a bool row (a masked tail) picks a True:
+    # min(x, dim) of [[True, False, True]] gave index 0 (torch.compile's static shapes do
+    # not reach that path). max.dim of bool is right.
+    "min.dim": (lambda args: isinstance(args[0], torch.Tensor) and args[0].dtype == torch.bool,
+                "Inductor's vectorized bool argmin picks a wrong index"),
 }
 
 
@@ -49,7 +56,8 @@ def _g_not_norm_shaped(v, g, dim) -> bool:
 
 def reason(op, args):
     """Why Inductor would compute this call wrongly, or None."""
-    entry = _WRONG.get(op._schema.name.split("::")[-1])
+    name = op._schema.name.split("::")[-1]
+    entry = _WRONG.get(f"{name}.{op._schema.overload_name}") or _WRONG.get(name)
     if entry is None:
         return None
     predicate, why = entry
