@@ -207,39 +207,44 @@ def _wall_ms(fn) -> float:
     return (time.perf_counter() - t0) * 1e3
 
 
-def bench_models(args) -> None:
+def _model_cases(args):
+    """(name, batch, model, inputs) for every model and batch asked for, TF32 off."""
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
-    print(f"{'model':<10} {'batch':>5} {'native ms':>10} {'eagerc ms':>10} {'ratio':>6} "
-          f"{'compile ms':>11} {'capture ms':>11} {'ratio':>6} {'max err':>9}")
     for name in args.models.split(","):
         for batch in (int(b) for b in args.batches.split(",")):
             torch.manual_seed(0)
-            model, inputs = build_model(name, batch)
-            with torch.no_grad():
-                fwd = lambda: model(**inputs)  # noqa: E731
-                want = _first_tensor(fwd())
-                with eagerc.enabled(DEV):
-                    got = _first_tensor(fwd())  # compiles what is missing
-                err = (got - want).abs().max().item()
-                compiled = torch.compile(model)
-                captured = eagerc.capture(model)
-                for _ in range(3):
-                    compiled(**inputs), captured(**inputs)
-                nat, eag = _alternate(fwd, fwd, args.rounds, _wall_ms)
-                tc, cap = [], []
-                for _ in range(args.rounds):
-                    tc.append(_wall_ms(lambda: compiled(**inputs)))
-                    cap.append(_wall_ms(lambda: captured(**inputs)))
-                tc, cap = statistics.median(tc), statistics.median(cap)
-            print(f"{name:<10} {batch:>5} {nat:>10.2f} {eag:>10.2f} {eag / nat:>6.2f} "
-                  f"{tc:>11.2f} {cap:>11.2f} {cap / tc:>6.2f} {err:>9.1e}", flush=True)
-            stats = eagerc.stats()
-            falls = {k: v["fallback_reasons"] for k, v in stats["ops"].items() if v["fallbacks"]}
-            if falls:
-                print("   fallbacks:", {k: list(v)[:1] for k, v in list(falls.items())[:8]})
-            del model, compiled, captured
-            torch.cuda.empty_cache()
+            yield (name, batch, *build_model(name, batch))
+
+
+def bench_models(args) -> None:
+    print(f"{'model':<10} {'batch':>5} {'native ms':>10} {'eagerc ms':>10} {'ratio':>6} "
+          f"{'compile ms':>11} {'capture ms':>11} {'ratio':>6} {'max err':>9}")
+    for name, batch, model, inputs in _model_cases(args):
+        with torch.no_grad():
+            fwd = lambda: model(**inputs)  # noqa: E731
+            want = _first_tensor(fwd())
+            with eagerc.enabled(DEV):
+                got = _first_tensor(fwd())  # compiles what is missing
+            err = (got - want).abs().max().item()
+            compiled = torch.compile(model)
+            captured = eagerc.capture(model)
+            for _ in range(3):
+                compiled(**inputs), captured(**inputs)
+            nat, eag = _alternate(fwd, fwd, args.rounds, _wall_ms)
+            tc, cap = [], []
+            for _ in range(args.rounds):
+                tc.append(_wall_ms(lambda: compiled(**inputs)))
+                cap.append(_wall_ms(lambda: captured(**inputs)))
+            tc, cap = statistics.median(tc), statistics.median(cap)
+        print(f"{name:<10} {batch:>5} {nat:>10.2f} {eag:>10.2f} {eag / nat:>6.2f} "
+              f"{tc:>11.2f} {cap:>11.2f} {cap / tc:>6.2f} {err:>9.1e}", flush=True)
+        stats = eagerc.stats()
+        falls = {k: v["fallback_reasons"] for k, v in stats["ops"].items() if v["fallbacks"]}
+        if falls:
+            print("   fallbacks:", {k: list(v)[:1] for k, v in list(falls.items())[:8]})
+        del model, compiled, captured
+        torch.cuda.empty_cache()
 
 
 def bench_device_models(args) -> None:
@@ -250,38 +255,33 @@ def bench_device_models(args) -> None:
         subprocess.run([sys.executable, __file__, "device-models", "--models", args.models,
                         "--batches", args.batches, "--rounds", str(args.rounds)], env=env, check=True)
         return
-    torch.backends.cuda.matmul.allow_tf32 = False
-    torch.backends.cudnn.allow_tf32 = False
     print(f"{'model':<10} {'batch':>5} {'native ms':>10} {'device ms':>10} {'ratio':>6} "
           f"{'max err':>9} {'compiles':>8} {'aliased':>8}")
-    for name in args.models.split(","):
-        for batch in (int(b) for b in args.batches.split(",")):
-            torch.manual_seed(0)
-            model, inputs = build_model(name, batch)  # on cuda
-            on_device = copy.deepcopy(model).to("eagerc")
-            device_inputs = {k: v.to("eagerc") for k, v in inputs.items()}
-            with torch.no_grad():
-                native = lambda: model(**inputs)  # noqa: E731
-                device = lambda: on_device(**device_inputs)  # noqa: E731
-                want = _first_tensor(native())
-                eagerc.reset_stats()
-                got = _first_tensor(device())  # compiles what is missing
-                err = (got.to("cuda") - want).abs().max().item()
-                stats = eagerc.stats()
-                aliased = sum(v["aliased"] for v in stats["ops"].values())
-                for _ in range(2):
-                    device()
-                nat, dev = [], []
-                for _ in range(args.rounds):  # alternating; cuda itself is not overridden
-                    nat.append(_wall_ms(native))
-                    dev.append(_wall_ms(device))
-                nat, dev = statistics.median(nat), statistics.median(dev)
-            print(f"{name:<10} {batch:>5} {nat:>10.2f} {dev:>10.2f} {dev / nat:>6.2f} {err:>9.1e} "
-                  f"{stats['compiles']:>8} {aliased:>8}", flush=True)
-            if aliased:
-                print("   aliased:", sorted(k for k, v in stats["ops"].items() if v["aliased"]))
-            del model, on_device
-            torch.cuda.empty_cache()
+    for name, batch, model, inputs in _model_cases(args):  # on cuda
+        on_device = copy.deepcopy(model).to("eagerc")
+        device_inputs = {k: v.to("eagerc") for k, v in inputs.items()}
+        with torch.no_grad():
+            native = lambda: model(**inputs)  # noqa: E731
+            device = lambda: on_device(**device_inputs)  # noqa: E731
+            want = _first_tensor(native())
+            eagerc.reset_stats()
+            got = _first_tensor(device())  # compiles what is missing
+            err = (got.to("cuda") - want).abs().max().item()
+            stats = eagerc.stats()
+            aliased = sum(v["aliased"] for v in stats["ops"].values())
+            for _ in range(2):
+                device()
+            nat, dev = [], []
+            for _ in range(args.rounds):  # alternating; cuda itself is not overridden
+                nat.append(_wall_ms(native))
+                dev.append(_wall_ms(device))
+            nat, dev = statistics.median(nat), statistics.median(dev)
+        print(f"{name:<10} {batch:>5} {nat:>10.2f} {dev:>10.2f} {dev / nat:>6.2f} {err:>9.1e} "
+              f"{stats['compiles']:>8} {aliased:>8}", flush=True)
+        if aliased:
+            print("   aliased:", sorted(k for k, v in stats["ops"].items() if v["aliased"]))
+        del model, on_device
+        torch.cuda.empty_cache()
 
 
 def main() -> None:
