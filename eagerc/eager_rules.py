@@ -48,7 +48,10 @@ def _run_eager(op, args, home, served) -> None:
     # arguments their schema does not annotate (native_batch_norm and cudnn_batch_norm
     # update running_mean/var in place), and eager's run must leave the caller's tensors
     # as they were. One copy per storage keeps overlaps between arguments as they were.
-    replicas = {key: _clone_storage(t, home) for key, t in _storages(args).items()}
+    # Tensors of the served device are copied to `home`; any other (a CPU index, a 0-dim
+    # CPU scalar) stays on its own device, as eager sees it.
+    replicas = {key: _clone_storage(t, home if t.device.type == served else None)
+                for key, t in _storages(args).items()}
     call = [_on_replica(v, replicas, home, served) for v in args]
     pos, kw = split_call(op, call)
     if torch.Tag.nondeterministic_seeded in op.tags:
@@ -87,9 +90,7 @@ def _on_replica(value, replicas, home, served):
     """`value` with every tensor rebuilt over its storage's copy (same sizes, strides and
     offset: overlaps between arguments stay as they were)."""
     def swap(t):
-        storage = replicas.get(_storage_key(t))
-        if storage is None:
-            return t
+        storage = replicas[_storage_key(t)]  # every storage has its copy (_storages)
         return torch.empty(0, dtype=t.dtype, device=storage.device).set_(
             storage, t.storage_offset(), t.size(), t.stride())
 
