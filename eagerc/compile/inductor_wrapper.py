@@ -166,55 +166,50 @@ def _with_flags(builder, flags: str):
     return builder
 
 
-_LINK_TORCH_CPU = re.compile(r"(?<!\S)-ltorch_cpu(?!\S)")
 _LINK_TORCH_LIBS = re.compile(r"(?<!\S)-l(?P<lib>torch_cpu|torch_cuda)(?!\S)")
 _OPTIMIZE = re.compile(r"(?<!\S)-O[23](?!\S)")
 _stub_paths: dict = {}
 
 
-def _build_glue(builder) -> None:
-    """Compile and link a GPU wrapper in one step, as Inductor would but cheaper: -O1 (the
-    wrapper only unpacks handles and launches Triton kernels; torch 2.13 builds it so
-    itself), -w, and libtorch_cpu / libtorch_cuda linked through empty stubs (the linker
-    no longer reads their dynamic symbol tables; the loader resolves the symbols in the
-    libraries this process has loaded, as before). Built as given where that fails."""
+def _build_with(builder, rewrite) -> None:
+    """Build with the command line `rewrite(line)` gives; where that build fails (an old
+    linker refusing the stubs, say), as given: the real build decides."""
     command = getattr(builder, "get_command_line", None)
-    if command is None:
-        builder.build()
-        return
-    line = command()
-    compiler = line.split()[0]
+    if command is not None:
+        cheaper = rewrite(command())
+        builder.get_command_line = lambda: cheaper
+        try:
+            return builder.build()
+        except Exception:  # noqa: BLE001
+            builder.get_command_line = command
+    builder.build()
+
+
+def _through_stubs(line: str) -> str:
+    """`line` with ``-ltorch_cpu`` / ``-ltorch_cuda`` replaced by empty libraries of the same
+    soname (forced into DT_NEEDED). The output is the same: a shared library may leave
+    symbols undefined, and the loader resolves them in the libraries the process has
+    loaded, as it did; but the linker no longer reads their dynamic symbol tables
+    (libtorch_cpu's 75k symbols: 0.35 s -> 0.06 s). A stub that cannot be made: as given."""
+    compiler = line.split()[0] if line else ""
 
     def stub_link(match):
         stub = _stub_library(compiler, f"lib{match.group('lib')}.so")
         return f"-Wl,--push-state,--no-as-needed {stub} -Wl,--pop-state" if stub else match.group(0)
 
-    cheaper = _LINK_TORCH_LIBS.sub(stub_link, _OPTIMIZE.sub("-O1", line)) + " -w"
-    builder.get_command_line = lambda: cheaper
-    try:
-        builder.build()
-    except Exception:  # noqa: BLE001 - a toolchain that refuses the stubs: the real build decides
-        builder.get_command_line = command
-        builder.build()
+    return _LINK_TORCH_LIBS.sub(stub_link, line)
+
+
+def _build_glue(builder) -> None:
+    """Compile and link a GPU wrapper in one step, as Inductor would but cheaper: -O1 (the
+    wrapper only unpacks handles and launches Triton kernels; torch 2.13 builds it so
+    itself), -w, and libtorch linked through stubs (_through_stubs)."""
+    _build_with(builder, lambda line: _through_stubs(_OPTIMIZE.sub("-O1", line)) + " -w")
 
 
 def _link_through_stub(builder) -> None:
-    """Run the link step `builder` with ``-ltorch_cpu`` replaced by an empty library of the
-    same soname (forced into DT_NEEDED). The output is the same: a shared library may
-    leave symbols undefined, and the loader resolves them in the libtorch_cpu the process
-    has loaded, as it did; but the linker no longer reads libtorch_cpu's 75k dynamic
-    symbols (0.35 s -> 0.06 s). Where the stub cannot be made or used, links as given."""
-    command = getattr(builder, "get_command_line", None)
-    line = command() if command is not None else ""
-    stub = _stub_library(line.split()[0], "libtorch_cpu.so") if _LINK_TORCH_CPU.search(line) else None
-    if stub is not None:
-        builder.get_command_line = lambda: _LINK_TORCH_CPU.sub(
-            f"-Wl,--push-state,--no-as-needed {stub} -Wl,--pop-state", line)
-        try:
-            return builder.build()
-        except Exception:  # noqa: BLE001 - an old linker, say: the real link decides
-            builder.get_command_line = command
-    builder.build()
+    """Run the link step `builder` with libtorch linked through stubs (_through_stubs)."""
+    _build_with(builder, _through_stubs)
 
 
 def _stub_library(compiler: str, soname: str):
