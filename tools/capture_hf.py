@@ -139,19 +139,22 @@ def named():
             "hf_bert": bert, "hf_gpt2": gpt2, "hf_vit": vit}
 
 
+def _mapped_types(mapping, max_models):
+    """(model_type, class name) of a transformers auto mapping whose config transformers
+    can build, at most `max_models` of them."""
+    from transformers.models.auto import configuration_auto as ca
+
+    found = [(t, c) for t, c in mapping.items() if isinstance(c, str) and t in ca.CONFIG_MAPPING_NAMES]
+    return found[:max_models]
+
+
 def causal_lms(max_models):
     """Every causal-LM model type transformers maps, built from its default config shrunk."""
     import transformers as T
-    from transformers.models.auto import configuration_auto as ca
     from transformers.models.auto import modeling_auto as ma
 
     out = {}
-    for model_type, cls_name in ma.MODEL_FOR_CAUSAL_LM_MAPPING_NAMES.items():
-        if len(out) >= max_models:
-            break
-        if not isinstance(cls_name, str) or model_type not in ca.CONFIG_MAPPING_NAMES:
-            continue
-
+    for model_type, cls_name in _mapped_types(ma.MODEL_FOR_CAUSAL_LM_MAPPING_NAMES, max_models):
         def build(model_type=model_type, cls_name=cls_name):
             cfg = tiny(T.AutoConfig.for_model(model_type))
             m = getattr(T, cls_name)(cfg).eval()
@@ -168,16 +171,10 @@ def base_models(max_models):
     import inspect
 
     import transformers as T
-    from transformers.models.auto import configuration_auto as ca
     from transformers.models.auto import modeling_auto as ma
 
     out = {}
-    for model_type, cls_name in ma.MODEL_MAPPING_NAMES.items():
-        if len(out) >= max_models:
-            break
-        if not isinstance(cls_name, str) or model_type not in ca.CONFIG_MAPPING_NAMES:
-            continue
-
+    for model_type, cls_name in _mapped_types(ma.MODEL_MAPPING_NAMES, max_models):
         def build(model_type=model_type, cls_name=cls_name):
             cfg = tiny(T.AutoConfig.for_model(model_type))
             for k in ("image_size", "patch_size", "num_channels"):
