@@ -87,20 +87,40 @@ def _compile_op(op, args, layout, target, parallel: bool) -> CompiledKernel:
     has_lifted_scalars = any(s.kind != "tensor" for s in layout)
     try:
         return _trace_and_build(op, args, layout, parallel, on_device, target, start, description,
-                                has_lifted_scalars, decompose_more=False)
+                                has_lifted_scalars, decompose=())
     except NoLowering:
         if op not in torch._decomp.decomposition_table:
             raise
     # torch._decomp has a decomposition Inductor does not use (it prefers calling ATen's
     # kernel, e.g. upsample_bilinear2d): with it the op becomes generated code.
     return _trace_and_build(op, args, layout, parallel, on_device, target, start, description,
-                            has_lifted_scalars, decompose_more=True)
+                            has_lifted_scalars, decompose=(op,))
 
 
-def _trace_and_build(op, args, layout, parallel, on_device, target, start, description,
-                     has_lifted_scalars, decompose_more: bool) -> CompiledKernel:
+def _unlowered(gm) -> set:
+    """The graph's ops that torch._decomp can decompose but that Inductor neither lowers
+    nor decomposes itself: Inductor would make a fallback to ATen's kernel for them on the
+    fly, and with CI set in the environment it asserts instead (a decomposition exists)."""
+    from torch._inductor.decomposition import select_decomp_table
+    from torch._inductor.lowering import lowerings
+
+    inductor_decomps = select_decomp_table()
+    return {n.target for n in gm.graph.nodes
+            if n.op == "call_function" and n.target in torch._decomp.decomposition_table
+            and n.target not in lowerings and n.target not in inductor_decomps}
+
+
+def _trace(op, args, layout, decompose: tuple, has_lifted_scalars):
+    """The traced call, with torch._decomp's decomposition for `decompose` and for every
+    op of the graph that Inductor has no lowering for."""
     try:
-        traced = trace_op(op, args, layout, decompose=(op,) if decompose_more else ())
+        for _ in range(3):  # a decomposition may bring in another such op
+            traced = trace_op(op, args, layout, decompose=decompose)
+            missing = _unlowered(traced.gm) - set(decompose)
+            if not missing:
+                break
+            decompose = (*decompose, *sorted(missing, key=str))
+        return traced
     except CompileError:
         raise
     except Exception as e:  # noqa: BLE001 - any tracing failure is a reason to fall back
@@ -108,6 +128,10 @@ def _trace_and_build(op, args, layout, parallel, on_device, target, start, descr
             raise SpecializeValues(str(e)) from e
         raise CompileError(f"tracing failed: {error_summary(e)}") from e
 
+
+def _trace_and_build(op, args, layout, parallel, on_device, target, start, description,
+                     has_lifted_scalars, decompose: tuple) -> CompiledKernel:
+    traced = _trace(op, args, layout, decompose, has_lifted_scalars)
     op_qualname = op._schema.name
     calls_itself = (f'aoti_torch_call_dispatcher("{op_qualname}", "{op._schema.overload_name}"',
                     f'findSchemaOrThrow("{op_qualname}", "{op._schema.overload_name}")')
