@@ -46,3 +46,33 @@ def test_whole_graph_except_known_stops(rows):
     partial = {n for n, r in rows.items() if not r["capture_whole"]}
     assert partial <= EXPECTED_STOPS, partial
     assert len(partial) / len(rows) <= 0.1 + 1e-9
+
+
+@pytest.mark.slow
+def test_fastspeech2_with_hifigan_identical_calls_record_once():
+    # Its config keeps the text model in model_config, which the harness's `tiny` did not
+    # shrink: token ids up to 98 against a vocabulary of 78, so every identical call raised
+    # IndexError (in eager too) and capture monitored each of them again (the corpus
+    # table's "re-record"; test_capture_robust has the capture side).
+    pytest.importorskip("transformers")
+    import torch
+    from capture_hf import base_models, vocab_of
+
+    from eagerc.capture import capture, capture_stats
+    from eagerc.testing import assert_close
+
+    build = base_models(1000)["base_fastspeech2_conformer_with_hifigan"]
+    torch.manual_seed(0)
+    prog = build()
+    cfg = prog.fn.model.config
+    assert cfg.model_config.hidden_size == 32  # shrunk
+    assert int(prog.calls[0][0].max()) < vocab_of(cfg) <= cfg.model_config.vocab_size
+    cap = capture(prog.fn, backend="eager")
+    with torch.no_grad():
+        for _ in range(4):
+            assert_close(cap(*prog.calls[0]), prog.fn(*prog.calls[0]), model=True)
+    st = capture_stats(cap)
+    assert (st["records"], st["misses"], st["hits"]) == (1, 1, 3)
+    # the duration predictor's lengths are read by Python: the top call runs eagerly,
+    # its children are captured (partial capture) and stop recording after one call each
+    assert st["stop_reasons"] == {"tensor value read: Tensor.__bool__": 1}

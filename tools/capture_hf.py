@@ -53,10 +53,19 @@ def tiny(cfg):
     for k, v in list(vars(cfg).items()):  # per-layer lists (layer_types, ...)
         if isinstance(v, list) and old_layers and len(v) == old_layers and layers:
             setattr(cfg, k, v[:layers])
-    for sub in ("text_config", "decoder", "encoder"):
+    for sub in ("text_config", "decoder", "encoder", "model_config"):
         if hasattr(cfg, sub) and hasattr(getattr(cfg, sub), "to_dict"):
             tiny(getattr(cfg, sub))
     return cfg
+
+
+def vocab_of(cfg):
+    """The smallest vocabulary of a config and its sub-configs (a wrapper config such as
+    FastSpeech2ConformerWithHifiGan's keeps its text model's vocab_size in model_config),
+    at most 99: token ids below it are valid for every embedding of the model."""
+    sizes = [getattr(c, "vocab_size", None) for c in
+             [cfg] + [v for v in vars(cfg).values() if hasattr(v, "to_dict")]]
+    return min([s for s in sizes if isinstance(s, int) and s > 3] + [99])
 
 
 def ids(n=8, batch=2, vocab=99):
@@ -158,9 +167,10 @@ def causal_lms(max_models):
         def build(model_type=model_type, cls_name=cls_name):
             cfg = tiny(T.AutoConfig.for_model(model_type))
             m = getattr(T, cls_name)(cfg).eval()
-            vocab = min(getattr(cfg, "vocab_size", 99) or 99, 99)
+            vocab = vocab_of(cfg)
             a = ids(vocab=vocab)
-            return Program(Head(m, ["input_ids"], "logits"), [(a,)] * 3 + [(a % 50 + 2,)])
+            new = a % min(50, vocab - 2) + 2
+            return Program(Head(m, ["input_ids"], "logits"), [(a,)] * 3 + [(new,)])
         out[f"lm_{model_type}"] = build
     return out
 
@@ -187,9 +197,9 @@ def base_models(max_models):
             params = inspect.signature(m.forward).parameters
             main = getattr(m, "main_input_name", "input_ids")
             if main == "input_ids":
-                vocab = min(getattr(cfg, "vocab_size", None) or 99, 99)
+                vocab = vocab_of(cfg)
                 first = ids(vocab=vocab)
-                new = first % 50 + 2
+                new = first % min(50, vocab - 2) + 2
             elif main == "pixel_values":
                 first = torch.randn(2, 3, 32, 32, generator=torch.Generator().manual_seed(3))
                 new = first + 1
