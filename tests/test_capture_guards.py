@@ -240,15 +240,87 @@ def test_keyword_arguments_and_decorator():
     assert stats(f) == (1, 2)
 
 
-def test_exception_in_captured_function_propagates_and_records_nothing():
+def test_exception_in_captured_function_propagates_and_makes_an_eager_record():
     def f(x):
         raise ValueError("boom")
 
     cap = capture(f, backend="eager")
-    with pytest.raises(ValueError, match="boom"):
+    for _ in range(3):
+        with pytest.raises(ValueError, match="boom"):
+            cap(X)
+        assert sys.gettrace() is None  # the monitor is off again
+    st = capture_stats(cap)
+    # one monitor run; the identical calls after it hit its eager record
+    assert (st["records"], st["misses"], st["hits"], st["graphs"]) == (1, 1, 2, 0)
+    assert st["stop_reasons"] == {"program raised: ValueError": 1}
+
+
+def test_guard_failures_name_the_failing_check():
+    class Net(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.mode = "a"
+
+        def forward(self, x):
+            return x + 1 if self.mode == "a" else x - 1
+
+    net = Net()
+    cap = capture(net, backend="eager")
+    with torch.no_grad():
         cap(X)
-    assert capture_stats(cap)["records"] == 0
-    assert sys.gettrace() is None  # the monitor is off again
+        net.mode = "b"
+        assert_close(cap(X), X - 1)
+        assert_close(cap(X.new_zeros(3, 3)), X.new_zeros(3, 3) - 1)
+    st = capture_stats(cap)
+    assert st["misses"] == 3
+    (mode, size), counts = zip(*sorted(st["guard_failures"].items()))
+    assert counts == (1, 1)
+    assert ".mode != 'a'" in mode
+    assert "args[0]" in size and "size mismatch" in size, size
+
+
+def test_state_switched_by_the_first_call_records_once_more_then_hits():
+    # transformers' BigBird: the first call switches `attention_type` to "original_full"
+    # and replaces each attention module by a new one sharing its Linear layers; the
+    # second call takes another path through Python (no switch), so it needs a run of its
+    # own; then every call hits.
+    import copy
+
+    class Sparse(torch.nn.Module):
+        def __init__(self, lin):
+            super().__init__()
+            self.lin = lin
+
+        def forward(self, x):
+            return self.lin(x) * 2
+
+    class Full(Sparse):
+        def forward(self, x):
+            return self.lin(x)
+
+    class Net(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.kind = "sparse"
+            self.attn = Sparse(torch.nn.Linear(4, 4))
+
+        def forward(self, x):
+            if self.kind == "sparse" and x.shape[-1] <= 4:
+                self.kind = "full"
+                self.attn = Full(self.attn.lin)
+            return self.attn(x)
+
+    net = Net()
+    ref = copy.deepcopy(net)
+    cap = capture(net, backend="eager")
+    x = torch.randn(2, 4)
+    with torch.no_grad():
+        for _ in range(4):
+            assert_close(cap(x), ref(x))
+    st = capture_stats(cap)
+    assert (st["records"], st["misses"], st["hits"]) == (2, 2, 2)
+    assert net.kind == "full" and type(net.attn) is Full
+    assert [".kind != 'sparse'" in k for k in st["guard_failures"]] == [True]
 
 
 def test_nested_capture_runs_inside_the_outer_record():

@@ -176,6 +176,33 @@ def test_program_exception_still_propagates():
         cap(X)
 
 
+def test_identical_raising_calls_are_monitored_once():
+    # The corpus' FastSpeech2+HiFiGAN got token ids beyond its text vocabulary: every
+    # identical call raised IndexError (in eager too), and each was a monitor run again.
+    emb = torch.nn.Embedding(10, 4)
+
+    def f(ids):
+        return emb(ids) * 2
+
+    cap = capture(f, backend="eager")
+    bad, good = torch.tensor([[1, 12]]), torch.tensor([[1, 2]])
+    with torch.no_grad():
+        for _ in range(3):
+            with pytest.raises(IndexError):
+                emb(bad)
+            with pytest.raises(IndexError):
+                cap(bad)
+        st = capture_stats(cap)
+        assert (st["records"], st["misses"], st["hits"], st["eager_runs"]) == (1, 1, 2, 2)
+        # The guard cannot see what raised (tensor values): a call that does not raise
+        # runs eagerly and drops that record; the next is recorded, then calls hit.
+        for _ in range(3):
+            assert_close(cap(good), emb(good) * 2)
+    st = capture_stats(cap)
+    assert (st["records"], st["misses"], st["hits"], st["graphs"]) == (1, 2, 4, 1)
+    assert st["eager_runs"] == 3
+
+
 def test_starred_generator_arguments_are_not_consumed():
     # CALL_FUNCTION_EX takes any iterable; the monitor once read it into a list first.
     def f(x):

@@ -35,7 +35,10 @@ class Captured:
         # graphs_from_disk: compiled graphs loaded from kernel_cache instead of compiled.
         self.stats = {"hits": 0, "misses": 0, "graphs": 0, "graphs_from_disk": 0,
                       "eager_runs": 0, "split_runs": 0,
-                      "stop_reasons": collections.Counter()}
+                      "stop_reasons": collections.Counter(),
+                      # per miss while records exist: the failing check of the most
+                      # recently matched record's guard (Record.why_not)
+                      "guard_failures": collections.Counter()}
         self.faults = 0  # internal errors of capture (guard, monitor, record, mock)
         self.disabled = False
         self.split = split  # partial capture of child modules when a record stops
@@ -89,6 +92,8 @@ class Captured:
                 self.stats["hits"] += 1
                 if record.eager:
                     self.stats["eager_runs"] += 1
+                    if record.raised:
+                        return self._eager_after_raise(record, args, kwargs)
                     return self._eager(args, kwargs)
                 try:
                     return record.mock(slots)
@@ -96,9 +101,20 @@ class Captured:
                     self._mock_failed(record, e)
                     return self.fn(*args, **kwargs)
             self.stats["misses"] += 1
+            if len(self.cache):
+                self._note_guard_failure(args, kwargs)
             return self._monitor_run(args, kwargs)
         finally:
             _state.active = False
+
+    def _note_guard_failure(self, args, kwargs):
+        """Why the most recently matched record missed (a miss costs a monitor run: this
+        is cheap beside it). Never fails the call."""
+        try:
+            why = self.cache.records[0].why_not(args, kwargs)
+        except Exception as e:  # noqa: BLE001 - a report only
+            why = f"(not explained: {type(e).__name__})"
+        self.stats["guard_failures"][why or "(passes now)"] += 1
 
     def _eager(self, args, kwargs):
         """A call whose record stopped: it runs eagerly, and the calls of its child modules
@@ -183,7 +199,14 @@ class Captured:
                 self._internal_error("monitor", e)
                 return self.fn(*args, **kwargs)
             if not mon.finished:
-                raise  # the program's own exception: eager raises it too
+                # The program's own exception: eager raises it too. An eager record of what
+                # the run read keeps identical calls from monitoring again (see
+                # _eager_after_raise).
+                if isinstance(e, Exception):
+                    reason = f"program raised: {type(e).__name__}"
+                    if self._eager_record(mon, reason, raised=True):
+                        self.stats["stop_reasons"][reason] += 1
+                raise
             # Our tear-down failed after the program returned: its result is eager's.
             self._internal_error("monitor", e)
             return mon.result
@@ -196,14 +219,27 @@ class Captured:
             mon.recorder.live = False  # SymbolicInts left anywhere act as plain ints
         return scrub(mon.graph, result) if symbolic else result
 
-    def _eager_record(self, mon, reason):
-        """After a failed record build: an eager record (its guard only), so that calls
-        like this one run eagerly without another monitor run; none if that fails too."""
+    def _eager_record(self, mon, reason, raised=False):
+        """After a failed record build, or a run the program ended with an exception: an
+        eager record (its guard only), so that calls like this one run eagerly without
+        another monitor run; none if that fails too. Whether one was added."""
         try:
             mon.stopped = reason
-            self.cache.add(build_record(mon, None, self._compile))
-        except Exception:  # noqa: BLE001, S110 - the next such call monitors again
-            pass
+            record = build_record(mon, None, self._compile)
+        except Exception:  # noqa: BLE001 - the next such call monitors again
+            return False
+        record.raised = raised
+        self.cache.add(record)
+        return True
+
+    def _eager_after_raise(self, record, args, kwargs):
+        """A hit of the eager record of a run that raised. The guard covers what that run
+        read up to the exception, not what made it raise (often tensor values: an index
+        out of range), so the call runs eagerly: raising again keeps the record; returning
+        drops it, and the next such call is monitored and recorded."""
+        result = self._eager(args, kwargs)
+        self.cache.remove(record)
+        return result
 
     def _record(self, mon, result, symbolic, lift_stop):
         if mon.stopped == lift_stop:
@@ -272,6 +308,7 @@ def capture_stats(captured):
                         f"{type(captured).__name__}")
     out = dict(captured.stats)
     out["stop_reasons"] = dict(out["stop_reasons"])
+    out["guard_failures"] = dict(out["guard_failures"])
     out["records"] = len(captured.cache)
     if out["split_runs"]:
         out["split"] = dict(captured.split_stats())

@@ -30,6 +30,18 @@ class Record:
         self.graph_module = graph_module
         self.stop_reason = stop_reason
         self.source = source  # the generated guard and mock, for debugging
+        # An eager record of a run the program ended with an exception (api.Captured).
+        self.raised = False
+        self._full = None  # (checks of the full guard, its namespace), for why_not
+        self._why_not = None
+
+    def why_not(self, args, kwargs):
+        """The first check of this record's guard that fails on (args, kwargs), as its
+        source with guard variables spelled as access paths (`args[0].mode != 'a'`); None
+        if the guard passes. For reports of misses (`capture_stats`' guard_failures)."""
+        if self._why_not is None:
+            self._why_not = _explainer(*self._full)
+        return self._why_not(args, kwargs)
 
     @property
     def eager(self):
@@ -343,7 +355,46 @@ def _make(mon, plan, out_slots, consts, mock_lines, gm, written):
     guard = StaticVersionGuard(env["guard_full"], env["guard_fast"], env["fast_state"],
                                env["versioned_dicts"],
                                enabled=not volatile and _dict_version is not None)
-    return Record(guard, env.get("mock"), gm, mon.stopped, src)
+    record = Record(guard, env.get("mock"), gm, mon.stopped, src)
+    record._full = (full, env)
+    return record
+
+
+def _explainer(full, env):
+    """(args, kwargs) -> the first of the guard checks `full` that fails, as source text
+    (see Record.why_not); built only when a miss asks for it."""
+    paths = {}  # guard variable -> the expression it was read by, variables resolved
+    for line in full:
+        m = re.fullmatch(r"(s\d+) = (.*)", line)
+        if m:
+            paths[m[1]] = re.sub(r"\bs\d+\b", lambda v: paths.get(v[0], v[0]), m[2])
+
+    def spell(text):
+        text = re.sub(r"\bs\d+\b", lambda v: paths.get(v[0], v[0]), " ".join(text.split()))
+        return text if len(text) <= 300 else text[:297] + "..."
+
+    body = []
+    for i, line in enumerate(full):
+        tensors = re.fullmatch(r"if not _tg\.check\((.*)\): return None", line)
+        if tensors:  # which tensor, and what of it, from torch's verbose check
+            names = [spell(v) for v in tensors[1].split(", ")]
+            line = (f"_r = _tg.check_verbose({tensors[1]}, tensor_check_names={names!r})\n"
+                    f"        if _r is not True: return str(_r)")
+        body.append(f"_at = {i}\n        " + line.replace("return None",
+                                                          f"return {spell(line)!r}"))
+    src = ("def explain(args, kwargs):\n    _at = -1\n    try:\n        "
+           + "\n        ".join(body) + "\n    except Exception as e:\n"
+           "        return (type(e).__name__, _at)\n    return None\n")
+    ns = dict(env)
+    exec(compile(src, "<eagerc.capture guard explanation>", "exec"), ns)
+
+    def explain(args, kwargs):
+        why = ns["explain"](args, kwargs)
+        if isinstance(why, tuple):  # the check raised: an attribute or key is gone
+            name, at = why
+            return f"{name} in: {spell(full[at]) if at >= 0 else '?'}"
+        return why
+    return explain
 
 
 class StaticVersionGuard:
