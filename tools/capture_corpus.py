@@ -17,7 +17,8 @@ capture's, not a compiler's rounding) and torch.compile(fullgraph=True, backend=
 each run the same calls on theirs. Reported per tool: whole-graph (every call served by a
 captured graph: no stop, no eager run / Dynamo compiled without a graph break), equal to
 eager (results and outside state, eagerc.testing's tolerance table), a new exception (one
-eager did not raise), and for capture re-records on identical calls and the stop reasons.
+eager did not raise), and for capture re-records on identical calls (with the guard check
+that missed) and the stop reasons.
 """
 import argparse
 import collections
@@ -194,6 +195,7 @@ def run_program(name, build, timeout, n_identical=3):
         row["stop_reasons"] = stats["stop_reasons"]
         row["capture_whole"] = not stats["stop_reasons"] and stats["eager_runs"] == 0
         row["rerecord"] = identical["misses"] > 1
+        row["guard_failures"] = identical.get("guard_failures", {})
         row["records"], row["graphs"] = stats["records"], stats["graphs"]
         # Dynamo
         dynamo.reset()
@@ -274,6 +276,8 @@ def table(rows):
         why = "; ".join(r["stop_reasons"]) or ""
         if r.get("capture_new_exc"):
             why += f" NEW EXCEPTION {r['capture_new_exc']}"
+        if r.get("rerecord") and r.get("guard_failures"):  # which check missed
+            why += f" re-record: {max(r['guard_failures'], key=r['guard_failures'].get)[-90:]}"
         if r.get("dynamo_reason"):
             why += f" / {r['dynamo_reason'][:90]}"
         lines.append(f"| {r['name']} | {yn(r['capture_whole'])} | {yn(r['capture_equal'])} | "
