@@ -12,8 +12,9 @@ CPU_FALLBACK_ENV = "EAGERC_CPU_FALLBACK"
 # user's error, so they retire. 4: op kernels keep eager's output strides (no layout
 # optimization); older convolution kernels returned channels-last outputs. 5: int lists
 # passed to boxed ATen calls are IntLists, and an artifact that only calls its own op is
-# refused (older ones asserted, or hid a missing lowering).
-FORMAT_VERSION = 5
+# refused (older ones asserted, or hid a missing lowering). 6: CPU temporaries come from a
+# per-thread arena (compile/scratch_buffers.py): older kernels allocate them per call.
+FORMAT_VERSION = 6
 
 
 # Where the eagerc device keeps its memory: "cpu" (host memory, the default) or "cuda"

@@ -1,18 +1,24 @@
 """Hit cost of eagerc's compiled kernels against native eager, same process.
 
-    python tools/bench_hit.py [--size 64] [--repeats 200] [--device cpu]
+    python tools/bench_hit.py [--size 64] [--repeats 200] [--threads 1] [--device cpu] [--aoti]
 
 For each op (kernel compiled first): `repeats` alternating rounds, each one sample of the
 mean time of one call in a loop of `inner` calls natively, then one with eagerc enabled for
 that op; medians of both. Prints a table with the ratio eagerc / native.
+
+`--aoti` adds PyTorch's own AOTI-eager (``Library._impl_with_aoti_compile``) to every round
+as a third column: it is registered for the round and removed after it, so the native
+sample stays native (its first call per op compiles, tens of seconds, outside the rounds).
 """
 from __future__ import annotations
 
 import argparse
+import contextlib
 import statistics
 import time
 
 import torch
+import torch.nn.functional as F
 
 import eagerc
 
@@ -25,14 +31,29 @@ def _sample_us(fn, inner: int) -> float:
 
 
 def cases(size: int, device: str):
+    """(name, eagerc op, AOTI-eager op name, call)."""
     x = torch.randn(size, size, device=device)
     y = torch.randn(size, size, device=device)
+    w, b = torch.randn(size, device=device), torch.randn(size, device=device)
     return [
-        ("abs", "aten::abs", lambda: torch.abs(x)),
-        ("add(alpha=2)", "aten::add.Tensor", lambda: torch.add(x, y, alpha=2)),
-        ("sum(dim=1)", "aten::sum.dim_IntList", lambda: torch.sum(x, dim=1)),
-        ("softmax", "aten::_softmax", lambda: torch.softmax(x, dim=-1)),
+        ("abs", "aten::abs", "abs", lambda: torch.abs(x)),
+        ("add(alpha=2)", "aten::add.Tensor", "add.Tensor", lambda: torch.add(x, y, alpha=2)),
+        ("sum(dim=1)", "aten::sum.dim_IntList", "sum.dim_IntList", lambda: torch.sum(x, dim=1)),
+        ("softmax", "aten::_softmax", "_softmax", lambda: torch.softmax(x, dim=-1)),
+        ("layer_norm", "aten::native_layer_norm", "native_layer_norm",
+         lambda: F.layer_norm(x, (size,), w, b)),
+        (f"mm {size}x{size}", "aten::mm", "mm", lambda: torch.mm(x, y)),
     ]
+
+
+@contextlib.contextmanager
+def _aoti_eager(op_name: str, device: str):
+    lib = torch.library.Library("aten", "IMPL")
+    try:
+        lib._impl_with_aoti_compile(op_name, "CPU" if device == "cpu" else "CUDA")
+        yield
+    finally:
+        lib._destroy()
 
 
 def main() -> None:
@@ -40,18 +61,30 @@ def main() -> None:
     parser.add_argument("--size", type=int, default=64)
     parser.add_argument("--repeats", type=int, default=200)
     parser.add_argument("--inner", type=int, default=200)
+    parser.add_argument("--threads", type=int, default=0, help="torch.set_num_threads (0: leave)")
     parser.add_argument("--device", default="cpu")
+    parser.add_argument("--aoti", action="store_true", help="add PyTorch's AOTI-eager column")
+    parser.add_argument("--ops", default="", help="comma-separated case names (default: all)")
     args = parser.parse_args()
+    if args.threads:
+        torch.set_num_threads(args.threads)
     sync = torch.cuda.synchronize if args.device.startswith("cuda") else (lambda: None)
     print(f"torch {torch.__version__}, threads {torch.get_num_threads()}, {args.size}x{args.size} float32, "
           f"device {args.device}")
-    print(f"{'op':<14} {'native us':>10} {'eagerc us':>10} {'ratio':>7}")
+    header = f"{'op':<14} {'native us':>10} {'eagerc us':>10} {'ratio':>7}"
+    print(header + (f" {'aoti us':>10} {'aoti ratio':>10}" if args.aoti else ""))
     key = "CPU" if args.device == "cpu" else "CUDA"
-    for name, op, fn in cases(args.size, args.device):
+    wanted = set(filter(None, args.ops.split(",")))
+    for name, op, aoti_op, fn in cases(args.size, args.device):
+        if wanted and name not in wanted:
+            continue
         with eagerc.enabled(args.device, ops=[op]):
             fn()  # compile (or load from the cache)
         compiles = eagerc.stats()["compiles"]
-        native, compiled = [], []
+        if args.aoti:
+            with _aoti_eager(aoti_op, args.device):
+                fn()  # AOTI-eager's compile
+        native, compiled, aoti = [], [], []
         for _ in range(args.repeats):  # alternating rounds: load drifts hit both sides alike
             for _ in range(3):
                 fn()
@@ -62,10 +95,20 @@ def main() -> None:
                     fn()
                 compiled.append(_sample_us(fn, args.inner))
                 sync()
+            if args.aoti:
+                with _aoti_eager(aoti_op, args.device):
+                    for _ in range(3):
+                        fn()
+                    aoti.append(_sample_us(fn, args.inner))
+                    sync()
         assert eagerc.stats()["compiles"] == compiles, "a hit recompiled"
         assert eagerc.stats()["ops"][f"{op}@{key}"]["hits"] > 0
         n, c = statistics.median(native), statistics.median(compiled)
-        print(f"{name:<14} {n:>10.2f} {c:>10.2f} {c / n:>7.2f}")
+        line = f"{name:<14} {n:>10.2f} {c:>10.2f} {c / n:>7.2f}"
+        if args.aoti:
+            a = statistics.median(aoti)
+            line += f" {a:>10.2f} {a / n:>10.2f}"
+        print(line, flush=True)
 
 
 if __name__ == "__main__":

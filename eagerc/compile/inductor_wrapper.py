@@ -36,6 +36,7 @@ from eagerc.compile.boxed_int_lists import fix_boxed_int_lists
 from eagerc.compile.gpu_launch_types import fix_float_launch_params
 from eagerc.compile.guards import guard_source, range_checks
 from eagerc.compile.lock import compile_lock
+from eagerc.compile.scratch_buffers import scratch_buffers
 
 # Lifted scalars arrive as 0-dim int64/float64 host tensors (csrc/artifact.cpp); reading
 # them through the data pointer skips the dispatcher call inside aoti_torch_item_*.
@@ -366,6 +367,8 @@ def build_artifact(traced, check_code=None, patches=None) -> BuiltArtifact:
         code = kw["main_code"]
         if "gil_scoped_acquire" in code or "PyObject_Call" in code:
             raise CompileError("the generated kernel calls back into Python")
+        if not gpu:
+            code = scratch_buffers(code, _after_header(code))
         if check_code is not None:
             code = check_code(code)
         checks = (traced.checks + [g.expr for g in shape_env.guards]

@@ -1,0 +1,108 @@
+"""Temporaries of a CPU artifact from a per-thread arena instead of the dispatcher.
+
+Inductor's C++ wrapper allocates every buffer through ``aoti_torch_empty_strided``: a
+dispatcher call and a new TensorImpl each, ~0.3-0.5 us. For a buffer that is neither an
+output nor handed to another kernel as a tensor (softmax's row max and row sum, a
+layer norm's statistics) only its memory is used: its one use is ``bufN.data_ptr()``
+(and ``bufN.reset()`` when Inductor frees it early). Such a buffer becomes an
+``eagerc_scratch``: memory bumped off a thread-local arena and given back when the wrapper
+returns (C++ destroys the scratch objects in reverse order, so the arena is a stack; a
+call that re-enters the same artifact on the same thread stacks on top). Larger
+temporaries, or ones that do not fit while the arena is in use, get their own aligned
+allocation, which is what ATen's CPU allocator would do for them too.
+"""
+from __future__ import annotations
+
+import re
+
+# Element sizes of the dtypes Inductor's wrapper names as cached_torch_dtype_<name>.
+_ITEMSIZE = {"float32": 4, "float64": 8, "float16": 2, "bfloat16": 2, "int64": 8, "int32": 4,
+             "int16": 2, "int8": 1, "uint8": 1, "bool": 1}
+
+_ALLOCATION = re.compile(
+    r"^(?P<indent>[ \t]*)AtenTensorHandle (?P<buf>\w+)_handle;\n"
+    r"[ \t]*AOTI_TORCH_ERROR_CODE_CHECK\(aoti_torch_empty_strided\((?P<ndim>\d+), (?P<sizes>\w+), "
+    r"(?P<strides>\w+), cached_torch_dtype_(?P<dtype>\w+), cached_torch_device_type_cpu, 0, "
+    r"&(?P=buf)_handle\)\);\n"
+    r"[ \t]*RAIIAtenTensorHandle (?P=buf)\((?P=buf)_handle\);\n", re.M)
+
+# 64 KiB per thread and artifact at most: small temporaries are where an allocation costs
+# as much as the kernel; a large one's allocation is noise next to its compute.
+_SCRATCH = r"""
+#include <cstdlib>
+#include <new>
+namespace {
+struct eagerc_scratch_arena {
+  char* base = nullptr;
+  size_t cap = 0;
+  size_t top = 0;
+  ~eagerc_scratch_arena() { std::free(base); }
+};
+thread_local eagerc_scratch_arena eagerc_arena;
+constexpr size_t eagerc_arena_max = 64 * 1024;
+
+class eagerc_scratch {
+ public:
+  eagerc_scratch(int64_t ndim, const int64_t* sizes, const int64_t* strides, size_t itemsize) {
+    size_t extent = 1;
+    for (int64_t i = 0; i < ndim; ++i) {
+      if (sizes[i] == 0) { extent = 0; break; }
+      extent += static_cast<size_t>(sizes[i] - 1) * static_cast<size_t>(strides[i]);
+    }
+    size_t n = (extent * itemsize + 63) & ~static_cast<size_t>(63);
+    eagerc_scratch_arena& a = eagerc_arena;
+    if (n <= eagerc_arena_max && a.top == 0 && n > a.cap) {  // nothing lives in it: grow
+      std::free(a.base);
+      a.cap = eagerc_arena_max;
+      a.base = static_cast<char*>(std::aligned_alloc(64, a.cap));
+      if (!a.base) { a.cap = 0; throw std::bad_alloc(); }
+    }
+    if (n <= a.cap - a.top) {
+      ptr_ = a.base + a.top;
+      taken_ = n;
+      a.top += n;
+    } else {
+      ptr_ = std::aligned_alloc(64, n == 0 ? 64 : n);
+      if (!ptr_) throw std::bad_alloc();
+      owned_ = true;
+    }
+  }
+  eagerc_scratch(const eagerc_scratch&) = delete;
+  eagerc_scratch& operator=(const eagerc_scratch&) = delete;
+  ~eagerc_scratch() {
+    if (owned_) std::free(ptr_);
+    else eagerc_arena.top -= taken_;
+  }
+  void* data_ptr() const { return ptr_; }
+  void reset() {}  // Inductor frees early; the memory goes back when the wrapper returns
+
+ private:
+  void* ptr_ = nullptr;
+  size_t taken_ = 0;
+  bool owned_ = false;
+};
+}  // namespace
+"""
+
+
+def _only_memory_used(code: str, buf: str) -> bool:
+    """Every use of `buf` after its allocation is `buf.data_ptr()` or `buf.reset();`."""
+    uses = re.findall(rf"\b{buf}\b(?!_handle)(\.\w+\(\))?", code)
+    return all(use in (".data_ptr()", ".reset()") for use in uses[1:])
+
+
+def scratch_buffers(code: str, after_header: int) -> str:
+    """`code` with its memory-only CPU temporaries allocated as eagerc_scratch; the helper
+    is inserted at `after_header` when any is."""
+    def replace(m: re.Match) -> str:
+        itemsize = _ITEMSIZE.get(m["dtype"])
+        if itemsize is None or not _only_memory_used(code, m["buf"]):
+            return m[0]
+        return (f"{m['indent']}eagerc_scratch {m['buf']}({m['ndim']}, {m['sizes']}, "
+                f"{m['strides']}, {itemsize});\n")
+
+    rewritten = _ALLOCATION.sub(replace, code)
+    if rewritten == code:
+        return code
+    head = code[:after_header]
+    return head + _SCRATCH + rewritten[after_header:]

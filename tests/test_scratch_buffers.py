@@ -1,0 +1,62 @@
+"""CPU artifacts take memory-only temporaries from a per-thread arena
+(eagerc/compile/scratch_buffers.py) instead of allocating tensors through the dispatcher."""
+import torch
+import torch.nn.functional as F
+
+import eagerc
+from eagerc.compile.scratch_buffers import scratch_buffers
+from eagerc.testing import assert_close
+
+WRAPPER = """#include <torch/csrc/inductor/cpp_wrapper/cpu.h>
+void inductor_entry_impl(AtenTensorHandle* input_handles, AtenTensorHandle* output_handles) {
+    const int64_t int_array_0[] = {s50, 1L};
+    const int64_t int_array_1[] = {1L, s50};
+    AtenTensorHandle buf0_handle;
+    AOTI_TORCH_ERROR_CODE_CHECK(aoti_torch_empty_strided(2, int_array_0, int_array_1, cached_torch_dtype_float32, cached_torch_device_type_cpu, 0, &buf0_handle));
+    RAIIAtenTensorHandle buf0(buf0_handle);
+    AtenTensorHandle buf1_handle;
+    AOTI_TORCH_ERROR_CODE_CHECK(aoti_torch_empty_strided(2, int_array_0, int_array_1, cached_torch_dtype_complex64, cached_torch_device_type_cpu, 0, &buf1_handle));
+    RAIIAtenTensorHandle buf1(buf1_handle);
+    AtenTensorHandle buf3_handle;
+    AOTI_TORCH_ERROR_CODE_CHECK(aoti_torch_empty_strided(2, int_array_0, int_array_1, cached_torch_dtype_float32, cached_torch_device_type_cpu, 0, &buf3_handle));
+    RAIIAtenTensorHandle buf3(buf3_handle);
+    cpp_fused_0((float*)(buf0.data_ptr()), (float*)(buf1.data_ptr()), (float*)(buf3.data_ptr()), s50);
+    buf0.reset();
+    output_handles[0] = buf3.release();
+}
+"""
+
+
+def test_only_memory_only_temporaries_become_scratch():
+    code = scratch_buffers(WRAPPER, WRAPPER.index("\n") + 1)
+    assert "eagerc_scratch buf0(2, int_array_0, int_array_1, 4);" in code
+    assert "buf0_handle" not in code
+    # An output (released to the caller) and a dtype without a known size stay tensors.
+    assert "RAIIAtenTensorHandle buf3(buf3_handle);" in code
+    assert "RAIIAtenTensorHandle buf1(buf1_handle);" in code
+    # The helper comes once, after the header.
+    assert code.startswith("#include <torch/csrc/inductor/cpp_wrapper/cpu.h>\n")
+    assert code.count("class eagerc_scratch") == 1
+
+
+def test_a_wrapper_without_such_temporaries_is_unchanged():
+    plain = WRAPPER.replace("buf0.reset();", "output_handles[1] = buf0.release();")
+    plain = plain.replace("cached_torch_dtype_float32, cached_torch_device_type_cpu, 0, &buf3",
+                          "cached_torch_dtype_float32, cached_torch_device_type_cuda, 0, &buf3")
+    assert scratch_buffers(plain, 0) == plain
+
+
+def test_kernels_with_scratch_temporaries_match_eager(fresh_cache):
+    # softmax keeps the row max and sum, log_softmax its statistics, in temporaries; rows
+    # of several sizes, so the arena is reused for temporaries of other sizes; a large one
+    # (past the arena's 64 KiB) gets its own allocation.
+    torch.manual_seed(0)
+    inputs = [torch.randn(shape) for shape in [(64, 64), (3, 7), (128, 33), (3, 40000)]]
+    expected = [(torch.softmax(x, -1), F.log_softmax(x, 0)) for x in inputs]
+    with eagerc.enabled("cpu", ops=["aten::_softmax", "aten::_log_softmax"]):
+        for _ in range(2):  # the second round hits, on the same arena
+            for x, (softmax, log_softmax) in zip(inputs, expected):
+                assert_close(torch.softmax(x, -1), softmax)
+                assert_close(F.log_softmax(x, 0), log_softmax)
+    stats = eagerc.stats()["ops"]["aten::_softmax@CPU"]
+    assert stats["hits"] >= len(inputs) and stats["fallbacks"] == 0, stats
