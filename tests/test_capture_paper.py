@@ -142,7 +142,10 @@ def test_figure3_super_forward():
         assert_close(cap(x), m(x))
         m.scale = 4.0  # an attribute the run read: the guard must notice
         assert_close(cap(x), m(x))
-    assert capture_stats(cap) | {"stop_reasons": {}} == {
+    stats = capture_stats(cap)
+    (failed, n), = stats.pop("guard_failures").items()  # the miss names the check
+    assert n == 1 and ".scale != 3.0" in failed, failed
+    assert stats | {"stop_reasons": {}} == {
         "hits": 1, "misses": 2, "graphs": 2, "graphs_from_disk": 0, "eager_runs": 0,
         "split_runs": 0, "stop_reasons": {}, "records": 2}
 
