@@ -34,6 +34,7 @@ bool register_device() {
   register_guard();
   register_hooks();
   register_ops();
+  register_attention_choice();
   registered = true;
   return true;
 }

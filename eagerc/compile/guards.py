@@ -73,7 +73,7 @@ def _c(e) -> str:
         return f"eagerc_floordiv({a[0]}, {a[1]})"
     if isinstance(e, CeilDiv):
         return f"(-eagerc_floordiv(-({a[0]}), {a[1]}))"
-    if isinstance(e, (PythonMod, Mod)):
+    if isinstance(e, (PythonMod, Mod, sympy.Mod)):  # sympy.Mod: the sign of the divisor, as Python
         return f"eagerc_mod({a[0]}, {a[1]})"
     if isinstance(e, ModularIndexing):
         return f"eagerc_mod(eagerc_floordiv({a[0]}, {a[1]}), {a[2]})"
