@@ -32,7 +32,7 @@ import sys
 import tempfile
 import time
 
-MODELS = ["bert", "gpt2", "resnet", "vit"]
+MODELS = ["bert", "gpt2", "resnet", "vit", "llama"]
 
 
 def build(name):
@@ -56,6 +56,11 @@ def build(name):
         cfg = transformers.ViTConfig(hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
                                      intermediate_size=64, image_size=32, patch_size=8)
         return transformers.ViTModel(cfg), {"pixel_values": torch.randn(2, 3, 32, 32)}
+    if name == "llama":  # a Llama-style decoder: RMSNorm, rotary embeddings, SiLU-gated MLP, GQA
+        cfg = transformers.LlamaConfig(hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+                                       num_key_value_heads=2, intermediate_size=64, vocab_size=100,
+                                       max_position_embeddings=64, use_cache=False)
+        return transformers.LlamaForCausalLM(cfg), {"input_ids": torch.randint(0, 100, (2, 16))}
     raise ValueError(name)
 
 

@@ -26,6 +26,12 @@ log = logging.getLogger("eagerc")
 _CPU_SHIM_CALL = re.compile(r"aoti_torch_cpu_\w+\(")
 
 
+# Ops whose vectorized Inductor kernel is slower than its scalar loop: a strided window
+# becomes per-lane masked gathers through a stack buffer (max_pool2d_with_indices 3x3/2 on
+# 2x16x16x16: 106 us vectorized, 33 us scalar, 25 us ATen; tools/bench_hit.py).
+_SCALAR_LOOPS = frozenset({"aten::max_pool2d_with_indices", "aten::max_pool3d_with_indices"})
+
+
 class NoLowering(CompileError):
     """The artifact would only call the op itself (Inductor keeps it as an ATen call)."""
 
@@ -147,6 +153,8 @@ def _trace_and_build(op, args, layout, parallel, on_device, target, start, descr
     # Outputs keep eager's strides: Inductor's layout optimization would hand back a
     # convolution's output channels-last where eager's is contiguous.
     patches = {"layout_optimization": False}
+    if op_qualname in _SCALAR_LOOPS:
+        patches["cpp.simdlen"] = 1
     if not parallel:
         patches["cpp.threads"] = 1  # small calls: no OpenMP fork
     try:

@@ -107,6 +107,10 @@ def split_call(op, args):
 def _decompositions(also) -> dict:
     from torch._decomp import decomposition_table
     from torch._inductor.decomposition import select_decomp_table
+    # Some of Inductor's decompositions (max_pool2d_with_indices) read
+    # torch._inductor.lowering, which only Inductor's compile imports: a process whose first
+    # compile is such an op failed to trace it.
+    import torch._inductor.lowering  # noqa: F401
 
     table = select_decomp_table()
     return {**table, **{op: decomposition_table[op] for op in also}} if also else table
