@@ -8,6 +8,8 @@
 #include <mutex>
 #include <unordered_map>
 
+#include "direct_alloc.h"
+
 namespace eagerc {
 
 Artifact::Artifact(std::string variant_id, const std::string& path, size_t num_outputs)
@@ -18,6 +20,7 @@ Artifact::Artifact(std::string variant_id, const std::string& path, size_t num_o
   entry_ = reinterpret_cast<EntryFn>(dlsym(handle, "eagerc_entry"));
   TORCH_CHECK(guard_ && entry_, "eagerc: compiled kernel ", path,
               " lacks eagerc_guard/eagerc_entry; it was not built by this eagerc version.");
+  offer_direct_allocation(handle);
 }
 
 namespace {

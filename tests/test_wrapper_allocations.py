@@ -1,9 +1,14 @@
-"""CPU artifacts take memory-only temporaries from a per-thread arena
-(eagerc/compile/scratch_buffers.py) instead of allocating tensors through the dispatcher."""
+"""How CPU artifacts allocate: memory-only temporaries from a per-thread arena
+(eagerc/compile/scratch_buffers.py), outputs directly rather than through the dispatcher
+(eagerc/compile/direct_alloc.py, csrc/direct_alloc.cpp)."""
+from contextlib import nullcontext
+
+import pytest
 import torch
 import torch.nn.functional as F
 
 import eagerc
+from eagerc.compile.direct_alloc import direct_allocations
 from eagerc.compile.scratch_buffers import scratch_buffers
 from eagerc.testing import assert_close
 
@@ -60,3 +65,33 @@ def test_kernels_with_scratch_temporaries_match_eager(fresh_cache):
                 assert_close(F.log_softmax(x, 0), log_softmax)
     stats = eagerc.stats()["ops"]["aten::_softmax@CPU"]
     assert stats["hits"] >= len(inputs) and stats["fallbacks"] == 0, stats
+
+
+def test_outputs_are_allocated_through_the_loaders_pointer():
+    code = direct_allocations(WRAPPER, WRAPPER.index("\n") + 1)
+    assert "aoti_torch_empty_strided(" not in code.split("aoti_torch_empty_strided;")[1]
+    assert code.count("eagerc_empty_strided(2, int_array_0") == 3
+    assert 'extern "C" void eagerc_set_allocator(void* fn)' in code
+    # The pointer starts as the shim: a loader that does not offer its allocator still works.
+    assert "=\n    aoti_torch_empty_strided;" in code
+
+
+@pytest.mark.parametrize("device", ["cpu", "eagerc"])
+def test_directly_allocated_outputs_are_eagers(fresh_cache, device):
+    # Outputs with eager's device, dtype and strides (a transposed input keeps its layout
+    # through a pointwise op; a reduction's output is contiguous), over fresh memory.
+    torch.manual_seed(0)
+    x = torch.randn(5, 7).t()
+    ops = ["aten::abs", "aten::sum.dim_IntList", "aten::_softmax"]
+    with eagerc.enabled("cpu", ops=ops) if device == "cpu" else nullcontext():
+        xd = x.to(device)
+        results = [torch.abs(xd), torch.sum(xd.to(torch.float64), dim=1), torch.softmax(xd, 0)]
+        again = torch.abs(xd)
+    expected = [torch.abs(x), torch.sum(x.to(torch.float64), dim=1), torch.softmax(x, 0)]
+    for got, want in zip(results, expected):
+        assert got.device.type == device and got.dtype == want.dtype
+        assert got.stride() == want.stride()
+        assert_close(got.cpu(), want)
+    assert again.data_ptr() != results[0].data_ptr()
+    assert eagerc.stats()["fallbacks"] == 0
+

@@ -1,0 +1,44 @@
+#include "direct_alloc.h"
+
+#include <ATen/EmptyTensor.h>
+#include <c10/core/Allocator.h>
+#include <dlfcn.h>
+#include <torch/csrc/inductor/aoti_torch/c/shim.h>
+
+#include "host_alias.h"
+
+namespace eagerc {
+
+int32_t direct_empty_strided(int64_t ndim, const int64_t* sizes, const int64_t* strides,
+                             int32_t dtype, int32_t device_type, int32_t device_index,
+                             AtenTensorOpaque** out) {
+  const auto type = static_cast<c10::DeviceType>(device_type);
+  const bool host = type == c10::DeviceType::CPU ||
+                    (type == c10::DeviceType::PrivateUse1 && device_index <= 0 &&
+                     memory_home(c10::Device(type, 0)).type() == c10::DeviceType::CPU);
+  if (!host) {
+    return aoti_torch_empty_strided(ndim, sizes, strides, dtype, device_type, device_index,
+                                    reinterpret_cast<AtenTensorHandle*>(out));
+  }
+  try {
+    const c10::IntArrayRef size(sizes, ndim), stride(strides, ndim);
+    const auto scalar_type = static_cast<c10::ScalarType>(dtype);
+    at::Tensor t = type == c10::DeviceType::CPU
+        ? at::detail::empty_strided_cpu(size, stride, scalar_type)
+        : at::detail::empty_strided_generic(size, stride, c10::GetAllocator(type),
+                                            c10::DispatchKeySet(c10::DispatchKey::PrivateUse1),
+                                            scalar_type);
+    *out = reinterpret_cast<AtenTensorOpaque*>(new at::Tensor(std::move(t)));
+    return AOTI_TORCH_SUCCESS;
+  } catch (...) {
+    return AOTI_TORCH_FAILURE;
+  }
+}
+
+void offer_direct_allocation(void* library_handle) {
+  using SetFn = void (*)(void*);
+  auto set = reinterpret_cast<SetFn>(dlsym(library_handle, "eagerc_set_allocator"));
+  if (set) set(reinterpret_cast<void*>(&direct_empty_strided));
+}
+
+}  // namespace eagerc

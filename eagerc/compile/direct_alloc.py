@@ -1,0 +1,29 @@
+"""Outputs of a CPU artifact allocated without the dispatcher (csrc/direct_alloc.cpp).
+
+Inductor's wrapper allocates through ``aoti_torch_empty_strided``: at::empty_strided through
+the dispatcher, and on the eagerc device its runtime op too (~0.5 us a call, one call per
+output; a native CPU kernel allocates directly). The wrapper calls a function pointer
+instead, which starts as ``aoti_torch_empty_strided`` and which the C++ loader replaces, when
+it loads the library, with eagerc's direct allocation (the same tensor: sizes, strides,
+dtype, the device's allocator and dispatch key). A loader that does not know about it
+leaves the shim in place: the library is correct either way.
+"""
+from __future__ import annotations
+
+_POINTER = """
+static AOTITorchError (*eagerc_empty_strided)(int64_t, const int64_t*, const int64_t*, int32_t,
+                                              int32_t, int32_t, AtenTensorHandle*) =
+    aoti_torch_empty_strided;
+extern "C" void eagerc_set_allocator(void* fn) {
+  eagerc_empty_strided = reinterpret_cast<decltype(eagerc_empty_strided)>(fn);
+}
+"""
+
+
+def direct_allocations(code: str, after_header: int) -> str:
+    """`code` (a CPU wrapper) calling eagerc_empty_strided where it called the shim."""
+    body = code[after_header:]
+    if "aoti_torch_empty_strided(" not in body:
+        return code
+    return code[:after_header] + _POINTER + body.replace("aoti_torch_empty_strided(",
+                                                         "eagerc_empty_strided(")
