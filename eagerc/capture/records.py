@@ -369,8 +369,13 @@ def _explainer(full, env):
         if m:
             paths[m[1]] = re.sub(r"\bs\d+\b", lambda v: paths.get(v[0], v[0]), m[2])
 
-    def spell(text):
-        text = re.sub(r"\bs\d+\b", lambda v: paths.get(v[0], v[0]), " ".join(text.split()))
+    def spell(text):  # "if <cond>: return None" -> the condition, paths spelled out
+        text = " ".join(text.split())
+        value = re.fullmatch(r"_v = (.*) (if .*)", text)  # a further path's value check
+        if value:
+            text = re.sub(r"\b_v\b", lambda _: value[1], value[2])
+        text = re.sub(r"\bs\d+\b", lambda v: paths.get(v[0], v[0]), text)
+        text = re.sub(r"^if (.*): return None$", r"\1", text)
         return text if len(text) <= 300 else text[:297] + "..."
 
     body = []
