@@ -281,6 +281,41 @@ def test_lru_cached_helper():
     one_graph(run(f, X))
 
 
+def test_lru_cached_tensor_filled_before_capture():
+    # transformers' DINOv3-ViT: patch coordinates from an lru_cache that an eager call had
+    # filled; the cached tensor stopped capture as "of unknown origin".
+    import functools
+
+    @functools.lru_cache
+    def coords(n, dtype=torch.float32):
+        return torch.arange(n, dtype=dtype) / n
+
+    def f(x):
+        return x * coords(x.shape[-1], dtype=x.dtype)
+    f(X)  # an eager call fills the cache
+    one_graph(run(f, X))
+    one_graph(run(f, X, backend=None))  # Inductor: the cached tensor is a graph input
+
+
+def test_lru_cached_on_a_tensor_is_not_held():
+    # lru_cache keys a tensor by identity: another tensor of the same shape misses it in
+    # eager, so the record must not reuse the result cached for the first one.
+    import functools
+
+    @functools.lru_cache
+    def doubled(t):
+        return t * 2
+
+    def f(x):
+        return doubled(x) + 1
+    a, b = torch.randn(3), torch.randn(3)
+    doubled(a)  # cached before capture: a hit inside the monitor run
+    cap = capture(f, backend="eager")
+    with torch.no_grad():
+        for x in (a, b, a, b):
+            assert_close(cap(x), x * 2 + 1)
+
+
 def test_monitor_run_frees_intermediates_as_eager_does():
     import weakref
     freed = []

@@ -11,6 +11,7 @@ When capture must stop (an unannotated native, an impure call, a read of tensor 
 monitor records the reason and stops watching: the program finishes normally, so the call's
 result is correct, and the record made from it runs the function eagerly.
 """
+import functools
 import types
 
 import torch
@@ -22,7 +23,7 @@ from .guards import snapshot
 from .refgraph import RefGraph, Relation
 from .replay import Replays
 from .tracer import make_tracer
-from .symbolic import bake_all
+from .symbolic import SymbolicInt, bake_all
 
 _MUTABLE = (list, dict, set, bytearray)
 _IMMUTABLE_VALUES = (int, float, complex, str, bytes, tuple, frozenset, type(None))
@@ -277,7 +278,24 @@ class Monitor:
             return lambda out: self._check_torch_call(fn, calls, out)
         if ann.value_read and any(isinstance(a, torch.Tensor) for a in args):
             return lambda out: self._check_value_read(fn, calls)
+        if type(fn) is functools._lru_cache_wrapper and _plain_values(list(args)) and \
+                _plain_values(list(kw_values)):
+            return self._cached_result
         return None
+
+    def _cached_result(self, out):
+        """After an `lru_cache` call on plain values (numbers, strings, dtypes, devices):
+        a tensor it returned from its cache (made before this run, so no op made it) is
+        what every call with these arguments gets, the same object while it is cached
+        (an equal one, the function being pure, once evicted). The guard holds it as a
+        constant root, and the graph takes it as an input (transformers' DINOv3-ViT caches
+        its patch coordinates: with the cache filled by an earlier eager call, capture
+        stopped at "tensor of unknown origin"). On a cache miss the function's body ran
+        watched and its ops are in the graph."""
+        for t in out if type(out) in (tuple, list) else (out,):
+            if isinstance(t, torch.Tensor) and id(t) not in self.recorder.nodes and \
+                    self.graph.get_node_by_var(t) is None:
+                self.const_node(t)
 
     def _not_a_number(self, values, depth=3):
         """What in `values` numpy must not compute with (a tensor, an array from outside
@@ -414,6 +432,17 @@ def _base(obj):
         if klass.__module__ in ("builtins", "collections"):
             return klass
     return object
+
+
+_PLAIN = (int, float, str, bytes, bool, type(None), torch.dtype, torch.device)
+
+
+def _plain_values(values, depth=2):
+    """Whether `values` are numbers, strings, dtypes, devices (tuples of them): an
+    `lru_cache` key compared by value, not by identity (a tensor hashes by id)."""
+    return all(type(v) in _PLAIN or type(v) is SymbolicInt  # baked: its value is guarded
+               or (type(v) is tuple and depth and _plain_values(v, depth - 1))
+               for v in values)
 
 
 def _qualname(fn):
