@@ -81,9 +81,13 @@ def main() -> None:
         with eagerc.enabled(args.device, ops=[op]):
             fn()  # compile (or load from the cache)
         compiles = eagerc.stats()["compiles"]
+        aoti_refused = None
         if args.aoti:
-            with _aoti_eager(aoti_op, args.device):
-                fn()  # AOTI-eager's compile
+            try:
+                with _aoti_eager(aoti_op, args.device):
+                    fn()  # AOTI-eager's compile
+            except Exception as e:  # noqa: BLE001 - reported in the table
+                aoti_refused = f"{type(e).__name__}: {str(e)[:60]}"
         native, compiled, aoti = [], [], []
         for _ in range(args.repeats):  # alternating rounds: load drifts hit both sides alike
             for _ in range(3):
@@ -95,7 +99,7 @@ def main() -> None:
                     fn()
                 compiled.append(_sample_us(fn, args.inner))
                 sync()
-            if args.aoti:
+            if args.aoti and not aoti_refused:
                 with _aoti_eager(aoti_op, args.device):
                     for _ in range(3):
                         fn()
@@ -105,7 +109,9 @@ def main() -> None:
         assert eagerc.stats()["ops"][f"{op}@{key}"]["hits"] > 0
         n, c = statistics.median(native), statistics.median(compiled)
         line = f"{name:<14} {n:>10.2f} {c:>10.2f} {c / n:>7.2f}"
-        if args.aoti:
+        if args.aoti and aoti_refused:
+            line += f"  AOTI-eager cannot serve it ({aoti_refused})"
+        elif args.aoti:
             a = statistics.median(aoti)
             line += f" {a:>10.2f} {a / n:>10.2f}"
         print(line, flush=True)
