@@ -3,14 +3,16 @@
 // ATen's composite scaled_dot_product_attention asks a per-device stub
 // (_fused_sdp_choice_stub) for a fused backend and takes the unfused math path (matmul,
 // softmax, matmul: seven ops and two score-sized temporaries) on a device that has no
-// stub. On host memory the CPU's choice applies: the same checks (shapes, mask, dropout,
-// head size, torch.backends' flags) on zero-copy aliases, and its fused kernel,
+// stub. On host memory the CPU's choice applies: the same checks (shapes, strides, mask,
+// dropout, head size, torch.backends' flags), and its fused kernel,
 // _scaled_dot_product_flash_attention_for_cpu, is what the device's kernel holder then
 // serves (Inductor calls ATen's CPU kernel for it). On GPU memory the math path stays: the
 // composite pads only CUDA tensors for the CUDA flash kernel.
 #include <ATen/ops/_fused_sdp_choice.h>
+#include <ATen/ops/from_blob.h>
 #include <ATen/native/transformers/attention.h>
 #include <ATen/native/transformers/sdp_utils_cpp.h>
+#include <c10/core/impl/LocalDispatchKeySet.h>
 
 #include "host_alias.h"
 #include "device/runtime.h"
@@ -18,17 +20,34 @@
 namespace eagerc::device {
 namespace {
 
+// The CPU's choice reads only metadata, so it sees CPU stand-ins with each tensor's
+// sizes, strides and dtype over a dummy address: no aliasing of real storage, and it works
+// for fake tensors too (warm_cache's discovery runs models under FakeTensorMode).
+at::Tensor cpu_standin(const at::Tensor& t) {
+  alignas(64) static char never_read[64];
+  return at::from_blob(never_read, t.sizes(), t.strides(),
+                       at::TensorOptions().dtype(t.scalar_type()).device(c10::kCPU));
+}
+
+bool symbolic(const at::Tensor& t) {
+  return t.unsafeGetTensorImpl()->has_symbolic_sizes_strides();
+}
+
 int64_t attention_choice(const at::Tensor& query, const at::Tensor& key, const at::Tensor& value,
                          const std::optional<at::Tensor>& attn_mask, double dropout_p,
                          bool is_causal, std::optional<double> scale, bool enable_gqa) {
-  if (memory_home(query.device()).type() != c10::DeviceType::CPU) {
+  const bool has_mask = attn_mask.has_value() && attn_mask->defined();
+  if (memory_home(query.device()).type() != c10::DeviceType::CPU || symbolic(query) ||
+      symbolic(key) || symbolic(value) || (has_mask && symbolic(*attn_mask))) {
     return static_cast<int64_t>(sdp::SDPBackend::math);
   }
-  CallAliases aliases;
   std::optional<at::Tensor> mask;
-  if (attn_mask.has_value() && attn_mask->defined()) mask = aliases.alias(*attn_mask);
-  return at::_fused_sdp_choice(aliases.alias(query), aliases.alias(key), aliases.alias(value),
-                               mask, dropout_p, is_causal, scale, enable_gqa);
+  if (has_mask) mask = cpu_standin(*attn_mask);
+  // A dispatch mode (FakeTensorMode) must not see the stand-ins.
+  c10::impl::ExcludeDispatchKeyGuard no_python(
+      c10::DispatchKeySet({c10::DispatchKey::Python, c10::DispatchKey::PythonTLSSnapshot}));
+  return at::_fused_sdp_choice(cpu_standin(query), cpu_standin(key), cpu_standin(value), mask,
+                               dropout_p, is_causal, scale, enable_gqa);
 }
 
 }  // namespace
