@@ -64,8 +64,13 @@ RUNTIME_OPS = (
 )
 
 # Ops whose value scalars choose the computation (pow by 2 or 3 is a multiply, not a
-# generic pow): their scalars are specialized, one kernel per value.
+# generic pow), and ops whose kernel is an extern call that cannot take a symbolic float
+# (ATen's CPU flash attention and its `scale`: a lifted scale fails to trace, and finding
+# that out cost one failed trace per signature, and extra runs under background
+# compilation): their scalars are specialized, one kernel per value.
 SPECIALIZE_SCALARS = (
     "aten::pow.Tensor_Scalar", "aten::pow_.Scalar", "aten::pow.Tensor_Scalar_out",
     "aten::pow.Scalar", "aten::pow.Scalar_out", "aten::float_power.Tensor_Scalar",
+    "aten::_scaled_dot_product_flash_attention_for_cpu",
+    "aten::_scaled_dot_product_flash_attention_for_cpu_backward",
 )
