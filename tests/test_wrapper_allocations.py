@@ -1,6 +1,7 @@
 """How CPU artifacts allocate: memory-only temporaries from a per-thread arena
 (eagerc/compile/scratch_buffers.py), outputs directly rather than through the dispatcher
-(eagerc/compile/direct_alloc.py, csrc/direct_alloc.cpp)."""
+(eagerc/compile/direct_alloc.py, csrc/direct_alloc.cpp); and how they check extern kernels'
+outputs without building error messages on every call (eagerc/compile/output_asserts.py)."""
 from contextlib import nullcontext
 
 import pytest
@@ -9,6 +10,7 @@ import torch.nn.functional as F
 
 import eagerc
 from eagerc.compile.direct_alloc import direct_allocations
+from eagerc.compile.output_asserts import cheap_output_asserts
 from eagerc.compile.scratch_buffers import scratch_buffers
 from eagerc.testing import assert_close
 
@@ -95,3 +97,24 @@ def test_directly_allocated_outputs_are_eagers(fresh_cache, device):
     assert again.data_ptr() != results[0].data_ptr()
     assert eagerc.stats()["fallbacks"] == 0
 
+
+
+def test_extern_outputs_are_checked_by_the_cheap_assert():
+    code = WRAPPER.replace("buf0.reset();", 'assert_size_stride(buf3, {s50, 1L}, {1L, s50}, "mm");')
+    checked = cheap_output_asserts(code, code.index("\n") + 1)
+    assert 'eagerc_assert_size_stride(buf3, {s50, 1L}, {1L, s50}, "mm");' in checked
+    # On a mismatch it still raises through Inductor's own check, with its message.
+    assert "torch::aot_inductor::assert_size_stride(t, sizes, strides, op_name);" in checked
+    assert cheap_output_asserts(WRAPPER, 0) == WRAPPER
+
+
+def test_extern_kernels_through_the_cheap_assert_match_eager(fresh_cache):
+    # mm, addmm and cumsum are extern calls whose outputs the wrapper checks.
+    torch.manual_seed(0)
+    a, b, bias = torch.randn(5, 7), torch.randn(7, 3), torch.randn(3)
+    with eagerc.enabled("cpu", ops=["aten::mm", "aten::addmm", "aten::cumsum"]):
+        got = [torch.mm(a, b), torch.addmm(bias, a, b), torch.cumsum(a, 1), torch.mm(a[:3], b)]
+    want = [a @ b, bias + a @ b, torch.cumsum(a, 1), a[:3] @ b]
+    for g, w in zip(got, want):
+        assert_close(g, w)
+    assert eagerc.stats()["fallbacks"] == 0

@@ -34,6 +34,7 @@ from eagerc.compile.errors import (IN_PROCESS, ON_DISK, CompileError, InductorFa
                                    NeedsHostAliases, environment_failure, error_summary)
 from eagerc.compile.boxed_int_lists import fix_boxed_int_lists
 from eagerc.compile.direct_alloc import direct_allocations
+from eagerc.compile.output_asserts import cheap_output_asserts
 from eagerc.compile.gpu_launch_types import fix_float_launch_params
 from eagerc.compile.guards import guard_source, range_checks
 from eagerc.compile.lock import compile_lock
@@ -379,7 +380,9 @@ def build_artifact(traced, check_code=None, patches=None) -> BuiltArtifact:
         if gpu:
             code = fix_float_launch_params(code)
         else:
-            code = direct_allocations(_drop_input_asserts(code, inputs), _after_header(code))
+            code = _drop_input_asserts(code, inputs)
+            code = cheap_output_asserts(direct_allocations(code, _after_header(code)),
+                                        _after_header(code))
         kw["main_code"] = code.replace(_GIL_RELEASE, "") + _ENTRY + guard
         captured["guard"] = guard
         captured["num_outputs"] = kw.get("num_outputs", traced.num_outputs)
