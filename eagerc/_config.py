@@ -13,7 +13,8 @@ CPU_FALLBACK_ENV = "EAGERC_CPU_FALLBACK"
 # optimization); older convolution kernels returned channels-last outputs. 5: int lists
 # passed to boxed ATen calls are IntLists, and an artifact that only calls its own op is
 # refused (older ones asserted, or hid a missing lowering). 6: CPU temporaries come from a
-# per-thread arena (compile/scratch_buffers.py): older kernels allocate them per call.
+# per-thread arena, outputs are allocated directly and extern outputs checked without
+# allocating (compile/scratch_buffers.py, direct_alloc.py, output_asserts.py).
 FORMAT_VERSION = 6
 
 
