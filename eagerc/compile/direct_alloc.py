@@ -10,6 +10,8 @@ leaves the shim in place: the library is correct either way.
 """
 from __future__ import annotations
 
+from eagerc.compile.wrapper_source import redirect_calls
+
 _POINTER = """
 static AOTITorchError (*eagerc_empty_strided)(int64_t, const int64_t*, const int64_t*, int32_t,
                                               int32_t, int32_t, AtenTensorHandle*) =
@@ -22,8 +24,5 @@ extern "C" void eagerc_set_allocator(void* fn) {
 
 def direct_allocations(code: str, after_header: int) -> str:
     """`code` (a CPU wrapper) calling eagerc_empty_strided where it called the shim."""
-    body = code[after_header:]
-    if "aoti_torch_empty_strided(" not in body:
-        return code
-    return code[:after_header] + _POINTER + body.replace("aoti_torch_empty_strided(",
-                                                         "eagerc_empty_strided(")
+    return redirect_calls(code, after_header, "aoti_torch_empty_strided(",
+                          "eagerc_empty_strided(", _POINTER)

@@ -9,6 +9,8 @@ message and exception.
 """
 from __future__ import annotations
 
+from eagerc.compile.wrapper_source import redirect_calls
+
 _CHECK = """
 static inline void eagerc_assert_size_stride(AtenTensorHandle t, std::initializer_list<int64_t> sizes,
                                              std::initializer_list<int64_t> strides,
@@ -37,8 +39,5 @@ static inline void eagerc_assert_size_stride(AtenTensorHandle t, std::initialize
 
 def cheap_output_asserts(code: str, after_header: int) -> str:
     """`code` (a CPU wrapper) checking extern outputs with eagerc_assert_size_stride."""
-    body = code[after_header:]
-    if "assert_size_stride(" not in body:
-        return code
-    return code[:after_header] + _CHECK + body.replace("assert_size_stride(",
-                                                       "eagerc_assert_size_stride(")
+    return redirect_calls(code, after_header, "assert_size_stride(",
+                          "eagerc_assert_size_stride(", _CHECK)
