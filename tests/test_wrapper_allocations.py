@@ -35,7 +35,7 @@ void inductor_entry_impl(AtenTensorHandle* input_handles, AtenTensorHandle* outp
 
 
 def test_only_memory_only_temporaries_become_scratch():
-    code = scratch_buffers(WRAPPER, WRAPPER.index("\n") + 1)
+    code = scratch_buffers(WRAPPER)
     assert "eagerc_scratch buf0(2, int_array_0, int_array_1, 4);" in code
     assert "buf0_handle" not in code
     # An output (released to the caller) and a dtype without a known size stay tensors.
@@ -50,7 +50,7 @@ def test_a_wrapper_without_such_temporaries_is_unchanged():
     plain = WRAPPER.replace("buf0.reset();", "output_handles[1] = buf0.release();")
     plain = plain.replace("cached_torch_dtype_float32, cached_torch_device_type_cpu, 0, &buf3",
                           "cached_torch_dtype_float32, cached_torch_device_type_cuda, 0, &buf3")
-    assert scratch_buffers(plain, 0) == plain
+    assert scratch_buffers(plain) == plain
 
 
 def test_kernels_with_scratch_temporaries_match_eager(fresh_cache):
@@ -70,7 +70,7 @@ def test_kernels_with_scratch_temporaries_match_eager(fresh_cache):
 
 
 def test_outputs_are_allocated_through_the_loaders_pointer():
-    code = direct_allocations(WRAPPER, WRAPPER.index("\n") + 1)
+    code = direct_allocations(WRAPPER)
     assert "aoti_torch_empty_strided(" not in code.split("aoti_torch_empty_strided;")[1]
     assert code.count("eagerc_empty_strided(2, int_array_0") == 3
     assert 'extern "C" void eagerc_set_allocator(void* fn)' in code
@@ -101,11 +101,11 @@ def test_directly_allocated_outputs_are_eagers(fresh_cache, device):
 
 def test_extern_outputs_are_checked_by_the_cheap_assert():
     code = WRAPPER.replace("buf0.reset();", 'assert_size_stride(buf3, {s50, 1L}, {1L, s50}, "mm");')
-    checked = cheap_output_asserts(code, code.index("\n") + 1)
+    checked = cheap_output_asserts(code)
     assert 'eagerc_assert_size_stride(buf3, {s50, 1L}, {1L, s50}, "mm");' in checked
     # On a mismatch it still raises through Inductor's own check, with its message.
     assert "torch::aot_inductor::assert_size_stride(t, sizes, strides, op_name);" in checked
-    assert cheap_output_asserts(WRAPPER, 0) == WRAPPER
+    assert cheap_output_asserts(WRAPPER) == WRAPPER
 
 
 def test_extern_kernels_through_the_cheap_assert_match_eager(fresh_cache):

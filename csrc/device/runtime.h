@@ -35,8 +35,8 @@ void register_hooks();
 void register_ops();
 std::vector<std::string> runtime_op_names();  // "aten::name.overload"
 
-// attention_choice.cpp: scaled_dot_product_attention's fused-backend choice (the memory
-// home's, on aliases, for host memory).
+// attention_choice.cpp: scaled_dot_product_attention's fused-backend choice (the CPU's,
+// for host memory, asked about metadata-only stand-ins).
 void register_attention_choice();
 
 }  // namespace eagerc::device

@@ -22,7 +22,6 @@ extern "C" void eagerc_set_allocator(void* fn) {
 """
 
 
-def direct_allocations(code: str, after_header: int) -> str:
+def direct_allocations(code: str) -> str:
     """`code` (a CPU wrapper) calling eagerc_empty_strided where it called the shim."""
-    return redirect_calls(code, after_header, "aoti_torch_empty_strided(",
-                          "eagerc_empty_strided(", _POINTER)
+    return redirect_calls(code, {"aoti_torch_empty_strided(": "eagerc_empty_strided("}, _POINTER)

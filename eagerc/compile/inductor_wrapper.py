@@ -39,6 +39,7 @@ from eagerc.compile.gpu_launch_types import fix_float_launch_params
 from eagerc.compile.guards import guard_source, range_checks
 from eagerc.compile.lock import compile_lock
 from eagerc.compile.scratch_buffers import scratch_buffers
+from eagerc.compile.wrapper_source import after_header, redirect_calls
 
 # Lifted scalars arrive as 0-dim int64/float64 host tensors (csrc/artifact.cpp); reading
 # them through the data pointer skips the dispatcher call inside aoti_torch_item_*.
@@ -259,7 +260,7 @@ def embed_cubins(code: str) -> str:
         f'__asm__(".section .rodata\\n.balign 64\\n.globl {sym}\\n.hidden {sym}\\n{sym}:\\n'
         f'.incbin \\"{path}\\"\\n.byte 0\\n.previous\\n");\n'
         f'extern "C" const unsigned char {sym}[];\n' for sym, path in blobs)
-    first_line_end = _after_header(code)
+    first_line_end = after_header(code)
     return code[:first_line_end] + asm + code[first_line_end:]
 
 
@@ -298,20 +299,9 @@ class BuiltArtifact:
     guard_source: str
 
 
-def _after_header(code: str) -> int:
-    """Where code may be inserted: after the wrapper's first include (Inductor's
-    cpp_wrapper header; the GPU wrapper starts with a blank line)."""
-    include = code.find("#include")
-    return 0 if include < 0 else code.index("\n", include) + 1
-
-
 def _direct_scalar_reads(code: str) -> str:
-    if "aoti_torch_item_int64(" not in code and "aoti_torch_item_float64(" not in code:
-        return code
-    first_line_end = _after_header(code)
-    body = code[first_line_end:].replace("aoti_torch_item_int64(", "eagerc_item_int64(")
-    body = body.replace("aoti_torch_item_float64(", "eagerc_item_float64(")
-    return code[:first_line_end] + _SCALAR_READS + body
+    return redirect_calls(code, {"aoti_torch_item_int64(": "eagerc_item_int64(",
+                                 "aoti_torch_item_float64(": "eagerc_item_float64("}, _SCALAR_READS)
 
 
 @contextlib.contextmanager
@@ -370,7 +360,7 @@ def build_artifact(traced, check_code=None, patches=None) -> BuiltArtifact:
         if "gil_scoped_acquire" in code or "PyObject_Call" in code:
             raise CompileError("the generated kernel calls back into Python")
         if not gpu:
-            code = scratch_buffers(code, _after_header(code))
+            code = scratch_buffers(code)
         if check_code is not None:
             code = check_code(code)
         checks = (traced.checks + [g.expr for g in shape_env.guards]
@@ -380,9 +370,7 @@ def build_artifact(traced, check_code=None, patches=None) -> BuiltArtifact:
         if gpu:
             code = fix_float_launch_params(code)
         else:
-            code = _drop_input_asserts(code, inputs)
-            code = cheap_output_asserts(direct_allocations(code, _after_header(code)),
-                                        _after_header(code))
+            code = cheap_output_asserts(direct_allocations(_drop_input_asserts(code, inputs)))
         kw["main_code"] = code.replace(_GIL_RELEASE, "") + _ENTRY + guard
         captured["guard"] = guard
         captured["num_outputs"] = kw.get("num_outputs", traced.num_outputs)

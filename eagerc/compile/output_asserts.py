@@ -37,7 +37,6 @@ static inline void eagerc_assert_size_stride(AtenTensorHandle t, std::initialize
 """
 
 
-def cheap_output_asserts(code: str, after_header: int) -> str:
+def cheap_output_asserts(code: str) -> str:
     """`code` (a CPU wrapper) checking extern outputs with eagerc_assert_size_stride."""
-    return redirect_calls(code, after_header, "assert_size_stride(",
-                          "eagerc_assert_size_stride(", _CHECK)
+    return redirect_calls(code, {"assert_size_stride(": "eagerc_assert_size_stride("}, _CHECK)

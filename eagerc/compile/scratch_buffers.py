@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import re
 
+from eagerc.compile.wrapper_source import after_header
+
 # Element sizes of the dtypes Inductor's wrapper names as cached_torch_dtype_<name>.
 _ITEMSIZE = {"float32": 4, "float64": 8, "float16": 2, "bfloat16": 2, "int64": 8, "int32": 4,
              "int16": 2, "int8": 1, "uint8": 1, "bool": 1}
@@ -91,9 +93,9 @@ def _only_memory_used(code: str, buf: str) -> bool:
     return all(use in (".data_ptr()", ".reset()") for use in uses[1:])
 
 
-def scratch_buffers(code: str, after_header: int) -> str:
+def scratch_buffers(code: str) -> str:
     """`code` with its memory-only CPU temporaries allocated as eagerc_scratch; the helper
-    is inserted at `after_header` when any is."""
+    is inserted after the wrapper's header when any is."""
     def replace(m: re.Match) -> str:
         itemsize = _ITEMSIZE.get(m["dtype"])
         if itemsize is None or not _only_memory_used(code, m["buf"]):
@@ -104,5 +106,5 @@ def scratch_buffers(code: str, after_header: int) -> str:
     rewritten = _ALLOCATION.sub(replace, code)
     if rewritten == code:
         return code
-    head = code[:after_header]
-    return head + _SCRATCH + rewritten[after_header:]
+    start = after_header(code)
+    return code[:start] + _SCRATCH + rewritten[start:]
