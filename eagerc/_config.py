@@ -14,8 +14,10 @@ CPU_FALLBACK_ENV = "EAGERC_CPU_FALLBACK"
 # passed to boxed ATen calls are IntLists, and an artifact that only calls its own op is
 # refused (older ones asserted, or hid a missing lowering). 6: CPU temporaries come from a
 # per-thread arena, outputs are allocated directly and extern outputs checked without
-# allocating (compile/scratch_buffers.py, direct_alloc.py, output_asserts.py).
-FORMAT_VERSION = 6
+# allocating (compile/scratch_buffers.py, direct_alloc.py, output_asserts.py). 7: GPU wrappers
+# make a CUDA context current after their device guard (compile/gpu_context.py) and check
+# extern outputs without allocating.
+FORMAT_VERSION = 7
 
 
 # Where the eagerc device keeps its memory: "cpu" (host memory, the default) or "cuda"

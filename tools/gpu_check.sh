@@ -21,13 +21,16 @@ export EAGERC_CACHE_DIR=/tmp/eagerc-cache PYTHONUNBUFFERED=1
 export PYTHONPYCACHEPREFIX=/tmp/pycache
 python3 -c "import sys, torch, triton; print('python', sys.version.split()[0], 'torch', torch.__version__, 'triton', triton.__version__, torch.cuda.get_device_name(0), 'x', torch.cuda.device_count())" | tee "$OUT/machine.txt"
 python3 -m pip install -q --no-build-isolation --no-deps -e . > "$OUT/build.txt" 2>&1 || { tail -40 "$OUT/build.txt"; exit 1; }
+# Parallel test workers (pytest-xdist from .whl/): each pays its own first CUDA compile, but
+# the model tests' kernels compile side by side on the machine's 16 cores.
+XDIST=""; python3 -c "import xdist" 2>/dev/null && XDIST="-n ${EAGERC_GPU_WORKERS:-4}"
 what=${1:-all}; shift || true
 if [ "$what" = gpu-tests ] || [ "$what" = tests ]; then
-  python3 -m pytest -q -rf --tb=short -p no:cacheprovider -o addopts="" --timeout=400 tests/test_gpu*.py 2>&1 | tee "$OUT/tests_gpu.txt" | tail -60
+  python3 -m pytest -q -rf --tb=short -p no:cacheprovider -o addopts="" --timeout=400 $XDIST ${EAGERC_GPU_TESTS:-tests/test_gpu*.py} 2>&1 | tee "$OUT/tests_gpu.txt" | tail -60
 fi
 if [ "$what" = model-tests ] || [ "$what" = tests ]; then
   # The host-memory device's model tests, on the eagerc device on GPU memory.
-  EAGERC_BACKING=cuda python3 -m pytest -q -rf --tb=short -p no:cacheprovider -o addopts="" --timeout=400 tests/test_device_models.py 2>&1 \
+  EAGERC_BACKING=cuda python3 -m pytest -q -rf --tb=short -p no:cacheprovider -o addopts="" --timeout=400 $XDIST tests/test_device_models.py 2>&1 \
     | tee "$OUT/tests_gpu_device_models.txt" | tail -40
 fi
 if [ "$what" = probe ]; then

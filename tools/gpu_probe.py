@@ -6,6 +6,7 @@ what recompiles for new sizes, and where a cold CUDA compile spends its time.
     python tools/gpu_probe.py profile        # cold compile of a few ops under cProfile
     python tools/gpu_probe.py factories      # EAGERC_BACKING=cuda: arange/ones/scalar_tensor
     python tools/gpu_probe.py batchnorm      # EAGERC_BACKING=cuda: BatchNorm training stats
+    python tools/gpu_probe.py device-profile # EAGERC_BACKING=cuda: host time per op vs CUDA eager
 
 Each mode runs its work in a fresh process with empty eagerc and Inductor caches. Reports
 print to stdout; refusals are logged with their whole traceback (eagerc logger at DEBUG).
@@ -168,7 +169,50 @@ for op, st in sorted(s["ops"].items()):
         print("STATS", op, st["compiles"], st["hits"], st["fallbacks"], st["aliased"], dict(st["fallback_reasons"]))
 """
 
-SCRIPTS = {"device-model": DEVICE_MODEL, "sizes": SIZES, "profile": PROFILE,
+DEVICE_PROFILE = r"""
+import cProfile, pstats, time, torch, transformers, eagerc
+from torch.profiler import ProfilerActivity, profile
+torch.manual_seed(0)
+config = transformers.BertConfig(hidden_size=64, num_hidden_layers=2, num_attention_heads=2,
+                                 intermediate_size=128, vocab_size=512)
+model = transformers.BertModel(config).eval()
+ids = torch.randint(0, 512, (1, 16))
+sides = {"eagerc": (model.to("eagerc"), ids.to("eagerc"))}
+import copy
+sides["cuda"] = (copy.deepcopy(model).to("cpu").to("cuda"), ids.to("cuda"))
+with torch.no_grad():
+    for _ in range(3):
+        for m, x in sides.values():
+            m(x)
+    torch.cuda.synchronize()
+    print("compiles after warm-up", eagerc.stats()["compiles"], "fallbacks", eagerc.stats()["fallbacks"])
+    eagerc.reset_stats()
+    for rnd in range(3):
+        for name, (m, x) in sides.items():
+            torch.cuda.synchronize(); t0 = time.perf_counter()
+            for _ in range(50):
+                m(x)
+            torch.cuda.synchronize()
+            print(f"round {rnd} {name}: {(time.perf_counter() - t0) / 50 * 1e6:.0f} us per forward")
+    s = eagerc.stats()
+    print("after timing: compiles", s["compiles"], "misses", s["misses"], "fallbacks", s["fallbacks"])
+    for op, st in sorted(s["ops"].items(), key=lambda kv: -kv[1]["hits"] - kv[1]["misses"] - kv[1]["aliased"])[:40]:
+        print("  ", op, {k: st[k] for k in ("hits", "misses", "fallbacks", "aliased", "interim")})
+    for name, (m, x) in sides.items():
+        with profile(activities=[ProfilerActivity.CPU]) as prof:
+            for _ in range(10):
+                m(x)
+        print(f"== {name}: self CPU time by op (10 forwards)")
+        print(prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=30))
+    m, x = sides["eagerc"]
+    pr = cProfile.Profile(); pr.enable()
+    for _ in range(20):
+        m(x)
+    pr.disable()
+    pstats.Stats(pr).sort_stats("tottime").print_stats(25)
+"""
+
+SCRIPTS = {"device-profile": DEVICE_PROFILE, "device-model": DEVICE_MODEL, "sizes": SIZES, "profile": PROFILE,
            "factories": FACTORIES, "batchnorm": BATCHNORM}
 
 
@@ -179,7 +223,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as fresh:
         env = dict(os.environ, EAGERC_CACHE_DIR=f"{fresh}/eagerc",
                    TORCHINDUCTOR_CACHE_DIR=f"{fresh}/inductor")
-        if args.what in ("device-model", "factories", "batchnorm"):
+        if args.what in ("device-model", "factories", "batchnorm", "device-profile"):
             env["EAGERC_BACKING"] = "cuda"
         done = subprocess.run([sys.executable, "-c", textwrap.dedent(SCRIPTS[args.what])], env=env)
     sys.exit(done.returncode)

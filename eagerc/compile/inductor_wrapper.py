@@ -35,6 +35,7 @@ from eagerc.compile.errors import (IN_PROCESS, ON_DISK, CompileError, InductorFa
 from eagerc.compile.boxed_int_lists import fix_boxed_int_lists
 from eagerc.compile.direct_alloc import direct_allocations
 from eagerc.compile.output_asserts import cheap_output_asserts
+from eagerc.compile.gpu_context import make_context_current
 from eagerc.compile.gpu_launch_types import fix_float_launch_params
 from eagerc.compile.guards import guard_source, range_checks
 from eagerc.compile.lock import compile_lock
@@ -368,9 +369,10 @@ def build_artifact(traced, check_code=None, patches=None) -> BuiltArtifact:
         guard = guard_source(traced.bindings, checks)
         code = fix_boxed_int_lists(_direct_scalar_reads(embed_cubins(code)))
         if gpu:
-            code = fix_float_launch_params(code)
+            code = make_context_current(fix_float_launch_params(code))
         else:
-            code = cheap_output_asserts(direct_allocations(_drop_input_asserts(code, inputs)))
+            code = direct_allocations(_drop_input_asserts(code, inputs))
+        code = cheap_output_asserts(code)
         kw["main_code"] = code.replace(_GIL_RELEASE, "") + _ENTRY + guard
         captured["guard"] = guard
         captured["num_outputs"] = kw.get("num_outputs", traced.num_outputs)

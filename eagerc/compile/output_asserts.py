@@ -1,4 +1,4 @@
-"""A cheap size/stride check of extern kernels' outputs in CPU wrappers.
+"""A cheap size/stride check of extern kernels' outputs in C++ wrappers (CPU and GPU).
 
 Inductor's wrapper checks the sizes and strides of what an extern kernel (mm, addmm,
 convolution, cumsum, CPU flash attention) returned with ``assert_size_stride``, whose
@@ -38,5 +38,5 @@ static inline void eagerc_assert_size_stride(AtenTensorHandle t, std::initialize
 
 
 def cheap_output_asserts(code: str) -> str:
-    """`code` (a CPU wrapper) checking extern outputs with eagerc_assert_size_stride."""
+    """`code` (a C++ wrapper) checking extern outputs with eagerc_assert_size_stride."""
     return redirect_calls(code, {"assert_size_stride(": "eagerc_assert_size_stride("}, _CHECK)
