@@ -147,7 +147,8 @@ def test_figure3_super_forward():
     assert n == 1 and ".scale != 3.0" in failed, failed
     assert stats | {"stop_reasons": {}} == {
         "hits": 1, "misses": 2, "graphs": 2, "graphs_from_disk": 0, "eager_runs": 0,
-        "split_runs": 0, "stop_reasons": {}, "records": 2}
+        "split_runs": 0, "segment_graphs": 0, "segment_runs": 0, "segment_ops": 0,
+        "segment_divergences": 0, "stop_reasons": {}, "records": 2}
 
 
 class SideEffect(torch.nn.Module):

@@ -43,7 +43,10 @@ def capture_stats(captured):
     """Counters of a captured function: records, hits, misses, graphs (compiled graphs),
     graphs_from_disk (of those, loaded from kernel_cache without compiling), eager_runs,
     split_runs (eager runs whose child modules' calls were captured on their own; then
-    `split` sums the children's counters), stop_reasons (reason -> count; internal
+    `split` sums the children's counters), segment_graphs / segment_runs / segment_ops /
+    segment_divergences (a stopped call's own ops as compiled segments: graphs compiled,
+    eager runs that replayed them, ops answered from them, replays that left the recorded
+    op stream), stop_reasons (reason -> count; internal
     faults of capture count as "internal error in <stage>", a call the program ended with
     an exception as "program raised: <type>") and guard_failures (per miss while records
     exist: the first failing check of the most recently matched record's guard, its
@@ -51,7 +54,7 @@ def capture_stats(captured):
 
     >>> import eagerc
     >>> sorted(eagerc.capture_stats(eagerc.capture(abs)))
-    ['eager_runs', 'graphs', 'graphs_from_disk', 'guard_failures', 'hits', 'misses', 'records', 'split_runs', 'stop_reasons']
+    ['eager_runs', 'graphs', 'graphs_from_disk', 'guard_failures', 'hits', 'misses', 'records', 'segment_divergences', 'segment_graphs', 'segment_ops', 'segment_runs', 'split_runs', 'stop_reasons']
     """
     from eagerc.capture import api
 

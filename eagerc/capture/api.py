@@ -3,7 +3,9 @@ import collections
 import logging
 import threading
 
+from . import segments
 from .records import RecordCache, build_record
+from .stream import StreamRecorder
 
 _state = threading.local()  # .active: a monitor run or a mock is in progress on this thread
 
@@ -35,6 +37,11 @@ class Captured:
         # graphs_from_disk: compiled graphs loaded from kernel_cache instead of compiled.
         self.stats = {"hits": 0, "misses": 0, "graphs": 0, "graphs_from_disk": 0,
                       "eager_runs": 0, "split_runs": 0,
+                      # partial capture of a stopped call's own ops (stream.py, segments.py):
+                      # segment graphs compiled, replays, ops answered from them, replays
+                      # that left the recorded stream
+                      "segment_graphs": 0, "segment_runs": 0, "segment_ops": 0,
+                      "segment_divergences": 0,
                       "stop_reasons": collections.Counter(),
                       # per miss while records exist: the failing check of the most
                       # recently matched record's guard (Record.why_not)
@@ -76,6 +83,20 @@ class Captured:
         return compiled
 
     def __call__(self, *args, **kwargs):
+        mode = segments.current()
+        if mode is not None and not mode.paused:
+            # A captured call inside a stopped call's stream (a split-off child): its ops
+            # are its own, and what it returns is new on every call.
+            mode.paused += 1
+            try:
+                result = self._call(args, kwargs)
+            finally:
+                mode.paused -= 1
+            mode.note_fresh(result)
+            return result
+        return self._call(args, kwargs)
+
+    def _call(self, args, kwargs):
         if getattr(_state, "active", False):
             return self.fn(*args, **kwargs)  # nested: part of the outer capture
         if self.disabled:
@@ -94,7 +115,7 @@ class Captured:
                     self.stats["eager_runs"] += 1
                     if record.raised:
                         return self._eager_after_raise(record, args, kwargs)
-                    return self._eager(args, kwargs)
+                    return self._eager(args, kwargs, record)
                 try:
                     return record.mock(slots)
                 except Exception as e:  # noqa: BLE001 - see _mock_failed
@@ -116,16 +137,21 @@ class Captured:
             why = f"(not explained: {type(e).__name__})"
         self.stats["guard_failures"][why or "(passes now)"] += 1
 
-    def _eager(self, args, kwargs):
+    def _eager(self, args, kwargs, record=None):
         """A call whose record stopped: it runs eagerly, and the calls of its child modules
         inside it are captured on their own (partial capture: the stop costs the code
         around the children, not the whole call). A child whose own capture stops splits
-        into its children the same way."""
+        into its children the same way. The call's own tensor ops run as compiled segment
+        graphs: the first such call records its op stream, later ones replay it
+        (stream.py, segments.py)."""
         children = self._split_children()
-        if not children:
+        mode = self._stream_mode(record, args, kwargs)
+        if not children and mode is None:
             return self.fn(*args, **kwargs)
-        self.stats["split_runs"] += 1
+        if children:
+            self.stats["split_runs"] += 1
         installed = []
+        returned = False
         _state.active = False  # the children's calls are captures of their own
         try:
             for module, captured in children:
@@ -133,11 +159,70 @@ class Captured:
                 if "forward" not in d:  # the module's call (hooks included) reaches it
                     d["forward"] = captured
                     installed.append(module)
-            return self.fn(*args, **kwargs)
+            if mode is None:
+                return self.fn(*args, **kwargs)
+            with segments.active(mode):
+                result = self.fn(*args, **kwargs)
+            returned = True
+            return result
         finally:
             for module in installed:
                 module.__dict__.pop("forward", None)
             _state.active = True
+            if mode is not None:
+                self._stream_done(record, mode, returned)
+
+    def _stream_mode(self, record, args, kwargs):
+        """The mode that records (first hit) or replays (later hits) the stopped call's op
+        stream; None where there is none: no record (a run that raised), no split, grad
+        mode (autograd is eager's), or a stream that could not be made."""
+        import torch
+        if record is None or not self.split or self.disabled or torch.is_grad_enabled():
+            return None
+        stream = record.stream
+        if stream is False:
+            return None
+        try:
+            if stream is None:
+                return StreamRecorder(args, kwargs)
+            return segments.StreamReplay(stream, args, kwargs)
+        except Exception as e:  # noqa: BLE001 - the call runs eagerly as before
+            self._segment_fault(record, e)
+            return None
+
+    def _stream_done(self, record, mode, returned):
+        """After a recording: compile the segments; after a replay: count it, and record
+        the stream again after replays that keep leaving it. Never fails the call."""
+        try:
+            if isinstance(mode, StreamRecorder):
+                if not returned:
+                    return  # the program raised: the next such call records
+                record.stream_recordings += 1
+                stream = mode.stream(self._compile)
+                record.stream = stream if stream is not None and stream.graph_ops() else False
+                if record.stream:
+                    self.stats["segment_graphs"] += sum(
+                        1 for s in stream.segments if s.fn is not None)
+                return
+            stream = mode.stream
+            self.stats["segment_runs"] += 1
+            self.stats["segment_ops"] += mode.answered
+            if not mode.diverged and mode.i == len(stream.entries):
+                stream.diverged_in_a_row = 0
+                return
+            if returned or mode.diverged:
+                self.stats["segment_divergences"] += 1
+                stream.diverged_in_a_row += 1
+                if stream.diverged_in_a_row >= segments.REPLAYS_BEFORE_RERECORD:
+                    # recorded on an unusual call: record again (a few times at most)
+                    record.stream = None if record.stream_recordings < 3 else False
+        except Exception as e:  # noqa: BLE001 - see above
+            self._segment_fault(record, e)
+
+    def _segment_fault(self, record, error):
+        record.stream = False
+        self.stats["stop_reasons"][f"internal error in segments: {type(error).__name__}"] += 1
+        log.debug("eagerc.capture: segments failed for %r", self.fn, exc_info=error)
 
     def _split_children(self):
         if self._children is None:
@@ -155,7 +240,8 @@ class Captured:
         total = collections.Counter()
         for _, child in self._children or ():
             total["children"] += 1
-            for k in ("graphs", "hits", "misses", "eager_runs"):
+            for k in ("graphs", "hits", "misses", "eager_runs", "segment_graphs",
+                      "segment_runs", "segment_ops", "segment_divergences"):
                 total[k] += child.stats[k]
             total.update(child.split_stats())
         return total

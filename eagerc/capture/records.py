@@ -32,6 +32,10 @@ class Record:
         self.source = source  # the generated guard and mock, for debugging
         # An eager record of a run the program ended with an exception (api.Captured).
         self.raised = False
+        # Of an eager record: its hits' op stream cut into compiled segments (stream.py);
+        # None: not recorded yet, False: none (failed, or nothing to compile).
+        self.stream = None
+        self.stream_recordings = 0
         self._full = None  # (checks of the full guard, its namespace), for why_not
         self._why_not = None
 
