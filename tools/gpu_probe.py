@@ -170,7 +170,7 @@ for op, st in sorted(s["ops"].items()):
 """
 
 DEVICE_PROFILE = r"""
-import cProfile, pstats, time, torch, transformers, eagerc
+import cProfile, pstats, sys, time, torch, transformers, eagerc
 from torch.profiler import ProfilerActivity, profile
 torch.manual_seed(0)
 config = transformers.BertConfig(hidden_size=64, num_hidden_layers=2, num_attention_heads=2,
@@ -198,6 +198,18 @@ with torch.no_grad():
     print("after timing: compiles", s["compiles"], "misses", s["misses"], "fallbacks", s["fallbacks"])
     for op, st in sorted(s["ops"].items(), key=lambda kv: -kv[1]["hits"] - kv[1]["misses"] - kv[1]["aliased"])[:40]:
         print("  ", op, {k: st[k] for k in ("hits", "misses", "fallbacks", "aliased", "interim")})
+    for op, st in s["ops"].items():
+        if st["fallbacks"]:
+            print("REASONS", op, dict(st["fallback_reasons"]))
+    # What one more forward's misses do, in eagerc's own words.
+    import logging
+    handler = logging.StreamHandler(sys.stdout)
+    logging.getLogger("eagerc").addHandler(handler)
+    logging.getLogger("eagerc").setLevel(logging.DEBUG)
+    print("== one forward with eagerc's log")
+    sides["eagerc"][0](sides["eagerc"][1])
+    logging.getLogger("eagerc").removeHandler(handler)
+    logging.getLogger("eagerc").setLevel(logging.WARNING)
     for name, (m, x) in sides.items():
         with profile(activities=[ProfilerActivity.CPU]) as prof:
             for _ in range(10):

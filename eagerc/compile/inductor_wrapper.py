@@ -266,7 +266,12 @@ def embed_cubins(code: str) -> str:
 
 
 def _is_gpu_graph(traced) -> bool:
-    return any(isinstance(f, torch.Tensor) and f.device.type == "cuda" for f in traced.fakes)
+    """Whether the graph computes on CUDA: an input there, or (a factory such as arange,
+    which has no tensor input) a value it makes there. A factory taken for a CPU graph got
+    CPU's device helpers in Inductor's GPU wrapper (its Python pass wrote `with pass:`)."""
+    values = list(traced.fakes) + [node.meta.get("val") for node in traced.gm.graph.nodes]
+    return any(isinstance(v, torch.Tensor) and v.device.type == "cuda"
+               for v in torch.utils._pytree.tree_leaves(values))
 
 
 def _register_cuda_op_overrides() -> None:
