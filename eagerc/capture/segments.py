@@ -21,10 +21,10 @@ import threading
 import weakref
 
 import torch
-from torch.utils._pytree import tree_flatten
 
 from .graph import func_name
-from .stream import GRAPH, RUN, meta_of, passes_through, resolve_path, storage_of
+from .stream import (GRAPH, RUN, flatten_args, flatten_out, passes_through, raw_meta,
+                     raw_storage, resolve_path, unflatten_out)
 
 _local = threading.local()  # .modes: stream modes (recording or replaying) of this thread
 REPLAYS_BEFORE_RERECORD = 2  # replays in a row that diverged before the stream is recorded again
@@ -90,12 +90,13 @@ class StreamReplay(torch.overrides.TorchFunctionMode):
         kwargs = kwargs or {}
         if self.paused or self.diverged:
             return func(*args, **kwargs)
-        name, is_getter = func_name(func)
-        if passes_through(name, is_getter):
+        passes = _PASSES.get(func)
+        if passes is None:
+            passes = _PASSES[func] = passes_through(*func_name(func))
+        if passes:
             return func(*args, **kwargs)
         try:
-            with torch._C.DisableTorchFunction():  # our reads are not the program's ops
-                e = self._match(func, args, kwargs)
+            e = self._match(func, args, kwargs)
         except Exception:  # noqa: BLE001 - a fault of the replay: the call is the program's
             e = None
         if e is None:
@@ -126,18 +127,20 @@ class StreamReplay(torch.overrides.TorchFunctionMode):
             return None
         if e.kind == RUN:
             return e  # the program's own call: its arguments may be anything
-        leaves, spec = tree_flatten((args, kwargs))
+        leaves, spec = flatten_args(args, kwargs)
         if spec != e.spec:
             return None
-        grad = torch.is_grad_enabled()  # the program may turn grad mode on inside the call
+        # The program may turn grad mode on inside the call: an answer from a graph would
+        # have no autograd history.
+        grad = torch.is_grad_enabled()
         fresh = []
         for leaf, r, c in zip(leaves, e.refs, e.consts):
             if r is None:
                 if not _same(leaf, c):
                     return None
                 continue
-            if not isinstance(leaf, torch.Tensor) or grad and leaf.requires_grad:
-                return None  # (an answer from a graph would have no autograd history)
+            if not isinstance(leaf, torch.Tensor) or grad and _requires_grad(leaf):
+                return None
             ref = self._env.get(r)
             if ref is None:
                 node = self.stream.nodes[r]
@@ -159,7 +162,7 @@ class StreamReplay(torch.overrides.TorchFunctionMode):
             if o is not None:
                 self._env[o] = weakref.ref(t)
         self.answered += 1
-        return out[0] if e.out_spec.is_leaf() else _rebuild(e, out)
+        return unflatten_out(out, e.out_spec)
 
     def _run_segment(self, si):
         seg = self.stream.segments[si]
@@ -168,25 +171,27 @@ class StreamReplay(torch.overrides.TorchFunctionMode):
             raise _Missing("no compiled graph")
         nodes = self.stream.nodes
         inputs = []
-        for r in seg.inputs:
-            ref = self._env.get(r)
-            t = ref() if ref is not None else None
-            if t is None or meta_of(t) != nodes[r].meta:
-                raise _Missing(f"input node {r}")
-            inputs.append(t)
+        with torch._C.DisableTorchFunction():  # our reads are not the program's ops
+            for r in seg.inputs:
+                ref = self._env.get(r)
+                t = ref() if ref is not None else None
+                if t is None or raw_meta(t) != nodes[r].meta:
+                    raise _Missing(f"input node {r}")
+                inputs.append(t)
         outs = seg.fn(*inputs)
         if len(outs) != len(seg.outputs):
             raise _Missing("output count")
-        seen = {storage_of(t) for t in inputs}
-        for r, t in zip(seg.outputs, outs):
-            # Eager's strides (a later view may depend on them) and fresh memory (a later
-            # write must not reach another tensor).
-            if type(t) is not torch.Tensor or meta_of(t) != nodes[r].meta:
-                raise _Missing(f"output node {r}")
-            s = storage_of(t)
-            if s is None or s in seen:
-                raise _Missing(f"output node {r} shares memory")
-            seen.add(s)
+        with torch._C.DisableTorchFunction():
+            seen = {raw_storage(t) for t in inputs}
+            for r, t in zip(seg.outputs, outs):
+                # Eager's strides (a later view may depend on them) and fresh memory (a
+                # later write must not reach another tensor).
+                if type(t) is not torch.Tensor or raw_meta(t) != nodes[r].meta:
+                    raise _Missing(f"output node {r}")
+                s = raw_storage(t)
+                if s is None or s in seen:
+                    raise _Missing(f"output node {r} shares memory")
+                seen.add(s)
         self._pending.update(zip(seg.outputs, outs))
         self._seg_state[si] = True
         seg.failures = 0
@@ -194,7 +199,7 @@ class StreamReplay(torch.overrides.TorchFunctionMode):
     def _bind_real(self, e, out):
         if e.kind == RUN and not e.outs:
             return
-        leaves, spec = tree_flatten(out)
+        leaves, spec = flatten_out(out)
         if spec != e.out_spec:
             raise _Missing("result structure")
         for o, t in zip(e.outs, leaves):
@@ -202,9 +207,13 @@ class StreamReplay(torch.overrides.TorchFunctionMode):
                 self._env[o] = weakref.ref(t)
 
 
-def _rebuild(e, out):
-    from torch.utils._pytree import tree_unflatten
-    return tree_unflatten(out, e.out_spec)
+def _requires_grad(t):
+    with torch._C.DisableTorchFunction():  # our read is not the program's op
+        return t.requires_grad
+
+
+# func -> whether it is a metadata read replay lets through (func_name costs per call)
+_PASSES = {}
 
 
 def _same(a, b):

@@ -23,7 +23,6 @@ import weakref
 
 import torch
 import torch.fx as fx
-from torch.utils._pytree import tree_flatten, tree_unflatten
 
 from .fx_targets import as_graph_constant, fx_target
 from .graph import (_CONSTANTS, _META, _NONDETERMINISTIC, _STRIDE_META, _VALUE_READS,
@@ -103,14 +102,22 @@ def meta_of(t):
     """Sizes, strides, offset, dtype, device (read past torch-function modes: a mode
     under ours, such as a user's op counter, must not see the replay's own reads)."""
     with torch._C.DisableTorchFunction():
-        return (tuple(t.shape), t.stride(), t.storage_offset(), t.dtype, t.device)
+        return raw_meta(t)
+
+
+def raw_meta(t):
+    return (tuple(t.shape), t.stride(), t.storage_offset(), t.dtype, t.device)
 
 
 def storage_of(t):
     """Address of a tensor's memory; None when it has none (empty, or no storage)."""
+    with torch._C.DisableTorchFunction():
+        return raw_storage(t)
+
+
+def raw_storage(t):
     try:
-        with torch._C.DisableTorchFunction():
-            return t.untyped_storage().data_ptr() or None
+        return t.untyped_storage().data_ptr() or None
     except Exception:  # noqa: BLE001 - e.g. a subclass without storage
         return None
 
@@ -123,6 +130,50 @@ def _simple(value):
     if isinstance(value, slice):
         return all(_simple(v) for v in (value.start, value.stop, value.step))
     return as_graph_constant(value)[0]
+
+
+def flatten_args(args, kwargs):
+    """(leaves, spec) of a call's arguments: tuples and lists are opened, anything else is
+    a leaf. Cheaper than torch's pytree, which a replay would pay on every op."""
+    leaves = []
+    if kwargs:
+        spec = (_walk(args, leaves), tuple(kwargs), _walk(tuple(kwargs.values()), leaves))
+    else:
+        spec = (_walk(args, leaves),)
+    return leaves, spec
+
+
+def _walk(v, leaves):
+    t = type(v)
+    if t is tuple or t is list:
+        return t, tuple([_walk(x, leaves) for x in v])
+    leaves.append(v)
+    return None
+
+
+def unflatten_args(leaves, spec):
+    it = iter(leaves)
+    args = _build(spec[0], it)
+    kwargs = dict(zip(spec[1], _build(spec[2], it))) if len(spec) > 1 else {}
+    return args, kwargs
+
+
+def _build(spec, it):
+    if spec is None:
+        return next(it)
+    t, kids = spec
+    return t([_build(k, it) for k in kids])
+
+
+def flatten_out(out):
+    """(leaves, spec) of a result: a tuple or list (torch.return_types too) is opened."""
+    if isinstance(out, (tuple, list)):
+        return list(out), (type(out), len(out))
+    return [out], None
+
+
+def unflatten_out(leaves, spec):
+    return leaves[0] if spec is None else spec[0](leaves)
 
 
 def arg_paths(args, kwargs):
@@ -174,7 +225,7 @@ class StreamRecorder(torch.overrides.TorchFunctionMode):
         if passes_through(name, is_getter):
             return func(*args, **kwargs)
         try:
-            leaves, spec = tree_flatten((args, kwargs))
+            leaves, spec = flatten_args(args, kwargs)
             before = _versions(leaves)
         except Exception as e:  # noqa: BLE001 - the recording ends; the call happens
             self.failed = f"recording: {type(e).__name__}"
@@ -195,8 +246,8 @@ class StreamRecorder(torch.overrides.TorchFunctionMode):
         """Tensors a captured child call returned: new objects on every call."""
         if self.paused or self.failed is not None:
             return
-        for t in tree_flatten(result)[0]:
-            if isinstance(t, torch.Tensor) and self._lookup(t) is None:
+        for t in _tensors_in(result):
+            if self._lookup(t) is None:
                 self._bind(t, Node("fresh", t, avail=None))
 
     # -- recording ------------------------------------------------------------------------
@@ -210,7 +261,7 @@ class StreamRecorder(torch.overrides.TorchFunctionMode):
             else:
                 refs.append(None)
                 consts.append(leaf)
-        out_leaves, out_spec = tree_flatten(out)
+        out_leaves, out_spec = flatten_out(out)
         kind = self._kind(name, is_getter, leaves, before, out, out_leaves, spec)
         e = Entry(func, name, is_getter, kind, spec, refs, consts)
         e.out_spec = out_spec
@@ -244,7 +295,7 @@ class StreamRecorder(torch.overrides.TorchFunctionMode):
             return RUN
         if is_getter and name not in _VIEW_ATTRS:
             return RUN
-        args, kwargs = tree_unflatten(leaves, spec)
+        args, kwargs = unflatten_args(leaves, spec)
         if _written_tensor(name, args, kwargs) is not None or _versions(leaves) != before:
             return RUN
         tensors_in = [t for t in leaves if isinstance(t, torch.Tensor)]
@@ -352,15 +403,14 @@ class StreamRecorder(torch.overrides.TorchFunctionMode):
                     fxn[r] = g.placeholder(f"in{len(seg.inputs)}")
                     seg.inputs.append(r)
                 fx_leaves.append(fxn[r])
-            fx_args, fx_kwargs = tree_unflatten(fx_leaves, e.spec)
+            fx_args, fx_kwargs = unflatten_args(fx_leaves, e.spec)
             if e.is_getter:
                 node = g.call_function(getattr, (fx_args[0], e.name))
             else:
                 how, target = fx_target(e.func, e.name)
                 node = (g.call_method if how == "call_method" else g.call_function)(
                     target, tuple(fx_args), fx_kwargs)
-            if e.out_spec.num_leaves == 1 and len(e.outs) == 1 and \
-                    _is_tensor_spec(e.out_spec):
+            if e.out_spec is None:
                 fxn[e.outs[0]] = node
             else:
                 for i, o in enumerate(e.outs):
@@ -377,8 +427,15 @@ def _getitem(seq, i):
     return seq[i]
 
 
-def _is_tensor_spec(spec):
-    return spec.is_leaf()
+def _tensors_in(value, depth=3):
+    if isinstance(value, torch.Tensor):
+        yield value
+    elif depth and isinstance(value, (tuple, list)):
+        for v in value:
+            yield from _tensors_in(v, depth - 1)
+    elif depth and isinstance(value, dict):
+        for v in value.values():
+            yield from _tensors_in(v, depth - 1)
 
 
 def _flat_tensors(out, out_leaves):
