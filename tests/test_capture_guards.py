@@ -187,20 +187,52 @@ def test_closure_change_misses():
     assert stats(cap) == (0, 2)
 
 
-def test_value_read_stops_capture_and_runs_eagerly():
+def test_value_read_is_checked_after_the_graph():
     def f(x):
-        if x.sum() > 0:  # branch on tensor data
+        if x.sum() > 0:  # branch on tensor data: one record per outcome, each checked
             return x + 1
         return x - 1
 
     cap = capture(f, backend="eager")
     with torch.no_grad():
         pos, neg = torch.ones(2), -torch.ones(2)
-        assert_close(cap(pos), pos + 1)
-        assert_close(cap(neg), neg - 1)  # same guard, other branch: still correct
+        for x in (pos, neg, pos, neg, pos):
+            assert_close(cap(x), f(x))
     st = capture_stats(cap)
-    assert st["eager_runs"] == 2 and st["graphs"] == 0
-    assert list(st["stop_reasons"]) == ["tensor value read: Tensor.__bool__"]
+    assert (st["records"], st["graphs"], st["eager_runs"]) == (2, 2, 0)
+    assert st["value_misses"] == 1 and st["stop_reasons"] == {}
+
+
+def test_values_that_keep_changing_stop_capture():
+    def f(x):
+        m = x.max().item()
+        return x / (m + 1)
+
+    cap = capture(f, backend="eager")
+    with torch.no_grad():
+        for i in range(6):
+            x = torch.randn(4) + i
+            assert_close(cap(x), f(x))
+    st = capture_stats(cap)
+    assert st["value_misses"] == 3  # then the next monitor run stops at the read
+    assert st["stop_reasons"] == {"tensor value read: Tensor.item": 1}
+    assert st["eager_runs"] >= 2
+
+
+def test_value_read_before_a_write_into_an_input_stops():
+    def f(x, buf):
+        n = x.sum().item()
+        buf.add_(x)  # the graph would write before the check: no speculation
+        return x * n
+
+    cap = capture(f, backend="eager")
+    b1, b2 = torch.zeros(3), torch.zeros(3)
+    x = torch.ones(3)
+    with torch.no_grad():
+        for _ in range(3):
+            assert_close(cap(x, b1), f(x, b2))
+    assert_close(b1, b2)
+    assert capture_stats(cap)["stop_reasons"] == {"tensor value read: Tensor.item": 1}
 
 
 def test_impure_call_stops_capture():

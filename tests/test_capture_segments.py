@@ -59,8 +59,12 @@ def run(fn, calls, backend="eager", measure_from=3):
     return cap, capture_stats(cap)
 
 
+SINK = io.StringIO()
+
+
 def item_to_python(x):
-    m = (x * 2).max().item()  # a stop: the value goes to Python
+    m = (x * 2).max().item()
+    print("max", m, file=SINK)  # a stop: I/O (the value read alone is checked, not a stop)
     return (x / (m + 1)).tanh() + 1
 
 
@@ -68,7 +72,7 @@ def test_ops_before_and_after_the_stop_run_in_graphs():
     x = torch.randn(4, 4)
     counter = Counting()
     cap, s = run(item_to_python, [(x,)] * 5, backend=counter)
-    assert s["records"] == 1 and s["stop_reasons"] == {"tensor value read: Tensor.item": 1}
+    assert s["records"] == 1 and s["stop_reasons"] == {"impure call: builtins.print": 1}
     # call 1: monitor run (stops); call 2: records the stream; calls 3-5 replay it
     assert s["segment_graphs"] == 2  # mul+max before .item(), div+tanh+add after
     assert s["segment_runs"] == 3 and s["segment_ops"] == 3 * 5
@@ -87,6 +91,7 @@ def test_new_values_leave_the_stream_and_stay_right():
 def test_data_dependent_branch_diverges_to_eager():
     def f(x):
         y = x.sin() * 2
+        print("y", file=SINK)  # a stop
         if y.sum() > 0:
             return y.cos() + x
         return y.exp() - x
@@ -154,6 +159,7 @@ def test_writes_views_and_escapes_keep_eager_values():
 def test_outputs_unlike_eager_strides_run_for_real():
     def f(x):
         n = x.sum().item()
+        print(n, file=SINK)  # a stop
         return x.t() * n + 1  # eager keeps the transposed layout
 
     def contiguous_backend(gm, example_inputs):
@@ -207,6 +213,7 @@ def test_random_ops_run_for_real():
 def test_numpy_scalars_and_grad_mode():
     def f(x):
         n = x.max().item()
+        print(n, file=SINK)  # a stop
         return x * np.float32(2.0) + n
     x = torch.randn(3)
     cap, s = run(f, [(x,)] * 4)

@@ -5,6 +5,7 @@ import threading
 
 from . import segments
 from .records import RecordCache, build_record
+from .speculate import MAX_VALUE_MISSES, ValueMiss
 from .stream import StreamRecorder
 
 _state = threading.local()  # .active: a monitor run or a mock is in progress on this thread
@@ -42,12 +43,17 @@ class Captured:
                       # that left the recorded stream
                       "segment_graphs": 0, "segment_runs": 0, "segment_ops": 0,
                       "segment_divergences": 0,
+                      # calls whose tensor values matched no record's (speculate.py)
+                      "value_misses": 0,
                       "stop_reasons": collections.Counter(),
                       # per miss while records exist: the failing check of the most
                       # recently matched record's guard (Record.why_not)
                       "guard_failures": collections.Counter()}
         self.faults = 0  # internal errors of capture (guard, monitor, record, mock)
         self.disabled = False
+        # Monitor runs go on past tensor values Python reads, checked after the graph
+        # (speculate.py); off after MAX_VALUE_MISSES calls no record's values matched.
+        self.speculate = True
         self.split = split  # partial capture of child modules when a record stops
         self._children = None  # [(child module, its Captured forward)], made on first need
         self.__wrapped__ = fn
@@ -118,15 +124,40 @@ class Captured:
                     return self._eager(args, kwargs, record)
                 try:
                     return record.mock(slots)
+                except ValueMiss:
+                    served, result = self._other_values(record, args, kwargs)
+                    if served:
+                        return result
                 except Exception as e:  # noqa: BLE001 - see _mock_failed
                     self._mock_failed(record, e)
                     return self.fn(*args, **kwargs)
             self.stats["misses"] += 1
-            if len(self.cache):
+            if len(self.cache) and record is None:
                 self._note_guard_failure(args, kwargs)
             return self._monitor_run(args, kwargs)
         finally:
             _state.active = False
+
+    def _other_values(self, missed, args, kwargs):
+        """The record `missed` read other tensor values than this call's graph computed
+        (speculate.py; nothing was updated yet). (True, result) from another record whose
+        guard and values pass; else (False, None): the call is a miss, and after
+        MAX_VALUE_MISSES of those the function stops speculating (its next monitor run
+        stops at the read: an eager record, with partial capture)."""
+        for record in list(self.cache.records):
+            if record is missed or record.eager:
+                continue
+            slots = record.guard(args, kwargs)
+            if slots is None:
+                continue
+            try:
+                return True, record.mock(slots)
+            except ValueMiss:
+                continue
+        self.stats["value_misses"] += 1
+        if self.stats["value_misses"] >= MAX_VALUE_MISSES:
+            self.speculate = False
+        return False, None
 
     def _note_guard_failure(self, args, kwargs):
         """Why the most recently matched record missed (a miss costs a monitor run: this
@@ -271,6 +302,7 @@ class Captured:
         symbolic = self.symbolic_after is not None and len(self.cache) >= self.symbolic_after
         try:
             mon = Monitor(self.fn, args, kwargs, lift=lift, symbolic=symbolic)
+            mon.speculate = self.speculate and not lift and not symbolic
             mon.prepare()
         except Exception as e:  # noqa: BLE001 - before the program ran: run it eagerly
             self._internal_error("monitor", e)

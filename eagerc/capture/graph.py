@@ -20,6 +20,7 @@ import torch.fx as fx
 from torch.overrides import TorchFunctionMode
 
 from .fx_targets import as_graph_constant, fx_target
+from .speculate import SPECULATED, read_value
 from .symbolic import SymbolicInt, _expect, _v, plain
 
 # Metadata reads: fixed by the tensor guard, so they are answered and not recorded.
@@ -86,6 +87,13 @@ class OpRecorder(TorchFunctionMode):
         # may read them (`if mask.all():` on a mask made by torch.ones(...)).
         self.const = set()
         self.const_memory = {}  # const node -> its tensor's storage (a write there ends it)
+        # (fx node, read name, value) of tensor values Python read in a run that speculates
+        # (speculate.py): checked after the record's graph instead of stopping capture.
+        self.speculated = []
+        # The graph writes into an outside tensor, or draws random numbers: it must not run
+        # before the values are checked (a miss would repeat the write or the draw).
+        self.outside_write = False
+        self.random = False
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
@@ -132,6 +140,10 @@ class OpRecorder(TorchFunctionMode):
         if name in _VALUE_READS:
             if name in _CONST_READS and args and self.nodes.get(id(args[0])) in self.const:
                 return call(args, kwargs)  # a value made from constants only: a constant
+            if name in SPECULATED and self.monitor.speculate and not self.symbolic:
+                out = read_value(self, name, args, kwargs, call)
+                if call.done:
+                    return out
             self.monitor.stop(f"tensor value read: Tensor.{name}")
             return call(args, kwargs)
         if name == "__iter__" and args and isinstance(args[0], torch.Tensor):
@@ -183,7 +195,13 @@ class OpRecorder(TorchFunctionMode):
         for o in _tensors_in(out) if self.const else ():
             if self.nodes.get(id(o)) in self.const:
                 self.const_memory[self.nodes[id(o)]] = _storage(o)
+        if name in _NONDETERMINISTIC:
+            self.random = True
         written = _written_tensor(name, args, kwargs)
+        if written is not None and not self.outside_write:
+            outside = {_storage(sn.obj) for sn, _ in self.placeholders
+                       if isinstance(sn.obj, torch.Tensor)}
+            self.outside_write = _storage(written) in outside or _storage(written) is None
         if written is not None:
             # Kept by dead-code elimination even when its result is unused: the write into
             # an input is the point (build_module).

@@ -52,6 +52,9 @@ class Monitor:
         self.graph.on_external = self._on_external
         self.recorder = OpRecorder(self, symbolic)
         self.stopped = None  # the reason capture stopped, or None
+        # Tensor values Python reads are checked after the graph instead of stopping the
+        # run (speculate.py); api.Captured decides per run.
+        self.speculate = False
         self.suspend = 0  # >0 while our own code (the op recorder) runs
         # >0 while an annotated Python function (or an import) runs: its torch calls run
         # unrecorded (a tensor it makes that the program uses later stops capture)

@@ -13,7 +13,7 @@ import types
 
 import torch
 
-from . import replay
+from . import replay, speculate
 from .graph import build_module
 from .guards import Consts, access, check_source, grad_mode, tensor_guard
 from .mock import _IMMUTABLE, CannotMock, MockBuilder, materialize_final
@@ -86,6 +86,10 @@ def build_record(mon, result, compile_graph, compile_symbolic=None):
     symbolic sizes, `shape_ok(inputs)` evaluates the guards the compilation produced.
     """
     g = mon.graph
+    spec = mon.recorder.speculated
+    if spec and mon.stopped is None and (mon.recorder.outside_write or mon.recorder.random):
+        # the graph would write or draw before the values are checked (speculate.py)
+        mon.stop(f"tensor value read: Tensor.{spec[0][1]}")
     if mon.stopped is None:
         g.write(g.root, Relation("return"), result)
         try:
@@ -129,7 +133,13 @@ def build_record(mon, result, compile_graph, compile_symbolic=None):
         return _make(mon, plan, [], consts, None, None, set())
     gm, run_line = None, []
     if any(n.op in ("call_function", "call_method") for n in mon.recorder.graph.nodes):
-        gm = build_module(mon.recorder.graph, builder.outputs)
+        outputs = list(builder.outputs)
+        expected = []  # values Python read, checked after the graph (speculate.py)
+        for node, name, value in spec:
+            if node not in outputs:
+                outputs.append(node)
+            expected.append((outputs.index(node), name, value))
+        gm = build_module(mon.recorder.graph, outputs)
         examples = [_scalar(sn.obj) if type(sn.obj) is float else sn.obj
                     for sn, _ in mon.recorder.placeholders]
         consts.env["_scalar"] = _scalar
@@ -151,6 +161,10 @@ def build_record(mon, result, compile_graph, compile_symbolic=None):
             else:
                 consts.env["_run"] = compile_graph(gm, examples)
         run_line = [f"O = _run({', '.join(inputs)})"]
+        if expected:
+            consts.env["_check_values"] = speculate.check
+            consts.env["_expected"] = tuple(expected)
+            run_line.append("_check_values(O, _expected)")
     mock_lines = builder.prelude + run_line + builder.lines + [f"return {ret}"]
     return _make(mon, plan, out_slots, consts, mock_lines, gm, written)
 

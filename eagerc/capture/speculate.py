@@ -1,0 +1,64 @@
+"""Tensor values read by Python, checked after the graph instead of stopping capture.
+
+`n = lengths.max().item(); assert n <= slen` (XLM, Flaubert), `sizes = counts.tolist()`
+(JetMoE's routing), `if x.sum() > 0:`: the program's Python code depends on a tensor's
+value, which no guard can see before the call runs. A monitor run that may speculate does
+not stop at such a read: the value is the program's own (the real call), it is remembered
+with the tensor's graph node, and the run goes on with it as a constant. The record's graph
+gets the read tensor as an extra output, and its mock checks, right after the graph ran and
+before any update of outside state, that the value is the recorded one (`values_ok`). A
+different value raises `ValueMiss`: the call is served by another record whose check passes,
+or runs like a miss (api.Captured). A record is correct exactly when its values repeat, and
+its graph has no effect before the check: records whose graph writes into an input are not
+made this way (the run stops at the read, as before).
+"""
+import torch
+
+# Reads that give a Python number, bool or list of them; other value reads (numpy,
+# data_ptr, printing) still stop capture.
+SPECULATED = frozenset("item tolist __bool__ __int__ __float__ __index__".split())
+MAX_VALUE_MISSES = 3  # calls no record's values matched, before a function stops speculating
+
+
+class ValueMiss(Exception):
+    """A record's graph computed another value than the one its run read."""
+
+
+def read_value(recorder, name, args, kwargs, call):
+    """The value of `args[0].<name>()` for a monitor run that speculates (remembered on the
+    recorder), or None when this read cannot be speculated (then capture stops)."""
+    t = args[0] if args else None
+    if not isinstance(t, torch.Tensor) or len(args) != 1 or kwargs:
+        return None
+    node = recorder.nodes.get(id(t))
+    if node is None or node.op == "placeholder":
+        return None  # an outside tensor's value: the guard would have to read it
+    out = call(args, kwargs)
+    if not _plain(out):
+        recorder.monitor.stop(f"tensor value read: Tensor.{name}")
+        return out
+    recorder.speculated.append((node, name, out))
+    return out
+
+
+def _plain(value, depth=4):
+    if type(value) in (bool, int, float):
+        return True
+    return depth > 0 and type(value) is list and all(_plain(v, depth - 1) for v in value)
+
+
+def values_ok(outputs, expected):
+    """Whether each read tensor among the graph's `outputs` gives its recorded value:
+    `expected` holds (output index, read name, value). Same type and equal (a nan is
+    never equal: such a record always misses, which is safe)."""
+    for i, name, value in expected:
+        t = outputs[i]
+        got = bool(t) if name == "__bool__" else getattr(t, name)()
+        if type(got) is not type(value) or got != value:
+            return False
+    return True
+
+
+def check(outputs, expected):
+    if not values_ok(outputs, expected):
+        raise ValueMiss
