@@ -427,3 +427,18 @@ def test_import_is_cheap():
     import subprocess
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert out.returncode == 0, out.stdout + out.stderr
+
+
+def test_value_checked_is_the_one_read_before_a_later_write():
+    def f(x):
+        t = x.sum() * 1
+        big = t.item() > 1  # read, then t is overwritten: the check must see the read
+        t.zero_()
+        return x * 2 if big else x - 1
+
+    cap = capture(f, backend="eager")
+    lo, hi = torch.zeros(3), torch.full((3,), 5.0)
+    with torch.no_grad():
+        for x in (lo, lo, hi, hi, lo):
+            assert_close(cap(x), f(x))
+    assert capture_stats(cap)["value_misses"] == 1

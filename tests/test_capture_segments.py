@@ -222,3 +222,20 @@ def test_numpy_scalars_and_grad_mode():
     out = cap(xg)  # grad mode: no stream, autograd is eager's
     out.sum().backward()
     assert xg.grad is not None
+
+
+def test_a_childs_result_first_written_in_place_then_used_by_graph_ops():
+    class M(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = nn.Linear(4, 4)
+
+        def forward(self, x):
+            h = self.lin(x)  # a captured child: a new tensor every call
+            h.mul_(2)  # runs for real, and binds h for the ops after it
+            print("h", file=SINK)  # a stop
+            return (h + 1).relu() * h
+
+    m = M().eval()
+    cap, s = run(m, [(torch.randn(3, 4),)] * 5)
+    assert s["segment_divergences"] == 0 and s["segment_ops"] == 3 * 3

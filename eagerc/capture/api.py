@@ -128,6 +128,7 @@ class Captured:
                     served, result = self._other_values(record, args, kwargs)
                     if served:
                         return result
+                    self.stats["hits"] -= 1  # a miss after all
                 except Exception as e:  # noqa: BLE001 - see _mock_failed
                     self._mock_failed(record, e)
                     return self.fn(*args, **kwargs)

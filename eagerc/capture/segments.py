@@ -125,8 +125,13 @@ class StreamReplay(torch.overrides.TorchFunctionMode):
         e = entries[self.i]
         if e.func is not func:
             return None
-        if e.kind == RUN:
-            return e  # the program's own call: its arguments may be anything
+        if e.kind == RUN:  # the program's own call: its arguments may be anything
+            if e.binds:  # but a new tensor first used here is bound for later entries
+                leaves = flatten_args(args, kwargs)[0]
+                for i in e.binds:
+                    if i < len(leaves) and isinstance(leaves[i], torch.Tensor):
+                        self._env.setdefault(e.refs[i], weakref.ref(leaves[i]))
+            return e
         leaves, spec = flatten_args(args, kwargs)
         if spec != e.spec:
             return None

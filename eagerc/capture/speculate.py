@@ -37,7 +37,10 @@ def read_value(recorder, name, args, kwargs, call):
     if not _plain(out):
         recorder.monitor.stop(f"tensor value read: Tensor.{name}")
         return out
-    recorder.speculated.append((node, name, out))
+    # The graph returns a copy made at the read: a later in-place op on the tensor (run op
+    # by op by the eager backend) must not change what is checked.
+    snapshot = recorder.graph.call_method("clone", (node,))
+    recorder.speculated.append((snapshot, name, out))
     return out
 
 

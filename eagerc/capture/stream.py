@@ -67,12 +67,13 @@ class Entry:
     tensor leaf, else `consts[i]`), and the nodes of its tensor results."""
 
     __slots__ = ("func", "name", "is_getter", "kind", "spec", "refs", "consts",
-                 "out_spec", "outs", "seg")
+                 "out_spec", "outs", "seg", "binds")
 
     def __init__(self, func, name, is_getter, kind, spec, refs, consts):
         self.func, self.name, self.is_getter, self.kind = func, name, is_getter, kind
         self.spec, self.refs, self.consts = spec, refs, consts
         self.out_spec, self.outs, self.seg = None, [], -1
+        self.binds = ()  # leaf positions of "fresh" tensors first used here
 
 
 class Segment:
@@ -273,9 +274,12 @@ class StreamRecorder(torch.overrides.TorchFunctionMode):
                 self.segments.append(Segment(index))
             e.seg = self._open
             self.segments[e.seg].entries.append(index)
-        for r in refs:
+        binds = []
+        for i, r in enumerate(refs):
             if r is not None and self.nodes[r].avail is None:
                 self.nodes[r].avail = index  # a fresh tensor: bound at its first use
+                binds.append(i)
+        e.binds = tuple(binds)
         for o in out_leaves:
             if isinstance(o, torch.Tensor):
                 e.outs.append(self._bind(o, Node("op", o, avail=index, seg=e.seg)))
