@@ -442,3 +442,19 @@ def test_value_checked_is_the_one_read_before_a_later_write():
         for x in (lo, lo, hi, hi, lo):
             assert_close(cap(x), f(x))
     assert capture_stats(cap)["value_misses"] == 1
+
+
+def test_value_read_in_eval_mode_with_dropout_is_checked():
+    drop = torch.nn.Dropout(0.5).eval()  # F.dropout(training=False): nothing random
+
+    def f(x):
+        h = drop(x * 2)
+        n = int((h > 0).sum().item())
+        return h[:n] + 1
+
+    cap = capture(f, backend="eager")
+    with torch.no_grad():
+        for x in (torch.ones(4), torch.ones(4), -torch.ones(4)):
+            assert_close(cap(x), f(x))
+    st = capture_stats(cap)
+    assert st["stop_reasons"] == {} and st["value_misses"] == 1 and st["graphs"] == 2
