@@ -73,6 +73,6 @@ def test_fastspeech2_with_hifigan_identical_calls_record_once():
             assert_close(cap(*prog.calls[0]), prog.fn(*prog.calls[0]), model=True)
     st = capture_stats(cap)
     assert (st["records"], st["misses"], st["hits"]) == (1, 1, 3)
-    # the duration predictor's lengths are read by Python: the top call runs eagerly,
-    # its children are captured (partial capture) and stop recording after one call each
-    assert st["stop_reasons"] == {"tensor value read: Tensor.__bool__": 1}
+    # the duration predictor's lengths read by Python are checked after the graph
+    # (speculate.py): identical calls read the same values, one record serves them
+    assert st["stop_reasons"] == {} and st["graphs"] == 1 and st["value_misses"] == 0
