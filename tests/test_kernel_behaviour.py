@@ -50,6 +50,20 @@ def test_scalar_values_are_runtime_inputs(fresh_cache):
     assert op_stats(ADD)["hits"] == 4
 
 
+def test_stride_of_a_size_one_dim_is_not_guarded(fresh_cache):
+    # A [1, n] row sliced from a [1, 512] buffer (stride 512, as BERT's position ids) and
+    # a fresh [1, n] row are the same call: the kernel compiled from either serves both.
+    weight = torch.randn(512, 8)
+    buffer = torch.arange(512).reshape(1, 512)
+    rows = [torch.randint(0, 512, (1, 16)), buffer[:, :16], buffer[:, :16].expand(1, 16)]
+    with eagerc.enabled("cpu", ops=["aten::embedding"]):
+        got = [torch.nn.functional.embedding(r, weight) for r in rows * 2]
+    for r, y in zip(rows * 2, got):
+        assert_close(y, weight[r])
+    s = op_stats("aten::embedding@CPU")
+    assert s["compiles"] == 1 and s["misses"] == 1 and s["hits"] == 5
+
+
 def test_broadcast_guard_rejects_other_shapes(fresh_cache):
     # The kernel for [s0,s1] + [s0,s1] assumes equal sizes; a broadcasting call must
     # not run it (a guard fails, a second variant is compiled).
