@@ -427,3 +427,22 @@ def test_ones_like_of_an_input_is_a_constant():
         mask = torch.ones_like(x).mul(x)  # values of x: no constant
         return x * 2 if mask.all() else x
     assert value_checked(g, X, X * 0)
+
+
+def test_a_fault_while_trying_other_records_after_a_value_miss():
+    def f(x):
+        return x + 1 if x.sum() > 0 else x - 1
+
+    cap = capture(f, backend="eager")
+    pos, neg = torch.ones(3), -torch.ones(3)
+    with torch.no_grad():
+        for x in (pos, neg):
+            cap(x)
+        older = cap.cache.records[1]
+
+        def broken(*a):
+            raise RuntimeError("guard fault")
+        older.guard = broken  # tried after the newest record's value check fails
+        for x in (pos, neg, pos):
+            assert_close(cap(x), f(x))
+    assert capture_stats(cap)["stop_reasons"] == {"internal error in guard: RuntimeError": 1}

@@ -239,3 +239,4 @@ def test_a_childs_result_first_written_in_place_then_used_by_graph_ops():
     m = M().eval()
     cap, s = run(m, [(torch.randn(3, 4),)] * 5)
     assert s["segment_divergences"] == 0 and s["segment_ops"] == 3 * 3
+

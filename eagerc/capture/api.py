@@ -148,13 +148,20 @@ class Captured:
         for record in list(self.cache.records):
             if record is missed or record.eager:
                 continue
-            slots = record.guard(args, kwargs)
+            try:
+                slots = record.guard(args, kwargs)
+            except Exception as e:  # noqa: BLE001 - a guard fault: that record is skipped
+                self._internal_error("guard", e)
+                continue
             if slots is None:
                 continue
             try:
                 return True, record.mock(slots)
             except ValueMiss:
                 continue
+            except Exception as e:  # noqa: BLE001 - see _mock_failed
+                self._mock_failed(record, e)
+                return True, self.fn(*args, **kwargs)
         self.stats["value_misses"] += 1
         if self.stats["value_misses"] >= MAX_VALUE_MISSES:
             self.speculate = False
