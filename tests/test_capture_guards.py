@@ -458,3 +458,19 @@ def test_value_read_in_eval_mode_with_dropout_is_checked():
             assert_close(cap(x), f(x))
     st = capture_stats(cap)
     assert st["stop_reasons"] == {} and st["value_misses"] == 1 and st["graphs"] == 2
+
+
+def test_a_graph_that_fails_on_other_values_is_a_value_miss():
+    def f(x):
+        k = int((x > 0).sum().item())
+        buf = torch.zeros(6)
+        buf[:k] = x[x > 0]  # the recorded k no longer fits the new values' count
+        return buf
+
+    cap = capture(f, backend="eager")
+    two, three = torch.tensor([1., -1, 2, -1]), torch.tensor([1., 1, 2, -1])
+    with torch.no_grad():
+        for x in (two, two, three, three, two):
+            assert_close(cap(x), f(x))
+    st = capture_stats(cap)
+    assert st["value_misses"] == 1 and st["stop_reasons"] == {} and st["records"] == 2

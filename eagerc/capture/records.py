@@ -162,9 +162,11 @@ def build_record(mon, result, compile_graph, compile_symbolic=None):
                 consts.env["_run"] = compile_graph(gm, examples)
         run_line = [f"O = _run({', '.join(inputs)})"]
         if expected:
+            consts.env["_checked_run"] = speculate.run
             consts.env["_check_values"] = speculate.check
             consts.env["_expected"] = tuple(expected)
-            run_line.append("_check_values(O, _expected)")
+            run_line = [f"O = _checked_run(_run, {', '.join(inputs)})",
+                        "_check_values(O, _expected)"]
     mock_lines = builder.prelude + run_line + builder.lines + [f"return {ret}"]
     return _make(mon, plan, out_slots, consts, mock_lines, gm, written)
 

@@ -62,6 +62,18 @@ def values_ok(outputs, expected):
     return True
 
 
+def run(graph, *inputs):
+    """The graph of a record with checked values. It has no effect outside itself, so an
+    error inside it is another value too: a size computed from a read value that differs
+    now (FastSpeech2's durations fill a slice the recorded values sized)."""
+    try:
+        return graph(*inputs)
+    except Exception as e:  # noqa: BLE001 - the call is served another way, or monitored
+        raise ValueMiss from e
+
+
 def check(outputs, expected):
-    if not values_ok(outputs, expected):
-        raise ValueMiss
+    # Our reads, not the program's: a TorchFunctionMode of the user's does not see them.
+    with torch._C.DisableTorchFunction():
+        if not values_ok(outputs, expected):
+            raise ValueMiss
