@@ -16,7 +16,8 @@ CPU_FALLBACK_ENV = "EAGERC_CPU_FALLBACK"
 # per-thread arena, outputs are allocated directly and extern outputs checked without
 # allocating (compile/scratch_buffers.py, direct_alloc.py, output_asserts.py). 7: GPU wrappers
 # make a CUDA context current after their device guard (compile/gpu_context.py) and check
-# extern outputs without allocating.
+# extern outputs without allocating; a host-memory device's BLAS externs (mm, addmm, bmm,
+# baddbmm) take its tensors directly (older entries recorded "run on CPU aliases").
 FORMAT_VERSION = 7
 
 
