@@ -80,10 +80,21 @@ def test_ops_before_and_after_the_stop_run_in_graphs():
     assert counter.inside == 2 * 5 and counter.outside == 2 * 1  # .item() only, 5/6 inside
 
 
-def test_new_values_leave_the_stream_and_stay_right():
-    # a new max gives another constant after the stop: that op and the rest run eagerly
+def test_a_value_read_feeding_the_first_op_after_the_stop_is_a_graph_input():
+    # m changes with the values; x / (m + 1) is the first op of its segment, whose graph
+    # runs at that call: it takes this call's float (a 0-d float64 input)
     calls = [(torch.randn(8) + i,) for i in range(8)]
     cap, s = run(item_to_python, [calls[0]] * 3 + calls)
+    assert s["segment_divergences"] == 0 and s["segment_ops"] == 5 * 9
+
+
+def test_new_values_baked_into_a_later_op_leave_the_stream_and_stay_right():
+    def f(x):
+        m = x.max().item()
+        print(m, file=SINK)  # a stop
+        return x.tanh() / (m + 1)  # the float is baked into the second op after the stop
+    calls = [(torch.randn(8) + i,) for i in range(8)]
+    cap, s = run(f, [calls[0]] * 3 + calls)
     assert s["segment_divergences"] >= 1
     assert s["segment_ops"] >= 2  # the ops before the stop still ran in a graph
 

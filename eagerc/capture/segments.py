@@ -71,6 +71,7 @@ class StreamReplay(torch.overrides.TorchFunctionMode):
         self._env = {}  # node id -> weakref of the tensor bound to it in this run
         self._pending = {}  # node id -> graph output not yet handed to the program
         self._seg_state = {}  # segment index -> True (graph ran) or False (runs for real)
+        self._leaves = ()
         for nid, node in enumerate(stream.nodes):
             if node.kind == "arg":
                 try:
@@ -139,9 +140,12 @@ class StreamReplay(torch.overrides.TorchFunctionMode):
         # have no autograd history.
         grad = torch.is_grad_enabled()
         fresh = []
-        for leaf, r, c in zip(leaves, e.refs, e.consts):
+        for i, (leaf, r, c) in enumerate(zip(leaves, e.refs, e.consts)):
             if r is None:
-                if not _same(leaf, c):
+                if i in e.lifted:  # a graph input: any float
+                    if type(leaf) is not float:
+                        return None
+                elif not _same(leaf, c):
                     return None
                 continue
             if not isinstance(leaf, torch.Tensor) or grad and _requires_grad(leaf):
@@ -156,6 +160,7 @@ class StreamReplay(torch.overrides.TorchFunctionMode):
                 return None
         for r, leaf in fresh:
             self._env[r] = weakref.ref(leaf)
+        self._leaves = leaves  # the lifted floats of a segment's first GRAPH entry
         return e
 
     # -- answers ---------------------------------------------------------------------------
@@ -178,6 +183,9 @@ class StreamReplay(torch.overrides.TorchFunctionMode):
         inputs = []
         with torch._C.DisableTorchFunction():  # our reads are not the program's ops
             for r in seg.inputs:
+                if type(r) is tuple:  # a lifted float of this call
+                    inputs.append(torch.tensor(self._leaves[r[1]], dtype=torch.float64))
+                    continue
                 ref = self._env.get(r)
                 t = ref() if ref is not None else None
                 if t is None or raw_meta(t) != nodes[r].meta:

@@ -67,13 +67,14 @@ class Entry:
     tensor leaf, else `consts[i]`), and the nodes of its tensor results."""
 
     __slots__ = ("func", "name", "is_getter", "kind", "spec", "refs", "consts",
-                 "out_spec", "outs", "seg", "binds")
+                 "out_spec", "outs", "seg", "binds", "lifted")
 
     def __init__(self, func, name, is_getter, kind, spec, refs, consts):
         self.func, self.name, self.is_getter, self.kind = func, name, is_getter, kind
         self.spec, self.refs, self.consts = spec, refs, consts
         self.out_spec, self.outs, self.seg = None, [], -1
         self.binds = ()  # leaf positions of "fresh" tensors first used here
+        self.lifted = frozenset()  # leaf positions of floats its segment's graph takes
 
 
 class Segment:
@@ -82,6 +83,8 @@ class Segment:
     def __init__(self, start):
         self.start = start  # index of its first entry
         self.entries = []
+        # inputs: node ids, or ("scalar", leaf position) for a float argument of the first
+        # GRAPH entry, passed as a 0-d float64 tensor (see _lifted)
         self.inputs, self.outputs = [], []
         self.fn = None  # the compiled graph; None: its ops run for real
         self.failures = 0
@@ -396,12 +399,17 @@ class StreamRecorder(torch.overrides.TorchFunctionMode):
             entries.pop(0)
         g = fx.Graph()
         fxn = {}
+        lifted = entries[0].lifted = _lifted(entries[0], self.nodes)
         for e in entries:
             fx_leaves = []
-            for r, c in zip(e.refs, e.consts):
+            for i, (r, c) in enumerate(zip(e.refs, e.consts)):
+                if r is None and e is entries[0] and i in lifted:
+                    fx_leaves.append(g.placeholder(f"in{len(seg.inputs)}"))
+                    seg.inputs.append(("scalar", i))
+                    continue
                 if r is None:
-                    fx_leaves.append(as_graph_constant(c)[1] if as_graph_constant(c)[0]
-                                     and type(c) is not bool else c)
+                    ok, value = as_graph_constant(c)
+                    fx_leaves.append(value if ok else c)
                     continue
                 if r not in fxn:
                     fxn[r] = g.placeholder(f"in{len(seg.inputs)}")
@@ -423,8 +431,28 @@ class StreamRecorder(torch.overrides.TorchFunctionMode):
             if e.kind == GRAPH:
                 seg.outputs.extend(o for o in e.outs if o is not None)
         gm = build_module(g, [fxn[o] for o in seg.outputs])
-        examples = [_example(self.nodes[r].meta) for r in seg.inputs]
+        examples = [torch.tensor(entries[0].consts[r[1]], dtype=torch.float64)
+                    if type(r) is tuple else _example(self.nodes[r].meta) for r in seg.inputs]
         return gm, examples
+
+
+# Arithmetic whose float operand may be a 0-d float64 tensor instead: with floating-point
+# tensor operands the result's dtype and the kernel's scalar path are the same.
+_LIFTABLE = frozenset("""add sub mul div true_divide __add__ __radd__ __sub__ __rsub__
+    __mul__ __rmul__ __truediv__ __rtruediv__""".split())
+
+
+def _lifted(e, nodes):
+    """Leaf positions of the float arguments of the segment's first GRAPH entry that become
+    graph inputs: a value Python computed just before (`x / (m + 1)` after `m = t.item()`)
+    changes between calls, and the graph runs at this very call, so it can take the
+    value of each call instead of baking the recorded one."""
+    if e.kind != GRAPH or e.name not in _LIFTABLE or e.is_getter:
+        return frozenset()
+    if any(r is not None and not nodes[r].meta[3].is_floating_point for r in e.refs):
+        return frozenset()
+    return frozenset(i for i, (r, c) in enumerate(zip(e.refs, e.consts))
+                     if r is None and type(c) is float)
 
 
 def _getitem(seq, i):
