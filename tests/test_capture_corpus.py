@@ -17,7 +17,7 @@ from capture_idioms import PROGRAMS  # noqa: E402
 RERECORD_ONCE = set()
 # Stops both tools take (data-dependent Python, print): these run eagerly, correctly.
 EXPECTED_STOPS = {"tensor_value_branch", "item_to_python", "print_in_forward",
-                  "module_built_in_forward"}
+                  "print_statistic_in_forward", "module_built_in_forward"}
 
 
 @pytest.fixture(scope="module")

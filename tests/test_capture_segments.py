@@ -251,3 +251,17 @@ def test_a_childs_result_first_written_in_place_then_used_by_graph_ops():
     cap, s = run(m, [(torch.randn(3, 4),)] * 5)
     assert s["segment_divergences"] == 0 and s["segment_ops"] == 3 * 3
 
+
+
+def test_parameters_feed_segment_graphs_under_no_grad():
+    lin = nn.Linear(4, 4).eval()  # its parameters require grad; no_grad: no matter
+
+    def f(x):
+        h = torch.nn.functional.linear(x, lin.weight, lin.bias).relu()
+        print(h.mean().item(), file=SINK)  # a stop
+        return (h + x).tanh()
+
+    counter = Counting()
+    cap, s = run(f, [(torch.randn(2, 4),)] * 5, backend=counter)
+    assert s["segment_graphs"] == 2 and s["segment_divergences"] == 0
+    assert counter.outside == 2  # .item() of the two measured calls

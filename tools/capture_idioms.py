@@ -456,6 +456,19 @@ def print_in_forward():
 
 
 @program
+def print_statistic_in_forward():
+    import io
+    sink = io.StringIO()
+    m = nn.Linear(4, 4).eval()
+
+    def f(x):
+        h = (m(x) * 2).relu()
+        print("mean", round(h.mean().item(), 3), file=sink)  # logging a statistic: a stop
+        return (h + x).tanh() * 0.5
+    return Program(f, same(x(2, 4)), lambda: sink.getvalue())
+
+
+@program
 def list_comprehension_of_layers():
     layers = nn.ModuleList([nn.Linear(4, 4) for _ in range(3)]).eval()
 

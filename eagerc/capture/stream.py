@@ -306,8 +306,9 @@ class StreamRecorder(torch.overrides.TorchFunctionMode):
         if _written_tensor(name, args, kwargs) is not None or _versions(leaves) != before:
             return RUN
         tensors_in = [t for t in leaves if isinstance(t, torch.Tensor)]
-        if any(type(t) not in _TENSOR_TYPES or t.layout != torch.strided or t.requires_grad
-               for t in tensors_in):
+        grad = torch.is_grad_enabled()  # (parameters require grad; under no_grad no matter)
+        if any(type(t) not in _TENSOR_TYPES or t.layout != torch.strided or
+               grad and t.requires_grad for t in tensors_in):
             return RUN
         if not all(isinstance(t, torch.Tensor) or _simple(t) for t in leaves):
             return RUN
