@@ -265,3 +265,19 @@ def test_parameters_feed_segment_graphs_under_no_grad():
     cap, s = run(f, [(torch.randn(2, 4),)] * 5, backend=counter)
     assert s["segment_graphs"] == 2 and s["segment_divergences"] == 0
     assert counter.outside == 2  # .item() of the two measured calls
+
+
+def test_memory_shared_with_numpy_ends_graph_answers():
+    def f(x):
+        arr = np.zeros(3, dtype=np.float32)
+        t = torch.from_numpy(arr)  # t's memory is arr's
+        y = (t + x).sin()
+        print("y", file=SINK)  # a stop
+        arr[0] = 5.0  # a write no torch call shows
+        return (t + 1) * y
+
+    x = torch.randn(3)
+    cap, s = run(f, [(x,)] * 5)
+    # from_numpy is no overridable torch call: t is a new object the stream does not know,
+    # so the replay leaves the stream at its first use (equal to eager, nothing answered)
+    assert s["segment_ops"] == 0

@@ -91,10 +91,7 @@ class StreamReplay(torch.overrides.TorchFunctionMode):
         kwargs = kwargs or {}
         if self.paused or self.diverged:
             return func(*args, **kwargs)
-        passes = _PASSES.get(func)
-        if passes is None:
-            passes = _PASSES[func] = passes_through(*func_name(func))
-        if passes:
+        if _passes(func):
             return func(*args, **kwargs)
         try:
             e = self._match(func, args, kwargs)
@@ -227,6 +224,16 @@ def _requires_grad(t):
 
 # func -> whether it is a metadata read replay lets through (func_name costs per call)
 _PASSES = {}
+
+
+def _passes(func):
+    try:
+        hit = _PASSES.get(func)
+    except TypeError:  # an unhashable callable
+        return passes_through(*func_name(func))
+    if hit is None:
+        hit = _PASSES[func] = passes_through(*func_name(func))
+    return hit
 
 
 def _same(a, b):

@@ -28,10 +28,11 @@ from .fx_targets import as_graph_constant, fx_target
 from .graph import (_CONSTANTS, _META, _NONDETERMINISTIC, _STRIDE_META, _VALUE_READS,
                     _VIEW_ATTRS, _written_tensor, build_module, func_name)
 
-# Reads that hand the program the tensor's memory: a write through a numpy array or a
-# pointer is no torch call, so no op after one is answered from a precomputed graph.
-_ESCAPES = frozenset("numpy __array__ data_ptr untyped_storage storage __dlpack__ "
-                     "_base".split())
+# Calls that share a tensor's memory with something that is not a tensor (a numpy array,
+# a pointer, a buffer): a write through it is no torch call, so no op after one is
+# answered from a precomputed graph.
+_ESCAPES = frozenset("""numpy __array__ data_ptr untyped_storage storage __dlpack__ _base
+    from_numpy as_tensor asarray frombuffer from_dlpack from_file""".split())
 _TENSOR_TYPES = (torch.Tensor, torch.nn.Parameter, torch.nn.Buffer) \
     if hasattr(torch.nn, "Buffer") else (torch.Tensor, torch.nn.Parameter)
 
@@ -289,7 +290,8 @@ class StreamRecorder(torch.overrides.TorchFunctionMode):
             else:
                 e.outs.append(None)
         self.entries.append(e)
-        if name in _ESCAPES:
+        if name in _ESCAPES or any(type(v).__module__ == "numpy" and hasattr(v, "__array__")
+                                   for v in leaves):
             self._escaped = True
 
     def _kind(self, name, is_getter, leaves, before, out, out_leaves, spec):
