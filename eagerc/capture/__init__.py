@@ -46,7 +46,8 @@ def capture_stats(captured):
     `split` sums the children's counters), segment_graphs / segment_runs / segment_ops /
     segment_divergences (a stopped call's own ops as compiled segments: graphs compiled,
     eager runs that replayed them, ops answered from them, replays that left the recorded
-    op stream), stop_reasons (reason -> count; internal
+    op stream), value_misses (calls whose tensor values, read by Python and checked after
+    the graph, matched no record's), stop_reasons (reason -> count; internal
     faults of capture count as "internal error in <stage>", a call the program ended with
     an exception as "program raised: <type>") and guard_failures (per miss while records
     exist: the first failing check of the most recently matched record's guard, its
@@ -54,7 +55,7 @@ def capture_stats(captured):
 
     >>> import eagerc
     >>> sorted(eagerc.capture_stats(eagerc.capture(abs)))
-    ['eager_runs', 'graphs', 'graphs_from_disk', 'guard_failures', 'hits', 'misses', 'records', 'segment_divergences', 'segment_graphs', 'segment_ops', 'segment_runs', 'split_runs', 'stop_reasons']
+    ['eager_runs', 'graphs', 'graphs_from_disk', 'guard_failures', 'hits', 'misses', 'records', 'segment_divergences', 'segment_graphs', 'segment_ops', 'segment_runs', 'split_runs', 'stop_reasons', 'value_misses']
     """
     from eagerc.capture import api
 
