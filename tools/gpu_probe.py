@@ -48,7 +48,24 @@ for name, (cls, config) in models.items():
             print(f"   {op}: fallbacks {st['fallbacks']} aliased {st['aliased']} {dict(st['fallback_reasons'])}")
 """
 
-SIZES = r"""
+# Prepended to the scripts that show kernels' guards.
+PRINT_GUARDS = r"""
+def print_guards(op_fragment, keep):
+    # Each stored kernel of an op whose name holds op_fragment: its signature and the
+    # last `keep` characters of its guard source.
+    import os
+    from kernel_cache.disk import DiskStore
+    from kernel_cache.layout import list_namespaces
+    root = os.environ["EAGERC_CACHE_DIR"]
+    for digest in list_namespaces(root):
+        for key, records in DiskStore(root, namespace=digest).items():
+            for record in records:
+                meta = record["metadata"]
+                if op_fragment in meta.get("op", ""):
+                    print("GUARD", meta.get("signature"), "\n   ", " ".join(meta.get("guard", "").split())[-keep:])
+"""
+
+SIZES = PRINT_GUARDS + r"""
 import torch, eagerc
 import torch.nn.functional as F
 cases = {
@@ -77,16 +94,7 @@ for n in (64, 96, 200, 512):
     print(f"n={n}: " + ", ".join(row))
 torch.cuda.synchronize()
 # The guards of the kernels that recompiled: what about the size did they pin?
-import os
-from kernel_cache.disk import DiskStore
-from kernel_cache.layout import list_namespaces
-root = os.environ["EAGERC_CACHE_DIR"]
-for digest in list_namespaces(root):
-    for key, records in DiskStore(root, namespace=digest).items():
-        for record in records:
-            meta = record["metadata"]
-            if "layer_norm" in meta.get("op", ""):
-                print(meta.get("signature"), "\n   guard:", " ".join(meta.get("guard", "").split())[-700:])
+print_guards("layer_norm", 700)
 """
 
 PROFILE = r"""
@@ -169,7 +177,7 @@ for op, st in sorted(s["ops"].items()):
         print("STATS", op, st["compiles"], st["hits"], st["fallbacks"], st["aliased"], dict(st["fallback_reasons"]))
 """
 
-DEVICE_PROFILE = r"""
+DEVICE_PROFILE = PRINT_GUARDS + r"""
 import cProfile, pstats, sys, time, torch, transformers, eagerc
 from torch.profiler import ProfilerActivity, profile
 torch.manual_seed(0)
@@ -210,6 +218,11 @@ with torch.no_grad():
     sides["eagerc"][0](sides["eagerc"][1])
     logging.getLogger("eagerc").removeHandler(handler)
     logging.getLogger("eagerc").setLevel(logging.WARNING)
+    emb = sides["eagerc"][0].embeddings
+    for what, t in {"input_ids": sides["eagerc"][1], "position_ids": emb.position_ids[:, :16],
+                    "token_type_ids": emb.token_type_ids[:, :16].expand(1, 16)}.items():
+        print("INDICES", what, tuple(t.shape), t.stride(), t.storage_offset(), t.data_ptr() % 64, t.dtype)
+    print_guards("embedding", 1500)
     for name, (m, x) in sides.items():
         with profile(activities=[ProfilerActivity.CPU]) as prof:
             for _ in range(10):
