@@ -91,12 +91,13 @@ class StreamReplay(torch.overrides.TorchFunctionMode):
         kwargs = kwargs or {}
         if self.paused or self.diverged:
             return func(*args, **kwargs)
-        if _passes(func):
-            return func(*args, **kwargs)
         try:
-            e = self._match(func, args, kwargs)
+            passes = _passes(func)
+            e = None if passes else self._match(func, args, kwargs)
         except Exception:  # noqa: BLE001 - a fault of the replay: the call is the program's
-            e = None
+            passes, e = False, None
+        if passes:
+            return func(*args, **kwargs)
         if e is None:
             self.diverged = True
             self._pending.clear()

@@ -226,14 +226,16 @@ class StreamRecorder(torch.overrides.TorchFunctionMode):
         kwargs = kwargs or {}
         if self.paused or self.failed is not None:
             return func(*args, **kwargs)
-        name, is_getter = func_name(func)
-        if passes_through(name, is_getter):
-            return func(*args, **kwargs)
         try:
-            leaves, spec = flatten_args(args, kwargs)
-            before = _versions(leaves)
+            name, is_getter = func_name(func)
+            passes = passes_through(name, is_getter)
+            if not passes:
+                leaves, spec = flatten_args(args, kwargs)
+                before = _versions(leaves)
         except Exception as e:  # noqa: BLE001 - the recording ends; the call happens
             self.failed = f"recording: {type(e).__name__}"
+            return func(*args, **kwargs)
+        if passes:
             return func(*args, **kwargs)
         try:
             out = func(*args, **kwargs)
