@@ -6,6 +6,7 @@ import threading
 from . import segments
 from .records import RecordCache, build_record
 from .speculate import MAX_VALUE_MISSES, ValueMiss
+from .segment_graph import compile_stream
 from .stream import StreamRecorder
 
 _state = threading.local()  # .active: a monitor run or a mock is in progress on this thread
@@ -237,7 +238,7 @@ class Captured:
                 if not returned:
                     return  # the program raised: the next such call records
                 record.stream_recordings += 1
-                stream = mode.stream(self._compile)
+                stream = compile_stream(mode, self._compile)
                 record.stream = stream if stream is not None and stream.graph_ops() else False
                 if record.stream:
                     self.stats["segment_graphs"] += sum(

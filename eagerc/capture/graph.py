@@ -20,7 +20,7 @@ import torch.fx as fx
 from torch.overrides import TorchFunctionMode
 
 from .fx_targets import as_graph_constant, fx_target
-from .speculate import SPECULATED, read_value
+from .speculate import SPECULATED, eval_dropout, read_value
 from .symbolic import SymbolicInt, _expect, _v, plain
 
 # Metadata reads: fixed by the tensor guard, so they are answered and not recorded.
@@ -195,7 +195,7 @@ class OpRecorder(TorchFunctionMode):
         for o in _tensors_in(out) if self.const else ():
             if self.nodes.get(id(o)) in self.const:
                 self.const_memory[self.nodes[id(o)]] = _storage(o)
-        if name in _NONDETERMINISTIC and not _eval_dropout(name, args, kwargs):
+        if name in _NONDETERMINISTIC and not eval_dropout(name, args, kwargs):
             self.random = True
         written = _written_tensor(name, args, kwargs)
         if written is not None and not self.outside_write:
@@ -422,14 +422,6 @@ _NONDETERMINISTIC = frozenset("""rand rand_like randn randn_like randint randint
     log_normal_ random_ poisson dropout dropout_ alpha_dropout feature_alpha_dropout
     dropout1d dropout2d dropout3d rrelu rrelu_ empty empty_like empty_strided new_empty
     new_empty_strided native_dropout set_ resize_ seed manual_seed""".split())
-
-
-def _eval_dropout(name, args, kwargs):
-    """`F.dropout(x, p, training=False)` (a model in eval mode): no random numbers."""
-    if "dropout" not in name:
-        return False
-    training = kwargs.get("training", kwargs.get("train", args[2] if len(args) > 2 else True))
-    return training is False
 
 
 def _storage(tensor):

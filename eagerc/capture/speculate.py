@@ -44,6 +44,15 @@ def read_value(recorder, name, args, kwargs, call):
     return out
 
 
+def eval_dropout(name, args, kwargs):
+    """`F.dropout(x, p, training=False)` (a model in eval mode) draws no random numbers, so
+    values read after it can be checked."""
+    if "dropout" not in name:
+        return False
+    training = kwargs.get("training", kwargs.get("train", args[2] if len(args) > 2 else True))
+    return training is False
+
+
 def _plain(value, depth=4):
     if type(value) in (bool, int, float):
         return True

@@ -7,8 +7,8 @@ TorchFunctionMode that lets every call happen for real and writes down what it w
 function, its constant arguments, which earlier tensor each tensor argument was, and what it
 returned. The list is cut into *segments*: runs of pure ops (no write into a tensor, nothing
 random, no value read) whose tensor inputs all exist when the segment's first op is called.
-Each segment becomes one FX graph, compiled like a record's graph. Later hits replay the
-stream (segments.py): the first op of a segment runs the compiled graph, and the ops after it
+Each segment becomes one FX graph, compiled like a record's graph (segment_graph.py). Later
+hits replay the stream (segments.py): the first op of a segment runs the compiled graph, and the ops after it
 are answered from its outputs while the program calls exactly the recorded ops.
 
 Where the tensors come from (`Node.kind`):
@@ -22,11 +22,10 @@ Where the tensors come from (`Node.kind`):
 import weakref
 
 import torch
-import torch.fx as fx
 
-from .fx_targets import as_graph_constant, fx_target
+from .fx_targets import as_graph_constant
 from .graph import (_CONSTANTS, _META, _NONDETERMINISTIC, _STRIDE_META, _VALUE_READS,
-                    _VIEW_ATTRS, _written_tensor, build_module, func_name)
+                    _VIEW_ATTRS, _written_tensor, func_name)
 
 # Calls that share a tensor's memory with something that is not a tensor (a numpy array,
 # a pointer, a buffer): a write through it is no torch call, so no op after one is
@@ -371,98 +370,6 @@ class StreamRecorder(torch.overrides.TorchFunctionMode):
         if hit is not None and hit[1] == nid:
             del self._ids[key]
 
-    # -- the result -------------------------------------------------------------------------
-    def stream(self, compile_graph):
-        """The recorded stream with each segment's graph compiled, or None (`failed` says
-        why). A segment that fails to build or compile keeps its ops running for real."""
-        if self.failed is not None:
-            return None
-        for seg in self.segments:
-            try:
-                gm, examples = self._segment_graph(seg)
-            except Exception:  # noqa: BLE001 - this segment's ops run for real
-                continue
-            if gm is None:
-                continue
-            try:
-                seg.fn = compile_graph(gm, examples)
-            except Exception:  # noqa: BLE001 - as above
-                seg.fn = None
-        return Stream(self.nodes, self.entries, self.segments)
-
-    def _segment_graph(self, seg):
-        """The FX graph of one segment: inputs are the tensors made before it, outputs the
-        results of its GRAPH entries (VIEW results run for real, but later ops of the
-        segment use the graph's own value of them)."""
-        entries = [self.entries[i] for i in seg.entries]
-        if not any(e.kind == GRAPH for e in entries):
-            return None, None
-        # The graph runs when its first GRAPH entry is called; the VIEW entries before it
-        # have run for real by then, so their results are inputs (the tensors they were
-        # taken of may be gone: `x = x.view(...)`).
-        while entries[0].kind != GRAPH:
-            entries.pop(0)
-        g = fx.Graph()
-        fxn = {}
-        lifted = entries[0].lifted = _lifted(entries[0], self.nodes)
-        for e in entries:
-            fx_leaves = []
-            for i, (r, c) in enumerate(zip(e.refs, e.consts)):
-                if r is None and e is entries[0] and i in lifted:
-                    fx_leaves.append(g.placeholder(f"in{len(seg.inputs)}"))
-                    seg.inputs.append(("scalar", i))
-                    continue
-                if r is None:
-                    ok, value = as_graph_constant(c)
-                    fx_leaves.append(value if ok else c)
-                    continue
-                if r not in fxn:
-                    fxn[r] = g.placeholder(f"in{len(seg.inputs)}")
-                    seg.inputs.append(r)
-                fx_leaves.append(fxn[r])
-            fx_args, fx_kwargs = unflatten_args(fx_leaves, e.spec)
-            if e.is_getter:
-                node = g.call_function(getattr, (fx_args[0], e.name))
-            else:
-                how, target = fx_target(e.func, e.name)
-                node = (g.call_method if how == "call_method" else g.call_function)(
-                    target, tuple(fx_args), fx_kwargs)
-            if e.out_spec is None:
-                fxn[e.outs[0]] = node
-            else:
-                for i, o in enumerate(e.outs):
-                    if o is not None:
-                        fxn[o] = g.call_function(_getitem, (node, i))
-            if e.kind == GRAPH:
-                seg.outputs.extend(o for o in e.outs if o is not None)
-        gm = build_module(g, [fxn[o] for o in seg.outputs])
-        examples = [torch.tensor(entries[0].consts[r[1]], dtype=torch.float64)
-                    if type(r) is tuple else _example(self.nodes[r].meta) for r in seg.inputs]
-        return gm, examples
-
-
-# Arithmetic whose float operand may be a 0-d float64 tensor instead: with floating-point
-# tensor operands the result's dtype and the kernel's scalar path are the same.
-_LIFTABLE = frozenset("""add sub mul div true_divide __add__ __radd__ __sub__ __rsub__
-    __mul__ __rmul__ __truediv__ __rtruediv__""".split())
-
-
-def _lifted(e, nodes):
-    """Leaf positions of the float arguments of the segment's first GRAPH entry that become
-    graph inputs: a value Python computed just before (`x / (m + 1)` after `m = t.item()`)
-    changes between calls, and the graph runs at this very call, so it can take the
-    value of each call instead of baking the recorded one."""
-    if e.kind != GRAPH or e.name not in _LIFTABLE or e.is_getter:
-        return frozenset()
-    if any(r is not None and not nodes[r].meta[3].is_floating_point for r in e.refs):
-        return frozenset()
-    return frozenset(i for i, (r, c) in enumerate(zip(e.refs, e.consts))
-                     if r is None and type(c) is float)
-
-
-def _getitem(seq, i):
-    return seq[i]
-
 
 def _tensors_in(value, depth=3):
     if isinstance(value, torch.Tensor):
@@ -493,13 +400,3 @@ def _versions(leaves):
             return tuple(t._version for t in leaves if isinstance(t, torch.Tensor))
     except Exception:  # noqa: BLE001 - unknown: the op counts as a write
         return None
-
-
-def _example(meta):
-    """A tensor with the recorded sizes, strides, offset, dtype and device (the compiler
-    reads only metadata)."""
-    size, stride, offset, dtype, device = meta
-    extent = 1 + sum((s - 1) * st for s, st in zip(size, stride)) if all(size) else 0
-    with torch._C.DisableTorchFunction():
-        base = torch.empty(offset + extent, dtype=dtype, device=device)
-        return base.as_strided(size, stride, offset)
