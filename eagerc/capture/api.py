@@ -157,12 +157,16 @@ class Captured:
             if slots is None:
                 continue
             try:
-                return True, record.mock(slots)
+                result = record.mock(slots)
             except ValueMiss:
                 continue
             except Exception as e:  # noqa: BLE001 - see _mock_failed
                 self._mock_failed(record, e)
                 return True, self.fn(*args, **kwargs)
+            if record in self.cache.records:  # most recently matched first
+                self.cache.remove(record)
+                self.cache.add(record)
+            return True, result
         self.stats["value_misses"] += 1
         if self.stats["value_misses"] >= MAX_VALUE_MISSES:
             self.speculate = False
