@@ -80,6 +80,14 @@ def test_ops_before_and_after_the_stop_run_in_graphs():
     assert counter.inside == 2 * 5 and counter.outside == 2 * 1  # .item() only, 5/6 inside
 
 
+def test_segments_can_be_switched_off(monkeypatch):
+    # EAGERC_CAPTURE_SEGMENTS=0: a stopped call runs eagerly, right, with no segment graph
+    monkeypatch.setenv("EAGERC_CAPTURE_SEGMENTS", "0")
+    cap, s = run(item_to_python, [(torch.randn(4, 4),)] * 5)
+    assert s["records"] == 1 and s["stop_reasons"] == {"impure call: builtins.print": 1}
+    assert s["segment_graphs"] == 0 and s["segment_runs"] == 0 and s["segment_ops"] == 0
+
+
 def test_a_value_read_feeding_the_first_op_after_the_stop_is_a_graph_input():
     # m changes with the values; x / (m + 1) is the first op of its segment, whose graph
     # runs at that call: it takes this call's float (a 0-d float64 input)

@@ -1,6 +1,7 @@
 """Public entry points: `capture` and `capture_stats`."""
 import collections
 import logging
+import os
 import threading
 
 from . import segments
@@ -8,6 +9,10 @@ from .records import RecordCache, build_record
 from .speculate import MAX_VALUE_MISSES, ValueMiss
 from .segment_graph import compile_stream
 from .stream import StreamRecorder
+
+# Segment replay costs Python work per torch call: on small tensors a stopped call runs
+# slower replayed than eagerly (docs/capture.md). EAGERC_CAPTURE_SEGMENTS=0 turns it off.
+SEGMENTS_ENV = "EAGERC_CAPTURE_SEGMENTS"
 
 _state = threading.local()  # .active: a monitor run or a mock is in progress on this thread
 
@@ -223,6 +228,8 @@ class Captured:
         import torch
         if record is None or not self.split or self.disabled or torch.is_grad_enabled():
             return None
+        if os.environ.get(SEGMENTS_ENV, "1") in ("0", "false", "False"):
+            return None  # stopped calls run eagerly (children still captured)
         stream = record.stream
         if stream is False:
             return None
