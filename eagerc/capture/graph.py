@@ -445,15 +445,16 @@ def _fx_nodes(value):
         yield from _fx_nodes((value.start, value.stop, value.step))
 
 
-def _tensors_in(value):
+def _tensors_in(value, depth=64):
+    """The tensors in `value`, through tuples, lists and dicts `depth` levels deep."""
     if isinstance(value, torch.Tensor):
         yield value
-    elif isinstance(value, (tuple, list)):
+    elif depth and isinstance(value, (tuple, list)):
         for v in value:
-            yield from _tensors_in(v)
-    elif isinstance(value, dict):
+            yield from _tensors_in(v, depth - 1)
+    elif depth and isinstance(value, dict):
         for v in value.values():
-            yield from _tensors_in(v)
+            yield from _tensors_in(v, depth - 1)
 
 
 def _symbolic_in(value, depth=4):

@@ -25,7 +25,7 @@ import torch
 
 from .fx_targets import as_graph_constant
 from .graph import (_CONSTANTS, _META, _NONDETERMINISTIC, _STRIDE_META, _VALUE_READS,
-                    _VIEW_ATTRS, _written_tensor, func_name)
+                    _VIEW_ATTRS, _tensors_in, _written_tensor, func_name)
 
 # Calls that share a tensor's memory with something that is not a tensor (a numpy array,
 # a pointer, a buffer): a write through it is no torch call, so no op after one is
@@ -252,7 +252,7 @@ class StreamRecorder(torch.overrides.TorchFunctionMode):
         """Tensors a captured child call returned: new objects on every call."""
         if self.paused or self.failed is not None:
             return
-        for t in _tensors_in(result):
+        for t in _tensors_in(result, 3):
             if self._lookup(t) is None:
                 self._bind(t, Node("fresh", t, avail=None))
 
@@ -369,17 +369,6 @@ class StreamRecorder(torch.overrides.TorchFunctionMode):
         hit = self._ids.get(key)
         if hit is not None and hit[1] == nid:
             del self._ids[key]
-
-
-def _tensors_in(value, depth=3):
-    if isinstance(value, torch.Tensor):
-        yield value
-    elif depth and isinstance(value, (tuple, list)):
-        for v in value:
-            yield from _tensors_in(v, depth - 1)
-    elif depth and isinstance(value, dict):
-        for v in value.values():
-            yield from _tensors_in(v, depth - 1)
 
 
 def _flat_tensors(out, out_leaves):
