@@ -121,6 +121,33 @@ def test_non_contiguous_source_and_destination():
     assert torch.equal(dst2.cpu(), a.t())
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.int16, torch.bool,
+                                   torch.complex128])
+def test_same_dtype_copies_broadcast_and_check_overlap_as_cpu(dtype):
+    # Same-dtype copies in host memory move bytes over a TensorIterator (csrc/device/ops.cpp)
+    a = sample((5, 7), dtype)
+    row = a[0]
+    for src_dev in ("cpu", "eagerc"):
+        dst = torch.empty(5, 7, dtype=dtype, device="eagerc")
+        dst.copy_(row.to(src_dev))  # broadcast, as addmm copies its bias
+        assert torch.equal(dst.cpu(), row.expand(5, 7))
+        dst.t().copy_(a.t().to(src_dev).contiguous())  # permuted destination
+        assert torch.equal(dst.cpu(), a)
+    back = torch.empty(7, 5, dtype=dtype)
+    back.copy_(a.to("eagerc").t())  # to CPU, strided source
+    assert torch.equal(back, a.t())
+    y = a.to("eagerc")
+    y.copy_(y)  # the same memory: a no-op
+    assert torch.equal(y.cpu(), a)
+    messages = []
+    for d in ("cpu", "eagerc"):
+        x = a.flatten().to(d)
+        with pytest.raises(RuntimeError) as raised:
+            x[1:].copy_(x[:-1])  # partial overlap
+        messages.append(str(raised.value))
+    assert messages[0] == messages[1]  # CPU's error on the device too
+
+
 def test_tensor_and_module_methods():
     a = sample((3,), torch.float32)
     assert a.eagerc().is_eagerc and not a.is_eagerc

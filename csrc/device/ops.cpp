@@ -4,6 +4,7 @@
 // (clone, _to_copy, t, transpose, select, slice, expand, alias, _unsafe_view, ...).
 // The table in runtime_ops() is the one list of them.
 #include <ATen/EmptyTensor.h>
+#include <ATen/TensorIterator.h>
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/ops/_local_scalar_dense.h>
 #include <ATen/ops/_reshape_alias_native.h>
@@ -16,6 +17,9 @@
 #include <ATen/ops/view_as_real_native.h>
 #include <ATen/ops/view_native.h>
 #include <torch/library.h>
+
+#include <cstdint>
+#include <cstring>
 
 #include "host_alias.h"
 #include "device/runtime.h"
@@ -60,10 +64,64 @@ at::Tensor& set_empty(at::Tensor& self) {
   return self.set_(storage, 0, {0}, {});
 }
 
-// Both copy directions, and eagerc -> eagerc, run CPU copy_ on zero-copy aliases: it does
-// dtype conversion, any strides on either side, conj/neg bits and overlap checks. A
-// source or destination on a third device (e.g. CUDA) is handled by its own copy_.
+bool in_host_memory(const at::Tensor& t) {
+  return t.is_cpu() || (t.device().type() == kDeviceType && memory_home(t.device()).is_cpu());
+}
+
+template <typename T>
+void copy_elements(char* out, const char* in, int64_t n, int64_t out_stride, int64_t in_stride) {
+  for (int64_t k = 0; k < n; ++k) {
+    *reinterpret_cast<T*>(out + k * out_stride) = *reinterpret_cast<const T*>(in + k * in_stride);
+  }
+}
+
+// A copy between two tensors in host memory with the same dtype and no conj/neg bits (a
+// bias copied into addmm's output, .to() between CPU and the device) moves bytes over a
+// TensorIterator on the tensors themselves: the iterator broadcasts, orders the loops and
+// checks overlaps as CPU's copy_ does. Every other copy runs CPU's copy_ on aliases, which
+// costs two aliases (a storage and a tensor each) and a second dispatch per call.
+bool copy_bytes_in_host_memory(const at::Tensor& self, const at::Tensor& dst) {
+  if (!in_host_memory(self) || !in_host_memory(dst) || self.dtype() != dst.dtype() ||
+      self.layout() != c10::kStrided || dst.layout() != c10::kStrided || self.is_quantized() ||
+      self.is_conj() || dst.is_conj() || self.is_neg() || dst.is_neg()) {
+    return false;
+  }
+  auto iter = at::TensorIteratorConfig()
+                  .add_output(dst)
+                  .add_const_input(self)
+                  .resize_outputs(false)
+                  .check_all_same_device(false)
+                  .build();
+  if (iter.numel() == 0) return true;
+  const int64_t size = static_cast<int64_t>(dst.element_size());
+  iter.for_each([size](char** data, const int64_t* strides, int64_t n0, int64_t n1) {
+    for (int64_t j = 0; j < n1; ++j) {
+      char* out = data[0] + j * strides[2];
+      const char* in = data[1] + j * strides[3];
+      if (strides[0] == size && strides[1] == size) {
+        std::memmove(out, in, static_cast<size_t>(n0 * size));
+      } else if (size == 4) {
+        copy_elements<uint32_t>(out, in, n0, strides[0], strides[1]);
+      } else if (size == 8) {
+        copy_elements<uint64_t>(out, in, n0, strides[0], strides[1]);
+      } else if (size == 2) {
+        copy_elements<uint16_t>(out, in, n0, strides[0], strides[1]);
+      } else if (size == 1) {
+        copy_elements<uint8_t>(out, in, n0, strides[0], strides[1]);
+      } else {
+        for (int64_t k = 0; k < n0; ++k) std::memmove(out + k * strides[0], in + k * strides[1], size);
+      }
+    }
+  });
+  return true;
+}
+
+// Both copy directions, and eagerc -> eagerc: same-dtype copies in host memory move bytes
+// (above); the rest run CPU copy_ on zero-copy aliases: it does dtype conversion, any
+// strides on either side, conj/neg bits and overlap checks. A source or destination on a
+// third device (e.g. CUDA) is handled by its own copy_.
 at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_blocking) {
+  if (copy_bytes_in_host_memory(self, dst)) return dst;
   const at::Tensor src = self.device().type() == kDeviceType ? cpu_alias(self) : self;
   if (dst.device().type() == kDeviceType) {
     cpu_alias(dst).copy_(src, non_blocking);
