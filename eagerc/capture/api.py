@@ -168,9 +168,7 @@ class Captured:
             except Exception as e:  # noqa: BLE001 - see _mock_failed
                 self._mock_failed(record, e)
                 return True, self.fn(*args, **kwargs)
-            if record in self.cache.records:  # most recently matched first
-                self.cache.remove(record)
-                self.cache.add(record)
+            self.cache.promote(record)
             return True, result
         self.stats["value_misses"] += 1
         if self.stats["value_misses"] >= MAX_VALUE_MISSES:

@@ -63,9 +63,15 @@ class RecordCache:
             slots = rec.guard(args, kwargs)
             if slots is not None:
                 if i:
-                    self.records.insert(0, self.records.pop(i))
+                    self.promote(rec)
                 return rec, slots
         return None, None
+
+    def promote(self, record):
+        """`record` matched a call: it is tried first next time (if it is still held)."""
+        if record in self.records:
+            self.records.remove(record)
+            self.records.insert(0, record)
 
     def add(self, record):
         self.records.insert(0, record)
