@@ -253,7 +253,8 @@ def bench_device_models(args) -> None:
     if os.environ.get("EAGERC_BACKING") != "cuda":
         env = dict(os.environ, EAGERC_BACKING="cuda")
         subprocess.run([sys.executable, __file__, "device-models", "--models", args.models,
-                        "--batches", args.batches, "--rounds", str(args.rounds)], env=env, check=True)
+                        "--batches", args.batches, "--rounds", str(args.rounds)]
+                       + (["--profile"] if args.profile else []), env=env, check=True)
         return
     print(f"{'model':<10} {'batch':>5} {'native ms':>10} {'device ms':>10} {'ratio':>6} "
           f"{'max err':>9} {'compiles':>8} {'aliased':>8}")
@@ -280,8 +281,30 @@ def bench_device_models(args) -> None:
               f"{stats['compiles']:>8} {aliased:>8}", flush=True)
         if aliased:
             print("   aliased:", sorted(k for k, v in stats["ops"].items() if v["aliased"]))
+        warm = eagerc.stats()  # after the timed rounds: a warm forward should only hit
+        falls = {k: dict(v["fallback_reasons"]) for k, v in warm["ops"].items() if v["fallbacks"]}
+        if falls or warm["compiles"] != stats["compiles"]:
+            print(f"   warm compiles {warm['compiles'] - stats['compiles']}, fallbacks:",
+                  {k: list(v)[:1] for k, v in list(falls.items())[:8]})
+        if args.profile:
+            _print_profile({"native": native, "device": device})
         del model, on_device
         torch.cuda.empty_cache()
+
+
+def _print_profile(sides: dict, forwards: int = 5, top: int = 12) -> None:
+    """torch.profiler's self CPU time per op for `forwards` warm forwards of each side:
+    where the host time of a launch-bound model goes."""
+    from torch.profiler import ProfilerActivity, profile
+
+    for side, fn in sides.items():
+        with profile(activities=[ProfilerActivity.CPU]) as prof:
+            for _ in range(forwards):
+                fn()
+            torch.cuda.synchronize()
+        print(f"   == {side}: self CPU time, {forwards} forwards")
+        table = prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=top)
+        print("\n".join("   " + line for line in table.splitlines()))
 
 
 def main() -> None:
@@ -292,6 +315,7 @@ def main() -> None:
     parser.add_argument("--inner", type=int, default=5)
     parser.add_argument("--models", default="bert,gpt2,resnet50")
     parser.add_argument("--batches", default="1,32")
+    parser.add_argument("--profile", action="store_true", help="device-models: profile table per model")
     args = parser.parse_args()
     print(f"torch {torch.__version__}, {torch.cuda.get_device_name(0)}")
     {"large": bench_large, "cold": bench_cold, "models": bench_models,

@@ -10,6 +10,8 @@
 #   bash tools/gpu_check.sh tests          # both (more than one device call's 600 s: split it)
 #   bash tools/gpu_check.sh bench [ARGS]   # build + tools/bench_gpu.py ARGS
 #   bash tools/gpu_check.sh probe MODE     # build + tools/gpu_probe.py MODE (diagnostics)
+#   bash tools/gpu_check.sh coverage ARGS  # build + python -m eagerc.coverage --device cuda ARGS
+#   bash tools/gpu_check.sh STEP + STEP ...  # several of these after one build
 # Budget: each new process pays ~70 s for its first CUDA compile (docs/benchmarks.md).
 set -uo pipefail
 OUT=${OUT:-/tmp/eagerc-gpu-out}
@@ -24,6 +26,7 @@ python3 -m pip install -q --no-build-isolation --no-deps -e . > "$OUT/build.txt"
 # Parallel test workers (pytest-xdist from .whl/): each pays its own first CUDA compile, but
 # the model tests' kernels compile side by side on the machine's 16 cores.
 XDIST=""; python3 -c "import xdist" 2>/dev/null && XDIST="-n ${EAGERC_GPU_WORKERS:-4}"
+step() {
 what=${1:-all}; shift || true
 if [ "$what" = gpu-tests ] || [ "$what" = tests ]; then
   # The test that starts fresh CUDA processes runs alone afterwards: under three other
@@ -44,5 +47,17 @@ if [ "$what" = probe ]; then
   done
 fi
 if [ "$what" = bench ]; then
-  python3 tools/bench_gpu.py "$@" 2>&1 | grep -v "Warn\|warnings.warn" | tee "$OUT/bench_gpu.txt"
+  python3 tools/bench_gpu.py "$@" 2>&1 | grep -v "Warn\|warnings.warn" | tee "$OUT/bench_$1.txt"
 fi
+if [ "$what" = coverage ]; then
+  # The coverage report on CUDA (override mode): which ops compile, which are extern.
+  python3 -m eagerc.coverage --device cuda --quiet --out "$OUT/coverage_cuda" "$@" 2>&1 | tail -30 | tee "$OUT/coverage_cuda.txt"
+fi
+}
+# Steps separated by "+" run one after another in one call (one build, one machine start):
+#   bash tools/gpu_check.sh probe device-profile + bench device-models --rounds 7
+args=()
+for a in "$@" +; do
+  if [ "$a" = + ]; then [ ${#args[@]} -gt 0 ] && { echo "=== step: ${args[*]} ($(date +%T))"; step "${args[@]}"; }; args=()
+  else args+=("$a"); fi
+done
