@@ -16,13 +16,27 @@ int32_t direct_empty_strided(int64_t ndim, const int64_t* sizes, const int64_t* 
   const bool host = type == c10::DeviceType::CPU ||
                     (type == c10::DeviceType::PrivateUse1 && device_index <= 0 &&
                      memory_home(c10::Device(type, 0)).type() == c10::DeviceType::CPU);
+  const c10::IntArrayRef size(sizes, ndim), stride(strides, ndim);
+  const auto scalar_type = static_cast<c10::ScalarType>(dtype);
+  if (type == c10::DeviceType::CUDA && device_index >= 0) {
+    // A GPU wrapper allocates after its device guard: the caching allocator serves the
+    // current device, which must be the one asked for (else the shim decides).
+    try {
+      at::Tensor t = at::detail::empty_strided_generic(
+          size, stride, c10::GetAllocator(type), c10::DispatchKeySet(c10::DispatchKey::CUDA),
+          scalar_type);
+      if (t.device().index() == device_index) {
+        *out = reinterpret_cast<AtenTensorOpaque*>(new at::Tensor(std::move(t)));
+        return AOTI_TORCH_SUCCESS;
+      }
+    } catch (...) {
+    }
+  }
   if (!host) {
     return aoti_torch_empty_strided(ndim, sizes, strides, dtype, device_type, device_index,
                                     reinterpret_cast<AtenTensorHandle*>(out));
   }
   try {
-    const c10::IntArrayRef size(sizes, ndim), stride(strides, ndim);
-    const auto scalar_type = static_cast<c10::ScalarType>(dtype);
     at::Tensor t = type == c10::DeviceType::CPU
         ? at::detail::empty_strided_cpu(size, stride, scalar_type)
         : at::detail::empty_strided_generic(size, stride, c10::GetAllocator(type),

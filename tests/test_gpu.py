@@ -205,3 +205,21 @@ def test_captured_graphs_on_gpu_go_through_kernel_cache(fresh_cache, tmp_path):
         assert r.returncode == 0, r.stderr[-3000:]
     assert "FROM_DISK 0" in runs[0].stdout, runs[0].stdout
     assert "FROM_DISK 0" not in runs[1].stdout, runs[1].stdout
+
+
+def test_hits_allocate_outputs_without_the_dispatcher(fresh_cache):
+    # csrc/direct_alloc.cpp: a GPU artifact's outputs come from CUDA's caching allocator
+    # directly, as a native CUDA kernel's do, not through aten::empty_strided.
+    from torch.profiler import ProfilerActivity, profile
+
+    x = torch.randn(64, 64, device=DEV)
+    with eagerc.enabled(DEV, ops=["aten::abs", "aten::sum.dim_IntList"]):
+        torch.abs(x), x.sum(1)  # compile
+        with profile(activities=[ProfilerActivity.CPU]) as prof:
+            a, s = torch.abs(x), x.sum(1)
+    assert_close(a, x.abs())
+    assert_close(s, x.sum(1))
+    names = [e.key for e in prof.key_averages()]
+    assert "aten::abs" in names and "aten::empty_strided" not in names, names
+    assert a.device == x.device and a.untyped_storage().device == x.device
+    assert op_stats("aten::abs@CUDA")["hits"] >= 1

@@ -85,3 +85,48 @@ def test_training_step_on_gpu_memory_matches_cpu(tmp_path):
         print("OK")
     """, tmp_path / "cache")
     assert "OK" in out
+
+
+def test_attention_takes_cudas_efficient_kernel_where_its_branch_is_device_neutral(tmp_path):
+    # csrc/device/attention_choice.cpp: fp32 attention (CUDA picks memory-efficient attention)
+    # runs that one fused op, also with a float mask and through backward; fp16 without a
+    # mask (CUDA picks flash, whose composite branch is CUDA-only) and a MATH-only context
+    # take the math path. All against native CUDA.
+    out = run_on_gpu_device("""
+        import contextlib, torch, eagerc
+        import torch.nn.functional as F
+        from torch.nn.attention import SDPBackend, sdpa_kernel
+        EFF = "aten::_scaled_dot_product_efficient_attention@PrivateUse1"
+        SOFTMAX = ("aten::_safe_softmax@PrivateUse1", "aten::_softmax@PrivateUse1")
+        def reached():
+            return {n for n, s in eagerc.stats()["ops"].items() if s["hits"] + s["misses"]}
+        def check(dtype, mask, expect_fused, grad=False, tol=2e-5, ctx=None):
+            torch.manual_seed(0)
+            q, k, v = (torch.randn(2, 4, 64, 32, device="cuda", dtype=dtype) for _ in range(3))
+            kw = {} if mask is None else {"attn_mask": mask}
+            cuda_in = [t.clone().requires_grad_(grad) for t in (q, k, v)]
+            dev_in = [t.to("eagerc").detach().requires_grad_(grad) for t in (q, k, v)]
+            dkw = {key: t.to("eagerc") for key, t in kw.items()}
+            eagerc.reset_stats()
+            with ctx or contextlib.nullcontext():
+                want = F.scaled_dot_product_attention(*cuda_in, **kw)
+                got = F.scaled_dot_product_attention(*dev_in, **dkw)
+            assert got.device.type == "eagerc"
+            assert torch.allclose(got.to("cuda"), want, atol=tol, rtol=tol), (got.to("cuda") - want).abs().max()
+            ops = reached()
+            assert (EFF in ops) == expect_fused, ops
+            assert expect_fused != any(s in ops for s in SOFTMAX), ops
+            if grad:
+                want.square().sum().backward(); got.square().sum().backward()
+                for a, b in zip(cuda_in, dev_in):
+                    assert torch.allclose(b.grad.to("cuda"), a.grad, atol=1e-4, rtol=1e-4)
+                assert "aten::_scaled_dot_product_efficient_attention_backward@PrivateUse1" in reached()
+            assert eagerc.stats()["fallbacks"] == 0, eagerc.stats()
+        check(torch.float32, None, True)
+        check(torch.float32, torch.randn(2, 1, 64, 64, device="cuda"), True)
+        check(torch.float32, None, True, grad=True)
+        check(torch.float16, None, False, tol=2e-3)
+        check(torch.float32, None, False, ctx=sdpa_kernel(SDPBackend.MATH))
+        print("OK")
+    """, tmp_path / "cache")
+    assert "OK" in out

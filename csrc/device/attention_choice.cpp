@@ -6,8 +6,11 @@
 // stub. On host memory the CPU's choice applies: the same checks (shapes, strides, mask,
 // dropout, head size, torch.backends' flags), and its fused kernel,
 // _scaled_dot_product_flash_attention_for_cpu, is what the device's kernel holder then
-// serves (Inductor calls ATen's CPU kernel for it). On GPU memory the math path stays: the
-// composite pads only CUDA tensors for the CUDA flash kernel.
+// serves (Inductor calls ATen's CPU kernel for it). On GPU memory the CUDA's choice applies
+// where the composite's branch for it is device-neutral: memory-efficient attention (what
+// CUDA picks for fp32, and for masks flash cannot take), served as an extern to CUDA's
+// kernel. Flash and cuDNN take the math path: the composite's flash branch runs the CPU
+// kernel on any device that is not CUDA.
 #include <ATen/ops/_fused_sdp_choice.h>
 #include <ATen/ops/from_blob.h>
 #include <ATen/native/transformers/attention.h>
@@ -29,6 +32,18 @@ at::Tensor cpu_standin(const at::Tensor& t) {
                        at::TensorOptions().dtype(t.scalar_type()).device(c10::kCPU));
 }
 
+// The same over no memory on `home` (a GPU): for_blob with a target device does not ask
+// CUDA where the (dummy) address lives. requires_grad is kept: CUDA's checks read it.
+at::Tensor gpu_standin(const at::Tensor& t, c10::Device home) {
+  alignas(64) static char never_read[64];
+  at::Tensor standin = at::for_blob(never_read, t.sizes())
+                           .strides(t.strides())
+                           .target_device(home)
+                           .options(at::TensorOptions().dtype(t.scalar_type()).device(home))
+                           .make_tensor();
+  return t.requires_grad() ? standin.requires_grad_() : standin;
+}
+
 bool symbolic(const at::Tensor& t) {
   return t.unsafeGetTensorImpl()->has_symbolic_sizes_strides();
 }
@@ -37,17 +52,27 @@ int64_t attention_choice(const at::Tensor& query, const at::Tensor& key, const a
                          const std::optional<at::Tensor>& attn_mask, double dropout_p,
                          bool is_causal, std::optional<double> scale, bool enable_gqa) {
   const bool has_mask = attn_mask.has_value() && attn_mask->defined();
-  if (memory_home(query.device()).type() != c10::DeviceType::CPU || symbolic(query) ||
-      symbolic(key) || symbolic(value) || (has_mask && symbolic(*attn_mask))) {
-    return static_cast<int64_t>(sdp::SDPBackend::math);
+  const auto math = static_cast<int64_t>(sdp::SDPBackend::math);
+  const c10::Device home = memory_home(query.device());
+  const bool gpu_home = home.type() == c10::DeviceType::CUDA;
+  if ((home.type() != c10::DeviceType::CPU && !gpu_home) || symbolic(query) || symbolic(key) ||
+      symbolic(value) || (has_mask && symbolic(*attn_mask))) {
+    return math;
   }
+  auto standin = [&](const at::Tensor& t) { return gpu_home ? gpu_standin(t, home) : cpu_standin(t); };
   std::optional<at::Tensor> mask;
-  if (has_mask) mask = cpu_standin(*attn_mask);
+  if (has_mask) mask = standin(*attn_mask);
   // A dispatch mode (FakeTensorMode) must not see the stand-ins.
   c10::impl::ExcludeDispatchKeyGuard no_python(
       c10::DispatchKeySet({c10::DispatchKey::Python, c10::DispatchKey::PythonTLSSnapshot}));
-  return at::_fused_sdp_choice(cpu_standin(query), cpu_standin(key), cpu_standin(value), mask,
-                               dropout_p, is_causal, scale, enable_gqa);
+  const int64_t choice = at::_fused_sdp_choice(standin(query), standin(key), standin(value), mask,
+                                               dropout_p, is_causal, scale, enable_gqa);
+  const bool neutral = choice == static_cast<int64_t>(sdp::SDPBackend::efficient_attention) ||
+                       choice == static_cast<int64_t>(sdp::SDPBackend::error);
+  if (!gpu_home || neutral) return choice;
+  // The math path in place of flash/cuDNN, unless the user turned it off (sdpa_kernel).
+  return at::globalContext().userEnabledMathSDP() ? math
+                                                  : static_cast<int64_t>(sdp::SDPBackend::error);
 }
 
 }  // namespace

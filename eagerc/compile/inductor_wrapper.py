@@ -376,8 +376,8 @@ def build_artifact(traced, check_code=None, patches=None) -> BuiltArtifact:
         if gpu:
             code = make_context_current(fix_float_launch_params(code))
         else:
-            code = direct_allocations(_drop_input_asserts(code, inputs))
-        code = cheap_output_asserts(code)
+            code = _drop_input_asserts(code, inputs)
+        code = cheap_output_asserts(direct_allocations(code))
         kw["main_code"] = code.replace(_GIL_RELEASE, "") + _ENTRY + guard
         captured["guard"] = guard
         captured["num_outputs"] = kw.get("num_outputs", traced.num_outputs)
