@@ -52,9 +52,12 @@ OpState::OpState(const c10::OperatorHandle& handle, c10::DispatchKey key)
   const auto& opname = handle.operator_name();
   name = opname.name + (opname.overload_name.empty() ? "" : "." + opname.overload_name);
   // The kernel the key resolves to before eagerc registers: the device's own, or a
-  // CompositeExplicitAutograd one (which decomposes into ops eagerc may serve).
+  // composite one (which decomposes into ops eagerc may serve). A CompositeImplicitAutograd
+  // op gets a holder only when named (enable(ops=[...])); inside a compile (eager's
+  // reference run) it must still reach its decomposition, not its own miss again.
   if (handle.hasKernelForDispatchKey(key) ||
-      handle.hasKernelForDispatchKey(c10::DispatchKey::CompositeExplicitAutograd)) {
+      handle.hasKernelForDispatchKey(c10::DispatchKey::CompositeExplicitAutograd) ||
+      handle.hasKernelForDispatchKey(c10::DispatchKey::CompositeImplicitAutograd)) {
     native.emplace(handle.getComputedKernelForDispatchKey(key));
   }
   // out= overloads: every return is a kwarg-only argument that the op writes.

@@ -1,6 +1,7 @@
 #include "registration.h"
 
 #include <ATen/core/dispatch/Dispatcher.h>
+#include <c10/core/TensorOptions.h>
 #include <c10/util/Exception.h>
 #include <torch/library.h>
 
@@ -8,6 +9,7 @@
 #include <mutex>
 #include <set>
 
+#include "host_alias.h"
 #include "kernel_holder.h"
 
 namespace eagerc {
@@ -62,6 +64,11 @@ std::vector<std::string> servable_ops(c10::DispatchKey key, bool new_device,
                                       bool include_random,
                                       const std::vector<std::string>& deny) {
   std::vector<std::string> out;
+  // A new device whose memory is GPU memory also compiles what only CUDA has kernels for
+  // (memory-efficient attention and its backward, which Inductor calls as externs).
+  const bool cuda_home =
+      new_device && memory_home(c10::Device(c10::dispatchKeyToDeviceType(key), 0)).type() ==
+                        c10::DeviceType::CUDA;
   for_each_aten_op(deny, [&](const std::string& qualified, const c10::OperatorHandle& op) {
     const c10::OperatorHandle* handle = &op;
     if (!new_device && !handle->hasKernelForDispatchKey(key)) return;
@@ -70,7 +77,8 @@ std::vector<std::string> servable_ops(c10::DispatchKey key, bool new_device,
     if (new_device && (handle->hasKernelForDispatchKey(key) ||
                        handle->hasKernelForDispatchKey(c10::DispatchKey::CompositeImplicitAutograd) ||
                        !(handle->hasKernelForDispatchKey(c10::DispatchKey::CPU) ||
-                         handle->hasKernelForDispatchKey(c10::DispatchKey::CompositeExplicitAutograd)))) {
+                         handle->hasKernelForDispatchKey(c10::DispatchKey::CompositeExplicitAutograd) ||
+                         (cuda_home && handle->hasKernelForDispatchKey(c10::DispatchKey::CUDA))))) {
       return;
     }
     const auto& schema = handle->schema();

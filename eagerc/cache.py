@@ -41,7 +41,7 @@ import torch
 
 from eagerc import _config, _stats
 from eagerc._version import __version__
-from eagerc.compile.errors import ON_DISK, CompileError, NeedsHostAliases, NotCompiled
+from eagerc.compile.errors import NOWHERE, ON_DISK, CompileError, NeedsHostAliases, NotCompiled
 
 log = logging.getLogger("eagerc")
 
@@ -114,6 +114,16 @@ class Request:
     skip_variants: frozenset = frozenset()  # already in the caller's L1 (the C++ table)
 
 
+_this_thread = threading.local()
+
+
+def _held_keys() -> set:
+    """The (namespace, entry) keys this thread is inside get() for."""
+    if not hasattr(_this_thread, "keys"):
+        _this_thread.keys = set()
+    return _this_thread.keys
+
+
 class CompileService:
     """Get-or-compile over kernel_cache; one instance per process (:func:`service`)."""
 
@@ -132,10 +142,21 @@ class CompileService:
                       key.target.device, digest, parts,
                       hashlib.sha256(bytes(key.signature)).hexdigest()[:16])
         store = self._store(namespace)
-        with self._key_lock(digest, entry_key), self._process_lock(entry_key):
-            result = self._lookup(store, entry_key, request)
-            if result is None:
-                result = self._compile(store, entry_key, request)
+        held = _held_keys()
+        if (digest, entry_key) in held:
+            # Asked again for the key this thread is compiling (eager's reference run
+            # reached the op's own holder): waiting on its lock would wait forever. This
+            # call runs without a kernel; nothing is remembered.
+            return Result(refusal=CompileError(
+                f"{request.key.name} was called again while it compiles", NOWHERE))
+        held.add((digest, entry_key))
+        try:
+            with self._key_lock(digest, entry_key), self._process_lock(entry_key):
+                result = self._lookup(store, entry_key, request)
+                if result is None:
+                    result = self._compile(store, entry_key, request)
+        finally:
+            held.discard((digest, entry_key))
         return result
 
     def _lookup(self, store, entry_key: bytes, request: Request) -> Result | None:

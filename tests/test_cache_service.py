@@ -12,6 +12,7 @@ from eagerc.cache import CacheKey
 from eagerc.compile import op as op_compiler
 from eagerc.compile import errors
 from eagerc.compile.errors import CompileError
+from eagerc.testing import assert_close
 
 ABS = "aten::abs@CPU"
 CPU = targets.for_device("cpu")
@@ -172,3 +173,48 @@ def test_environment_failures_are_told_from_graph_failures():
     diagnostic = CppCompileError("C++ compile error\n\nOutput:\n/tmp/x/ab.main.cpp:18:55: error: "
                                  "too many arguments to function 'aoti_torch_cpu_resize_'")
     assert not errors.environment_failure(chained(RuntimeError("wrapped"), diagnostic))
+
+
+def test_a_named_composite_op_reaches_its_decomposition_inside_its_own_compile(fresh_cache):
+    # softmax.int is CompositeImplicitAutograd: named, it gets a holder, and eager's
+    # reference run inside its miss calls it again. That call must decompose natively
+    # (csrc/op_state.cpp), not wait on its own compile (it hung a GPU test for 400 s).
+    x = torch.randn(3, 7)
+    with eagerc.enabled("cpu", ops=["aten::softmax.int", "aten::_softmax"]):
+        got = [torch.softmax(x, dim=1) for _ in range(2)]
+    for y in got:
+        assert_close(y, torch.softmax(x, dim=1))
+    s = eagerc.stats()["ops"]["aten::softmax.int@CPU"]
+    assert (s["compiles"], s["hits"], s["fallbacks"]) == (1, 1, 0), s
+
+
+def test_asking_again_for_a_key_being_compiled_is_refused_not_awaited(fresh_cache, monkeypatch):
+    # The compile service's per-key lock is not re-entrant: a compile that reaches the
+    # same key again on its thread gets a refusal it does not remember (NOWHERE).
+    from eagerc.cache import service
+
+    inner = {}
+    real = op_compiler.compile_op
+
+    def compile_op(*args, **kwargs):
+        if not inner:
+            inner["result"] = service().get(inner_request["request"])
+        return real(*args, **kwargs)
+
+    inner_request = {}
+    real_get = service().get
+
+    def get(request):
+        inner_request.setdefault("request", request)
+        return real_get(request)
+
+    monkeypatch.setattr(service(), "get", get)
+    monkeypatch.setattr(op_compiler, "compile_op", compile_op)
+    x = torch.randn(4, 4)
+    with eagerc.enabled("cpu", ops=["aten::abs"]):
+        y = torch.abs(x)
+    assert torch.equal(y, x.abs())
+    refusal = inner["result"].refusal
+    assert isinstance(refusal, CompileError) and refusal.remembered == errors.NOWHERE
+    assert "called again while it compiles" in str(refusal)
+    assert eagerc.stats()["ops"][ABS]["compiles"] == 1
