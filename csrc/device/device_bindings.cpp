@@ -55,6 +55,12 @@ void init_bindings(py::module_& m) {
   m.def("_device_set_backing", [](const std::string& backing) {
     set_backing(c10::Device(backing).type());
   }, py::arg("backing"), "Where the eagerc device's memory lives: \"cpu\" or \"cuda\" (before registering).");
+  m.def("_device_empty_cache", &empty_cache,
+        "Return the device's cached free host-memory blocks to malloc; the bytes returned.");
+  m.def("_device_cached_bytes", &cached_bytes,
+        "Bytes of freed host-memory blocks the device keeps for reuse.");
+  m.def("_device_set_cache_limit", &set_cache_limit, py::arg("bytes"),
+        "At most this many bytes of freed host memory are kept for reuse (0: none).");
   m.def("_device_runtime_ops", &runtime_op_names,
         "The ATen ops the eagerc device runtime implements by hand.");
 }

@@ -22,6 +22,11 @@ void set_backing(c10::DeviceType backing);
 c10::DeviceType backing();
 c10::Allocator* host_allocator();  // the device's allocator, whatever its backing
 void copy_bytes(void* dest, const void* src, size_t count);  // within the device's memory
+// Host memory: freed blocks are kept by size for reuse (bounded). empty_cache() returns them
+// to malloc and says how many bytes that was; cached_bytes() is what is kept now.
+size_t empty_cache();
+size_t cached_bytes();
+void set_cache_limit(size_t bytes);  // 0: keep none (empties the cache)
 void register_allocator();
 
 // guard.cpp: one device, index 0, synchronous.

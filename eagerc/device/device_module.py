@@ -17,6 +17,7 @@ import torch
 __all__ = [
     "current_device",
     "device_count",
+    "empty_cache",
     "get_rng_state",
     "initial_seed",
     "is_available",
@@ -79,6 +80,22 @@ def set_device(device) -> None:
 def synchronize(device=None) -> None:
     """No-op: every eagerc kernel has finished when its call returns."""
     _check_device(device)
+
+
+def empty_cache() -> None:
+    """Return the device's cached free memory blocks to the system allocator.
+
+    Freed device memory is kept by size for the next allocation of that size (up to
+    256 MiB in all), as torch.cuda's caching allocator keeps it.
+
+        >>> import torch, eagerc
+        >>> x = torch.empty(1024, device="eagerc"); del x
+        >>> torch.eagerc.empty_cache(); eagerc._C._device_cached_bytes()
+        0
+    """
+    from eagerc import _C
+
+    _C._device_empty_cache()
 
 
 def manual_seed(seed: int) -> None:
