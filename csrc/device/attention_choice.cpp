@@ -9,8 +9,9 @@
 // serves (Inductor calls ATen's CPU kernel for it). On GPU memory the CUDA's choice applies
 // where the composite's branch for it is device-neutral: memory-efficient attention (what
 // CUDA picks for fp32, and for masks flash cannot take), served as an extern to CUDA's
-// kernel. Flash and cuDNN take the math path: the composite's flash branch runs the CPU
-// kernel on any device that is not CUDA.
+// kernel, in inference (see below). Flash and cuDNN take the math path: the composite's
+// flash branch runs the CPU kernel on any device that is not CUDA.
+#include <ATen/core/grad_mode.h>
 #include <ATen/ops/_fused_sdp_choice.h>
 #include <ATen/ops/from_blob.h>
 #include <ATen/native/transformers/attention.h>
@@ -67,8 +68,14 @@ int64_t attention_choice(const at::Tensor& query, const at::Tensor& key, const a
       c10::DispatchKeySet({c10::DispatchKey::Python, c10::DispatchKey::PythonTLSSnapshot}));
   const int64_t choice = at::_fused_sdp_choice(standin(query), standin(key), standin(value), mask,
                                                dropout_p, is_causal, scale, enable_gqa);
-  const bool neutral = choice == static_cast<int64_t>(sdp::SDPBackend::efficient_attention) ||
-                       choice == static_cast<int64_t>(sdp::SDPBackend::error);
+  // Inference only: with a gradient to record, the backward of memory-efficient attention
+  // on the device failed the autograd engine's stream check ("opt_ready_stream &&
+  // opt_parent_stream", engine.cpp) on the H100 (session 9), so training keeps the math path.
+  const bool records_grad = at::GradMode::is_enabled() &&
+                            (query.requires_grad() || key.requires_grad() || value.requires_grad());
+  const bool neutral =
+      (choice == static_cast<int64_t>(sdp::SDPBackend::efficient_attention) && !records_grad) ||
+      choice == static_cast<int64_t>(sdp::SDPBackend::error);
   if (!gpu_home || neutral) return choice;
   // The math path in place of flash/cuDNN, unless the user turned it off (sdpa_kernel).
   return at::globalContext().userEnabledMathSDP() ? math
