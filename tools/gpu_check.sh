@@ -52,6 +52,9 @@ fi
 if [ "$what" = coverage ]; then
   # The coverage report on CUDA (override mode): which ops compile, which are extern.
   python3 -m eagerc.coverage --device cuda --quiet --out "$OUT/coverage_cuda" "$@" 2>&1 | tail -30 | tee "$OUT/coverage_cuda.txt"
+  # One archive: the device tool brings back only a few files per call (session 9 lost
+  # the reports and logs of 14 workers).
+  tar czf "$OUT/coverage_cuda.tgz" -C "$OUT" coverage_cuda && rm -rf "$OUT/coverage_cuda"
 fi
 }
 # Steps separated by "+" run one after another in one call (one build, one machine start):
