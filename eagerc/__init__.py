@@ -14,7 +14,9 @@ cached on disk, and run from a C++ kernel holder on every later call.
     >>> eagerc.disable("cpu")
 
 ``import eagerc`` registers the eagerc device and nothing more: the compiler, the cache
-and capture's monitor load on first use (see docs/architecture.md, "Layers").
+and capture's monitor load on first use (see docs/architecture.md, "Layers"). Where torch
+sees a CUDA GPU it does so only with ``EAGERC_BACKING=cuda`` or ``EAGERC_DEVICE=1``: the
+device would become torch's accelerator, which breaks CUDA autograd (eagerc/_config.py).
 """
 import torch  # noqa: F401  (loads libtorch before eagerc._C)
 
@@ -27,9 +29,9 @@ def _register_device() -> None:
     """`import eagerc` makes the eagerc device usable: its hand-written runtime is
     registered, and every other op on it is served by compiled kernels (registering
     takes milliseconds; nothing compiles until an op runs)."""
-    from eagerc import device
+    from eagerc import _config, device
 
-    if device.register():
+    if _config.register_device_at_import() and device.register():
         enable(device.NAME)
 
 

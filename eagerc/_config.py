@@ -35,6 +35,31 @@ def device_backing() -> str:
     return value
 
 
+# Whether `import eagerc` registers the eagerc device (PrivateUse1): "1" yes, "0" no, unset:
+# yes, except where torch sees a CUDA GPU and the device's memory is host memory. A
+# registered PrivateUse1 backend becomes torch's accelerator (at::getAccelerator prefers
+# it), and from then on the autograd engine asserts ("opt_ready_stream &&
+# opt_parent_stream", pytorch/pytorch#161129) in every backward over CUDA tensors: on a GPU
+# machine the host-memory device would break native CUDA training and override mode's.
+DEVICE_ENV = "EAGERC_DEVICE"
+
+
+def register_device_at_import() -> bool:
+    value = os.environ.get(DEVICE_ENV, "").strip().lower()
+    if value in ("1", "true", "yes"):
+        return True
+    if value in ("0", "false", "no"):
+        return False
+    if value:
+        raise ValueError(f"{DEVICE_ENV}={value!r}: expected 1 (register the eagerc device), "
+                         "0 (do not) or nothing (register it unless torch sees a CUDA GPU)")
+    if device_backing() == "cuda":
+        return True
+    import torch
+
+    return not torch.cuda.is_available()
+
+
 def cpu_fallback_enabled() -> bool:
     return os.environ.get(CPU_FALLBACK_ENV, "0") not in ("", "0", "false", "False")
 

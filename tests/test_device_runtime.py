@@ -4,6 +4,7 @@ Only runtime ops are used on eagerc tensors here (allocation, .to/.cpu/copy_, vi
 set_/resize_, .item()); values are compared on the CPU. Compute ops on eagerc belong to
 the compiled-kernel tests.
 """
+import os
 import pathlib
 import subprocess
 import sys
@@ -56,6 +57,37 @@ def test_register_is_idempotent_and_names_the_device():
     assert torch._C._get_privateuse1_backend_name() == "eagerc"
     assert torch.eagerc.device_count() == 1
     assert torch.device("eagerc").type == "eagerc"
+
+
+@pytest.mark.parametrize("env, gpu, registers", [
+    ({}, False, True), ({}, True, False),                      # a GPU keeps torch's accelerator
+    ({"EAGERC_BACKING": "cuda"}, True, True),                   # the device on GPU memory
+    ({"EAGERC_DEVICE": "1"}, True, True), ({"EAGERC_DEVICE": "0"}, False, False),
+])
+def test_import_registers_the_device_unless_a_gpu_would_lose_autograd(monkeypatch, env, gpu,
+                                                                       registers):
+    from eagerc import _config
+
+    for name in ("EAGERC_BACKING", "EAGERC_DEVICE"):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: gpu)
+    assert _config.register_device_at_import() is registers
+
+
+def test_import_without_the_device_leaves_privateuse1_and_the_accelerator_alone():
+    script = textwrap.dedent("""
+        import torch, eagerc
+        assert torch._C._get_privateuse1_backend_name() == "privateuseone"
+        assert torch.accelerator.current_accelerator() is None
+        with eagerc.enabled("cpu", ops=["aten::abs"]):
+            assert torch.abs(torch.tensor([-2.0])).item() == 2.0
+        print("OK")
+    """)
+    env = {**os.environ, "EAGERC_DEVICE": "0"}
+    done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True)
+    assert done.returncode == 0 and "OK" in done.stdout, done.stderr[-3000:]
 
 
 def test_every_runtime_op_has_an_eagerc_kernel():

@@ -223,3 +223,32 @@ def test_hits_allocate_outputs_without_the_dispatcher(fresh_cache):
     assert "aten::abs" in names and "aten::empty_strided" not in names, names
     assert a.device == x.device and a.untyped_storage().device == x.device
     assert op_stats("aten::abs@CUDA")["hits"] >= 1
+
+
+def test_import_keeps_cuda_autograd_and_override_mode_trains(tmp_path):
+    # A registered PrivateUse1 backend would become torch's accelerator and break every
+    # CUDA backward (pytorch/pytorch#161129): on a GPU machine `import eagerc` leaves it
+    # alone (eagerc/_config.py), and a training step in override mode matches native CUDA.
+    script = textwrap.dedent("""
+        import contextlib, copy, torch, eagerc
+        assert torch.accelerator.current_accelerator().type == "cuda"
+        torch.manual_seed(0)
+        m = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.GELU(), torch.nn.Linear(32, 4)).cuda()
+        d = copy.deepcopy(m)
+        x, y = torch.randn(8, 16, device="cuda"), torch.randint(0, 4, (8,), device="cuda")
+        for model, served in ((m, False), (d, True)):
+            opt = torch.optim.SGD(model.parameters(), lr=0.1)
+            with eagerc.enabled("cuda") if served else contextlib.nullcontext():
+                torch.nn.functional.cross_entropy(model(x), y).backward()
+                opt.step()
+        for p, q in zip(m.parameters(), d.parameters()):
+            assert torch.allclose(p, q, atol=1e-5), (p - q).abs().max()
+        assert eagerc.stats()["compiles"] > 0
+        print("OK")
+    """)
+    env = dict(os.environ, EAGERC_CACHE_DIR=str(tmp_path / "cache"))
+    env.pop("EAGERC_BACKING", None)
+    env.pop("EAGERC_DEVICE", None)
+    done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True,
+                          timeout=600)
+    assert done.returncode == 0 and "OK" in done.stdout, done.stdout[-1000:] + done.stderr[-4000:]

@@ -68,9 +68,10 @@ int64_t attention_choice(const at::Tensor& query, const at::Tensor& key, const a
       c10::DispatchKeySet({c10::DispatchKey::Python, c10::DispatchKey::PythonTLSSnapshot}));
   const int64_t choice = at::_fused_sdp_choice(standin(query), standin(key), standin(value), mask,
                                                dropout_p, is_causal, scale, enable_gqa);
-  // Inference only: with a gradient to record, the backward of memory-efficient attention
-  // on the device failed the autograd engine's stream check ("opt_ready_stream &&
-  // opt_parent_stream", engine.cpp) on the H100 (session 9), so training keeps the math path.
+  // Inference only: with a gradient to record the math path stays, until the backward of
+  // memory-efficient attention on the device is verified on a GPU (session 9's attempt
+  // failed first in the test's own CUDA reference backward: a registered PrivateUse1 device
+  // is torch's accelerator, and the engine then asserts in backwards over CUDA tensors).
   const bool records_grad = at::GradMode::is_enabled() &&
                             (query.requires_grad() || key.requires_grad() || value.requires_grad());
   const bool neutral =

@@ -149,6 +149,8 @@ def worker_env(device: str, out_dir: str, fresh_cache: bool) -> dict:
     env["EAGERC_COMPILE"] = "now"        # a status needs the op's own kernel, not an interim one
     env["EAGERC_CPU_FALLBACK"] = "1"     # an op that cannot compile runs on CPU, its reason counted
     env.setdefault("OMP_NUM_THREADS", "1")
+    if device == "eagerc":
+        env["EAGERC_DEVICE"] = "1"       # also where torch sees a GPU (eagerc/_config.py)
     if fresh_cache:
         env["EAGERC_CACHE_DIR"] = os.path.join(out_dir, "cache")
     return env
