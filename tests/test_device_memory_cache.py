@@ -16,7 +16,7 @@ DEFAULT_LIMIT = 256 << 20
 
 
 @pytest.fixture(autouse=True)
-def fresh_cache():
+def empty_block_cache():
     assert eagerc.device.register(), "PrivateUse1 belongs to another backend in this process"
     torch.eagerc.empty_cache()
     yield

@@ -28,10 +28,14 @@ _CPU_SHIM_CALL = re.compile(r"aoti_torch_cpu_\w+\(")
 # CPU shims that read their tensors only through data pointers, sizes and strides (BLAS
 # calls; the out= checks compare devices with each other, the bias copy dispatches on the
 # tensor's own device): on a host-memory device they take its tensors as they are, with no
-# CPU aliases made and handed back per call (2 us of an 8 us addmm). Convolution is not
-# one of them: ATen picks its backend by the input's device type.
+# CPU aliases made and handed back per call (2 us of an 8 us addmm). CPU flash attention
+# is one too: the shim calls ATen's CPU kernel directly (at::cpu::), which allocates its
+# outputs and buffers with the query's options (the device's own allocation) and runs its
+# DispatchStub for kCPU by name, not by the tensors' device. Convolution is not one of
+# them: ATen picks its backend by the input's device type.
 _DEVICE_SAFE_SHIMS = frozenset({"aoti_torch_cpu_mm_out(", "aoti_torch_cpu_addmm_out(",
-                                "aoti_torch_cpu_bmm_out(", "aoti_torch_cpu_baddbmm_out("})
+                                "aoti_torch_cpu_bmm_out(", "aoti_torch_cpu_baddbmm_out(",
+                                "aoti_torch_cpu__scaled_dot_product_flash_attention_for_cpu("})
 
 
 def _calls_cpu_functions(code: str) -> bool:
