@@ -17,8 +17,10 @@ CPU_FALLBACK_ENV = "EAGERC_CPU_FALLBACK"
 # allocating (compile/scratch_buffers.py, direct_alloc.py, output_asserts.py). 7: GPU wrappers
 # make a CUDA context current after their device guard (compile/gpu_context.py) and check
 # extern outputs without allocating; a host-memory device's BLAS externs (mm, addmm, bmm,
-# baddbmm) take its tensors directly (older entries recorded "run on CPU aliases").
-FORMAT_VERSION = 7
+# baddbmm) take its tensors directly (older entries recorded "run on CPU aliases"). 8: GPU
+# wrappers allocate outputs directly (direct_alloc.py); a host-memory device's CPU flash
+# attention takes its tensors directly (older entries recorded "run on CPU aliases").
+FORMAT_VERSION = 8
 
 
 # Where the eagerc device keeps its memory: "cpu" (host memory, the default) or "cuda"
