@@ -90,3 +90,29 @@ def test_resize_moves_to_a_larger_block_and_keeps_values():
     a.resize_(4096)
     assert torch.equal(a.cpu()[:16], values)
     assert _C._device_cached_bytes() >= 64  # the old 16-element block
+
+
+def test_blocks_freed_on_other_threads_are_reused_safely():
+    import threading
+
+    made = []
+
+    def allocate_and_fill(k):
+        t = torch.empty(256, device="eagerc")
+        t.copy_(torch.full((256,), float(k)))
+        made.append((k, t))
+
+    threads = [threading.Thread(target=allocate_and_fill, args=(k,)) for k in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    keep = made[::2]
+    freed = made[1::2]
+    made.clear()
+    del freed
+    fresh = [torch.zeros(256).to("eagerc") for _ in range(4)]  # may take the freed blocks
+    for k, t in keep:
+        assert torch.equal(t.cpu(), torch.full((256,), float(k)))
+    for t in fresh:
+        assert torch.equal(t.cpu(), torch.zeros(256))
