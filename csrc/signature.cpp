@@ -13,11 +13,15 @@ namespace {
 // Writes the key through a pointer into the string's own buffer: std::string's push_back
 // and append are out-of-line libstdc++ calls, one per byte or int, which perf showed as
 // 0.2 us of a convolution's signature (its four int lists). The string keeps its capacity
-// from call to call; finish() trims it to the key. The bytes are the same as appending.
+// from call to call; it is sized to kStart bytes (resize fills them, so not to a capacity
+// that one long key left behind), grows by doubling, and finish() trims it to the key.
+// The bytes are the same as appending.
 class KeyWriter {
  public:
+  static constexpr size_t kStart = 128;
+
   explicit KeyWriter(std::string& key) : key_(key) {
-    key_.resize(std::max<size_t>(key_.capacity(), 128));
+    key_.resize(kStart);
     data_ = key_.data();
     cap_ = key_.size();
   }
