@@ -35,6 +35,9 @@ py::dict op_stats(const eagerc::OpState& st) {
   d["aliased"] = st.counters.aliased.load();
   d["interim"] = st.counters.interim.load();
   d["kernels"] = st.table.size();
+  // Its compiled kernels run on aliases of the memory's home (their wrappers call the
+  // home's ATen functions), not on the device's own tensors.
+  d["on_home_aliases"] = st.compiled_on_host_aliases.load();
   py::dict reasons;
   for (const auto& kv : st.fallback_reasons()) reasons[py::str(kv.first)] = kv.second;
   d["fallback_reasons"] = reasons;

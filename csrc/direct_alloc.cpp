@@ -13,9 +13,11 @@ int32_t direct_empty_strided(int64_t ndim, const int64_t* sizes, const int64_t* 
                              int32_t dtype, int32_t device_type, int32_t device_index,
                              AtenTensorOpaque** out) {
   const auto type = static_cast<c10::DeviceType>(device_type);
-  const bool host = type == c10::DeviceType::CPU ||
-                    (type == c10::DeviceType::PrivateUse1 && device_index <= 0 &&
-                     memory_home(c10::Device(type, 0)).type() == c10::DeviceType::CPU);
+  // A device whose memory has a home (host or GPU memory) allocates through its own
+  // allocator: the wrapper's outputs are the device's tensors (Target.allocate_outputs).
+  const bool own_allocator = type == c10::DeviceType::CPU ||
+                             (type == c10::DeviceType::PrivateUse1 && device_index <= 0 &&
+                              has_other_home(c10::Device(type, 0)));
   const c10::IntArrayRef size(sizes, ndim), stride(strides, ndim);
   const auto scalar_type = static_cast<c10::ScalarType>(dtype);
   if (type == c10::DeviceType::CUDA && device_index >= 0) {
@@ -32,7 +34,7 @@ int32_t direct_empty_strided(int64_t ndim, const int64_t* sizes, const int64_t* 
     } catch (...) {
     }
   }
-  if (!host) {
+  if (!own_allocator) {
     return aoti_torch_empty_strided(ndim, sizes, strides, dtype, device_type, device_index,
                                     reinterpret_cast<AtenTensorHandle*>(out));
   }

@@ -4,8 +4,8 @@
 // at::empty_strided through the dispatcher (and, on the eagerc device, its runtime op).
 // A native CPU kernel allocates its output directly. An artifact that exports
 // eagerc_set_allocator (eagerc/compile/direct_alloc.py adds it) is handed this function
-// when it is loaded: CPU tensors, tensors of a device whose memory is host memory (the
-// eagerc device) and CUDA tensors on the current device (a GPU wrapper's, after its device
+// when it is loaded: CPU tensors, tensors of a device whose memory has a home (the
+// eagerc device, on host or GPU memory: its own allocator) and CUDA tensors on the current device (a GPU wrapper's, after its device
 // guard; CUDA's caching allocator through c10::GetAllocator) are made here directly;
 // anything else goes to aoti_torch_empty_strided.
 #pragma once

@@ -126,7 +126,9 @@ def enabled(device: str = "cpu", ops: Optional[Iterable[str]] = None):
 def stats() -> dict:
     """Totals and per-op counters: hits, misses, compiles, disk_loads, fallbacks,
     compile_seconds, interim (served by an existing kernel while theirs compiled in the
-    background), background_compiles (and per op: kernels, fallback_reasons).
+    background), background_compiles (and per op: kernels, fallback_reasons, and
+    on_home_aliases: on a device whose memory has a home, the op's kernels run on zero-copy
+    aliases of the home device, CPU or CUDA, because they call its ATen functions).
 
         >>> import eagerc
         >>> sorted(k for k in eagerc.stats() if k != "ops")
@@ -138,6 +140,7 @@ def stats() -> dict:
         entry = {"hits": counters["hits"], "misses": counters["misses"], "fallbacks": counters["fallbacks"],
                  "aliased": counters["aliased"], "interim": counters["interim"],
                  "kernels": counters["kernels"], "fallback_reasons": dict(counters["fallback_reasons"]),
+                 "on_home_aliases": counters["on_home_aliases"],
                  "compiles": 0, "disk_loads": 0, "compile_seconds": 0.0, "background_compiles": 0}
         entry.update(py_side.get(name, {}))
         per_op[name] = entry

@@ -31,6 +31,7 @@ Anything else raises :class:`TargetError` naming the known targets and how to ad
 from __future__ import annotations
 
 import dataclasses
+import os
 import threading
 
 import torch
@@ -90,9 +91,13 @@ class Target:
 
     @property
     def aliases_first(self) -> bool:
-        """Every call runs on aliases (a device on GPU memory). A host-memory device runs
-        generated C++ on its own tensors first and moves to aliases only for extern calls."""
-        return self.host_aliases and self.codegen != "cpu"
+        """Every call runs on aliases of the memory's home device. No target does so by
+        default: a device runs generated kernels on its own tensors and moves an op to
+        aliases only when its wrapper calls the home's ATen functions (home_shims.py).
+        EAGERC_ALIASES_FIRST=1 restores session 9's GPU-memory behaviour (every call on
+        CUDA aliases), to compare the two."""
+        return self.host_aliases and self.codegen != "cpu" and os.environ.get(
+            "EAGERC_ALIASES_FIRST", "0") == "1"
 
     def touches_device(self, args) -> bool:
         """Whether the call has tensors (or a device argument) of the served device that
@@ -127,13 +132,15 @@ class Target:
 
     def allocate_outputs(self, code: str) -> str:
         """Point the generated wrapper's allocations (outputs and temporaries, through
-        ``aoti_torch_empty_strided(..., cached_torch_device_type_cpu, ...)``) at the served
-        device, whose memory the CPU kernels address directly."""
+        ``aoti_torch_empty_strided(..., cached_torch_device_type_<codegen>, ...)``) at the
+        served device, whose memory the generated kernels address directly (host C++ for
+        host memory, Triton for GPU memory)."""
         if self.device == self.codegen:
             return code
         shim = "privateuse1" if self.dispatch_key == "PrivateUse1" else self.device
-        return (code.replace("CACHE_TORCH_DEVICE(cpu)", f"CACHE_TORCH_DEVICE({shim})")
-                    .replace("cached_torch_device_type_cpu", f"cached_torch_device_type_{shim}"))
+        home = self.codegen
+        return (code.replace(f"CACHE_TORCH_DEVICE({home})", f"CACHE_TORCH_DEVICE({shim})")
+                    .replace(f"cached_torch_device_type_{home}", f"cached_torch_device_type_{shim}"))
 
 
 _lock = threading.Lock()
@@ -145,8 +152,9 @@ def register_device(device: str, *, host_memory: bool = True, memory: str = "") 
 
     ``memory``: where the device keeps its memory, i.e. whose kernels can address it:
     "cpu" (host memory: host C++ kernels, the default) or "cuda" (GPU memory allocated
-    through PyTorch's CUDA caching allocator: Triton kernels, run on zero-copy CUDA
-    aliases of its tensors). ``host_memory=False`` without ``memory`` is refused: eagerc
+    through PyTorch's CUDA caching allocator: Triton kernels, run on its tensors; ops
+    whose wrappers call CUDA's ATen functions run on zero-copy CUDA aliases).
+    ``host_memory=False`` without ``memory`` is refused: eagerc
     must be able to address the memory. This is what ``import eagerc`` does for the eagerc
     device (``EAGERC_BACKING``); a vendor may instead register an Inductor backend for its
     device (see the module docstring).
@@ -160,7 +168,8 @@ def register_device(device: str, *, host_memory: bool = True, memory: str = "") 
         raise TargetError(f"eagerc compiles host C++ and CUDA kernels only; {device!r} keeps its "
                           "memory elsewhere. Register an Inductor backend for it once eagerc "
                           "packages that code generator.")
-    # Its kernels are the memory's home device's: compiled for it, run on aliases.
+    # Its kernels are the memory's home device's: compiled for it on stand-ins, run on its
+    # own tensors (or on aliases, for ops that call the home's ATen functions).
     target = Target(device=device, dispatch_key=_dispatch_key(device), codegen=memory,
                     host_aliases=True, new_device=True)
     with _lock:

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import re
 import time
 
 import torch
@@ -16,31 +15,12 @@ import torch
 from eagerc.aten_meta import qualified_name
 from eagerc.compile.errors import CompileError, InductorFailed, NeedsHostAliases, SpecializeValues, error_summary
 from eagerc.compile import known_wrong
+from eagerc.compile.home_shims import needs_home_aliases
 from eagerc.compile.inductor_wrapper import build_artifact
 from eagerc.compile.lock import compile_lock
 from eagerc.compile.trace import trace_op
 
 log = logging.getLogger("eagerc")
-
-# ATen CPU functions called through the C shim (allocation helpers excepted).
-_CPU_SHIM_CALL = re.compile(r"aoti_torch_cpu_\w+\(")
-
-# CPU shims that read their tensors only through data pointers, sizes and strides (BLAS
-# calls; the out= checks compare devices with each other, the bias copy dispatches on the
-# tensor's own device): on a host-memory device they take its tensors as they are, with no
-# CPU aliases made and handed back per call (2 us of an 8 us addmm). CPU flash attention
-# is one too: the shim calls ATen's CPU kernel directly (at::cpu::), which allocates its
-# outputs and buffers with the query's options (the device's own allocation) and runs its
-# DispatchStub for kCPU by name, not by the tensors' device. Convolution is not one of
-# them: ATen picks its backend by the input's device type.
-_DEVICE_SAFE_SHIMS = frozenset({"aoti_torch_cpu_mm_out(", "aoti_torch_cpu_addmm_out(",
-                                "aoti_torch_cpu_bmm_out(", "aoti_torch_cpu_baddbmm_out(",
-                                "aoti_torch_cpu__scaled_dot_product_flash_attention_for_cpu("})
-
-
-def _calls_cpu_functions(code: str) -> bool:
-    return any(m.group(0) not in _DEVICE_SAFE_SHIMS for m in _CPU_SHIM_CALL.finditer(code))
-
 
 # Ops whose vectorized Inductor kernel is slower than its scalar loop: a strided window
 # becomes per-lane masked gathers through a stack buffer (max_pool2d_with_indices 3x3/2 on
@@ -162,7 +142,7 @@ def _trace_and_build(op, args, layout, parallel, on_device, target, start, descr
         if any(call in code for call in calls_itself):
             # No lowering: the "kernel" would only call this op again, slower.
             raise NoLowering("Inductor has no lowering for this op (it would call the op itself)")
-        if on_device and _calls_cpu_functions(code):
+        if on_device and needs_home_aliases(code, target.codegen):
             raise NeedsHostAliases(op_qualname)
         return target.allocate_outputs(code) if on_device else code
 
