@@ -281,6 +281,8 @@ def bench_device_models(args) -> None:
               f"{stats['compiles']:>8} {aliased:>8}", flush=True)
         if aliased:
             print("   aliased:", sorted(k for k, v in stats["ops"].items() if v["aliased"]))
+        on_aliases = sorted(k.split("@")[0] for k, v in stats["ops"].items() if v["on_home_aliases"])
+        print(f"   ops on CUDA aliases: {len(on_aliases)} of {len(stats['ops'])} {on_aliases}")
         warm = eagerc.stats()  # after the timed rounds: a warm forward should only hit
         falls = {k: dict(v["fallback_reasons"]) for k, v in warm["ops"].items() if v["fallbacks"]}
         if falls or warm["compiles"] != stats["compiles"]:
@@ -293,18 +295,21 @@ def bench_device_models(args) -> None:
 
 
 def _print_profile(sides: dict, forwards: int = 5, top: int = 12) -> None:
-    """torch.profiler's self CPU time per op for `forwards` warm forwards of each side:
-    where the host time of a launch-bound model goes."""
+    """torch.profiler's self CPU time per op, and GPU time per kernel, for `forwards` warm
+    forwards of each side: where the host time of a launch-bound model goes, and which
+    kernels make a GPU-bound one slower."""
     from torch.profiler import ProfilerActivity, profile
 
     for side, fn in sides.items():
-        with profile(activities=[ProfilerActivity.CPU]) as prof:
+        with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
             for _ in range(forwards):
                 fn()
             torch.cuda.synchronize()
-        print(f"   == {side}: self CPU time, {forwards} forwards")
-        table = prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=top)
-        print("\n".join("   " + line for line in table.splitlines()))
+        averages = prof.key_averages()
+        for what, key in (("self CPU time", "self_cpu_time_total"), ("GPU time", "self_device_time_total")):
+            print(f"   == {side}: {what}, {forwards} forwards")
+            table = averages.table(sort_by=key, row_limit=top, max_name_column_width=70)
+            print("\n".join("   " + line for line in table.splitlines()))
 
 
 def main() -> None:

@@ -11,6 +11,7 @@
 #   bash tools/gpu_check.sh bench [ARGS]   # build + tools/bench_gpu.py ARGS
 #   bash tools/gpu_check.sh probe MODE     # build + tools/gpu_probe.py MODE (diagnostics)
 #   bash tools/gpu_check.sh coverage ARGS  # build + python -m eagerc.coverage --device cuda ARGS
+#   bash tools/gpu_check.sh with VAR=VALUE STEP  # one step with an extra environment variable
 #   bash tools/gpu_check.sh STEP + STEP ...  # several of these after one build
 # Budget: each new process pays ~70 s for its first CUDA compile (docs/benchmarks.md).
 set -uo pipefail
@@ -28,6 +29,13 @@ python3 -m pip install -q --no-build-isolation --no-deps -e . > "$OUT/build.txt"
 XDIST=""; python3 -c "import xdist" 2>/dev/null && XDIST="-n ${EAGERC_GPU_WORKERS:-4}"
 step() {
 what=${1:-all}; shift || true
+if [ "$what" = with ]; then
+  # with VAR=VALUE STEP ...: one step under an extra environment variable; its bench log
+  # is named after the value (bench_device-models_EAGERC_ALIASES_FIRST-1.txt).
+  local assign=$1; shift
+  ( export "$assign"; TAG="_${assign//=/-}" step "$@" )
+  return
+fi
 if [ "$what" = gpu-tests ] || [ "$what" = tests ]; then
   # The test that starts fresh CUDA processes runs alone afterwards: under three other
   # compiling workers its first child ran past 400 s (session 8).
@@ -47,7 +55,7 @@ if [ "$what" = probe ]; then
   done
 fi
 if [ "$what" = bench ]; then
-  python3 tools/bench_gpu.py "$@" 2>&1 | grep -v "Warn\|warnings.warn" | tee "$OUT/bench_$1.txt"
+  python3 tools/bench_gpu.py "$@" 2>&1 | grep -v "Warn\|warnings.warn" | tee "$OUT/bench_$1${TAG:-}.txt"
 fi
 if [ "$what" = coverage ]; then
   # The coverage report on CUDA (override mode): which ops compile, which are extern.

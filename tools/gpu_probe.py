@@ -7,6 +7,7 @@ what recompiles for new sizes, and where a cold CUDA compile spends its time.
     python tools/gpu_probe.py factories      # EAGERC_BACKING=cuda: arange/ones/scalar_tensor
     python tools/gpu_probe.py batchnorm      # EAGERC_BACKING=cuda: BatchNorm training stats
     python tools/gpu_probe.py device-profile # EAGERC_BACKING=cuda: host time per op vs CUDA eager
+    python tools/gpu_probe.py glue           # where a GPU wrapper's g++ step spends its time
 
 Each mode runs its work in a fresh process with empty eagerc and Inductor caches. Reports
 print to stdout; refusals are logged with their whole traceback (eagerc logger at DEBUG).
@@ -237,8 +238,60 @@ with torch.no_grad():
     pstats.Stats(pr).sort_stats("tottime").print_stats(25)
 """
 
+GLUE = r"""
+import re, shlex, subprocess, time, torch, eagerc
+from eagerc.compile import inductor_wrapper as iw
+# Each GPU wrapper's compile-and-link command as eagerc runs it, and its time.
+records = []
+original = iw._build_with
+def recording(builder, rewrite):
+    command = builder.get_command_line()
+    t0 = time.perf_counter()
+    try:
+        return original(builder, rewrite)
+    finally:
+        records.append((rewrite(command), time.perf_counter() - t0))
+iw._build_with = recording
+x = torch.randn(64, 64, device="cuda")
+t0 = time.perf_counter()
+with eagerc.enabled("cuda", ops=["aten::neg"]):
+    torch.neg(x)
+print(f"first compile of the process: {time.perf_counter() - t0:.2f} s")
+for op, fn in {"aten::abs": lambda: torch.abs(x), "aten::add.Tensor": lambda: x + x,
+               "aten::sigmoid": lambda: torch.sigmoid(x), "aten::_softmax": lambda: torch.softmax(x, -1),
+               "aten::sum.dim_IntList": lambda: x.sum(1)}.items():
+    t0 = time.perf_counter()
+    with eagerc.enabled("cuda", ops=[op]):
+        fn()
+    torch.cuda.synchronize()
+    print(f"cold compile {op}: {time.perf_counter() - t0:.2f} s, of which g++ {records[-1][1]:.2f} s")
+def timed(command):
+    t0 = time.perf_counter()
+    done = subprocess.run(command, shell=True, capture_output=True, text=True)
+    return time.perf_counter() - t0, done
+command = records[-1][0]
+print("COMMAND", command)
+pch = re.search(r"-include\s+(\S+)", command)
+variants = {"as built": command, "-O0": re.sub(r"(?<!\S)-O1(?!\S)", "-O0", command),
+            "no precompiled header": command.replace(pch.group(0), "") if pch else None,
+            "no debug info": re.sub(r"(?<!\S)-g\d?(?!\S)", "", command),
+            "-fsyntax-only": command + " -fsyntax-only"}
+for name, cmd in variants.items():
+    if cmd is None:
+        print(f"{name}: (no -include in the command)")
+        continue
+    runs = sorted(timed(cmd)[0] for _ in range(3))
+    print(f"{name}: {runs[1]:.3f} s (median of 3)")
+seconds, done = timed(command + " -H")
+used = [l for l in done.stderr.splitlines() if l.startswith(("!", "x"))]
+print("precompiled header lines (! = used, x = invalid):", used[:5], "headers read:", done.stderr.count("\n. "))
+seconds, done = timed(command + " -ftime-report")
+print("\n".join(l for l in done.stderr.splitlines()
+                if re.search(r"\d+\.\d+ \(\s*\d+%\)", l) and not re.search(r"\(\s*[0-2]%\) wall", l))[:3000])
+"""
+
 SCRIPTS = {"device-profile": DEVICE_PROFILE, "device-model": DEVICE_MODEL, "sizes": SIZES, "profile": PROFILE,
-           "factories": FACTORIES, "batchnorm": BATCHNORM}
+           "factories": FACTORIES, "batchnorm": BATCHNORM, "glue": GLUE}
 
 
 def main() -> None:
