@@ -24,6 +24,7 @@ import os
 
 import torch
 
+from eagerc.aten_meta import callable_for
 from eagerc.compile.errors import EagerRaises
 from eagerc.compile.trace import split_call
 
@@ -54,11 +55,12 @@ def _run_eager(op, args, home, served) -> None:
                 for key, t in _storages(args).items()}
     call = [_on_replica(v, replicas, home, served) for v in args]
     pos, kw = split_call(op, call)
+    run = callable_for(op, call)
     if torch.Tag.nondeterministic_seeded in op.tags:
         with torch.random.fork_rng(devices=[]):  # the caller's random stream is untouched
-            op(*pos, **kw)
+            run(*pos, **kw)
     else:
-        op(*pos, **kw)
+        run(*pos, **kw)
 
 
 def _tensors(value):

@@ -12,6 +12,7 @@ import dataclasses
 
 import torch
 
+from eagerc.aten_meta import callable_for
 from eagerc.compile.errors import CompileError
 from eagerc.compile.guards import bind_symbols
 
@@ -144,7 +145,7 @@ def trace_op(op, args, layout, decompose=(), cpu: bool = True) -> Traced:
         for k in float_inputs:
             values[k] = values[k].item()
         pos, kw = _rebuild_call(op, args, layout, values)
-        out = op(*pos, **kw)
+        out = callable_for(op, [*pos, *kw.values()])(*pos, **kw)
         if returns_list:
             return tuple(out)
         outs = out if isinstance(out, tuple) else (out,)
