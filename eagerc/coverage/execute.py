@@ -45,6 +45,18 @@ class Device:
         if self.override:
             eagerc.disable(name)
 
+    def warm_up(self) -> None:
+        """Pay the process's one-time cost of a first GPU compile (Inductor's and Triton's
+        imports, the C++ wrapper's precompiled header: ~70 s on the GPU machine) before
+        the first task, whose timeout is meant for that op alone. Host code generation
+        has no such cost worth paying ahead."""
+        from eagerc.targets import for_device
+
+        if for_device(self.name).codegen != "cuda":
+            return
+        with self.served():
+            torch.neg(torch.ones(1, device=self.name))
+
     @contextlib.contextmanager
     def native(self):
         """CPU eager as the reference (eagerc off on an override device)."""

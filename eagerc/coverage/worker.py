@@ -52,8 +52,9 @@ def _serve(device: str) -> None:
     import eagerc  # noqa: F401  (registers the eagerc device)
     from eagerc.coverage.execute import Device, install_load_recorder, run_task
 
-    install_load_recorder()
     dev = Device(device)
+    dev.warm_up()  # before recording loads: its kernel is no task's
+    install_load_recorder()
     send(results, {"ready": True})
     requests = sys.stdin.buffer
     while True:
