@@ -53,6 +53,33 @@ def test_a_wrapper_without_such_temporaries_is_unchanged():
     assert scratch_buffers(plain) == plain
 
 
+REUSING = """#include <torch/csrc/inductor/cpp_wrapper/cpu.h>
+void inductor_entry_impl(AtenTensorHandle* input_handles, AtenTensorHandle* output_handles) {
+    AtenTensorHandle buf2_handle;
+    AOTI_TORCH_ERROR_CODE_CHECK(aoti_torch_empty_strided(2, int_array_0, int_array_1, cached_torch_dtype_float32, cached_torch_device_type_cpu, 0, &buf2_handle));
+    RAIIAtenTensorHandle buf2(buf2_handle);
+    AtenTensorHandle buf5_handle;
+    AOTI_TORCH_ERROR_CODE_CHECK(aoti_torch_empty_strided(2, int_array_0, int_array_1, cached_torch_dtype_float32, cached_torch_device_type_cpu, 0, &buf5_handle));
+    RAIIAtenTensorHandle buf5(buf5_handle);
+    cpp_fused_0((float*)(buf2.data_ptr()), (float*)(buf5.data_ptr()), s50);
+    auto buf3 = wrap_with_raii_handle_if_needed(reinterpret_tensor_wrapper(buf2, 2, int_array_0, int_array_4, 0L)); buf2.reset();  // reuse
+    auto buf6 = wrap_with_raii_handle_if_needed(reinterpret_tensor_wrapper(buf5, 2, int_array_0, int_array_4, 0L)); buf5.reset();  // reuse
+    cpp_fused_1((float*)(buf3.data_ptr()), (float*)(buf6.data_ptr()), s50);
+    output_handles[0] = buf6.release();
+}
+"""
+
+
+def test_a_memory_only_buffer_over_a_freed_ones_memory_is_the_same_scratch():
+    code = scratch_buffers(REUSING)
+    assert "eagerc_scratch buf2(2, int_array_0, int_array_1, 4);" in code
+    assert "eagerc_scratch& buf3 = buf2;" in code
+    # buf5's memory becomes an output (buf6 is released): both stay tensors.
+    assert "RAIIAtenTensorHandle buf5(buf5_handle);" in code
+    assert "auto buf6 = wrap_with_raii_handle_if_needed(reinterpret_tensor_wrapper(buf5," in code
+    assert "eagerc_scratch& buf6" not in code
+
+
 def test_kernels_with_scratch_temporaries_match_eager(fresh_cache):
     # softmax keeps the row max and sum, log_softmax its statistics, in temporaries; rows
     # of several sizes, so the arena is reused for temporaries of other sizes; a large one

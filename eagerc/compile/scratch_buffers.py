@@ -10,6 +10,11 @@ returns (C++ destroys the scratch objects in reverse order, so the arena is a st
 call that re-enters the same artifact on the same thread stacks on top). Larger
 temporaries, or ones that do not fit while the arena is in use, get their own aligned
 allocation, which is what ATen's CPU allocator would do for them too.
+
+Inductor's memory planner also hands a freed temporary's memory to a later buffer
+(``auto buf3 = ...reinterpret_tensor_wrapper(buf2, ...); buf2.reset();  // reuse``: a new
+TensorImpl over the same storage). When the later buffer is memory-only too, it becomes a
+second name for the same scratch memory (softmax's row sum, reused for its reciprocal).
 """
 from __future__ import annotations
 
@@ -27,6 +32,12 @@ _ALLOCATION = re.compile(
     r"(?P<strides>\w+), cached_torch_dtype_(?P<dtype>\w+), cached_torch_device_type_cpu, 0, "
     r"&(?P=buf)_handle\)\);\n"
     r"[ \t]*RAIIAtenTensorHandle (?P=buf)\((?P=buf)_handle\);\n", re.M)
+
+# A later buffer over a freed one's memory, from its start (Inductor's memory planner).
+_REUSE = re.compile(
+    r"^(?P<indent>[ \t]*)auto (?P<buf>\w+) = wrap_with_raii_handle_if_needed\("
+    r"reinterpret_tensor_wrapper\((?P<old>\w+), \d+, \w+, \w+, 0L\)\); (?P=old)\.reset\(\);"
+    r"(?P<comment>[ \t]*// reuse)?\n", re.M)
 
 # 64 KiB per thread and artifact at most: small temporaries are where an allocation costs
 # as much as the kernel; a large one's allocation is noise next to its compute.
@@ -87,8 +98,14 @@ class eagerc_scratch {
 """
 
 
-def _only_memory_used(code: str, buf: str) -> bool:
-    """Every use of `buf` after its allocation is `buf.data_ptr()` or `buf.reset();`."""
+def _only_memory_used(code: str, buf: str, reused_by: dict) -> bool:
+    """Every use of `buf` after its allocation is `buf.data_ptr()`, `buf.reset();`, or
+    handing its memory to a later buffer (`reused_by`) that is memory-only in turn."""
+    if buf in reused_by:
+        line, later = reused_by[buf]
+        if not _only_memory_used(code, later, reused_by):
+            return False
+        code = code.replace(line, "")
     uses = re.findall(rf"\b{buf}\b(?!_handle)(\.\w+\(\))?", code)
     return all(use in (".data_ptr()", ".reset()") for use in uses[1:])
 
@@ -96,14 +113,26 @@ def _only_memory_used(code: str, buf: str) -> bool:
 def scratch_buffers(code: str) -> str:
     """`code` with its memory-only CPU temporaries allocated as eagerc_scratch; the helper
     is inserted after the wrapper's header when any is."""
+    reused_by = {m["old"]: (m[0], m["buf"]) for m in _REUSE.finditer(code)}
+    scratch = set()
+
     def replace(m: re.Match) -> str:
         itemsize = _ITEMSIZE.get(m["dtype"])
-        if itemsize is None or not _only_memory_used(code, m["buf"]):
+        if itemsize is None or not _only_memory_used(code, m["buf"], reused_by):
             return m[0]
+        buf = m["buf"]
+        while buf is not None:  # the buffer and every later one over its memory
+            scratch.add(buf)
+            buf = reused_by.get(buf, (None, None))[1]
         return (f"{m['indent']}eagerc_scratch {m['buf']}({m['ndim']}, {m['sizes']}, "
                 f"{m['strides']}, {itemsize});\n")
 
-    rewritten = _ALLOCATION.sub(replace, code)
+    def alias(m: re.Match) -> str:
+        if m["old"] not in scratch:
+            return m[0]
+        return f"{m['indent']}eagerc_scratch& {m['buf']} = {m['old']};  // reuse: the same memory\n"
+
+    rewritten = _REUSE.sub(alias, _ALLOCATION.sub(replace, code))
     if rewritten == code:
         return code
     start = after_header(code)
