@@ -8,6 +8,7 @@ what recompiles for new sizes, and where a cold CUDA compile spends its time.
     python tools/gpu_probe.py batchnorm      # EAGERC_BACKING=cuda: BatchNorm training stats
     python tools/gpu_probe.py device-profile # EAGERC_BACKING=cuda: host time per op vs CUDA eager
     python tools/gpu_probe.py glue           # where a GPU wrapper's g++ step spends its time
+    python tools/gpu_probe.py refusals       # enable("cuda"): why the coverage run's compile errors fail
 
 Each mode runs its work in a fresh process with empty eagerc and Inductor caches. Reports
 print to stdout; refusals are logged with their whole traceback (eagerc logger at DEBUG).
@@ -290,8 +291,66 @@ print("\n".join(l for l in done.stderr.splitlines()
                 if re.search(r"\d+\.\d+ \(\s*\d+%\)", l) and not re.search(r"\(\s*[0-2]%\) wall", l))[:3000])
 """
 
+REFUSALS = r"""
+import logging, re, sys, torch, eagerc
+import torch.nn.functional as F
+# Every refusal with its cause; a C++ compile error with its first error lines.
+class Short(logging.Handler):
+    def emit(self, record):
+        text = record.getMessage()
+        if "not compiled" not in text and "Inductor failed" not in text:
+            return
+        errors = [l for l in text.splitlines() if "error:" in l][:4]
+        print("   LOG", text.splitlines()[0][:300])
+        for l in errors:
+            print("      ", l.strip()[:300])
+logging.getLogger("eagerc").addHandler(Short())
+logging.getLogger("eagerc").setLevel(logging.DEBUG)
+torch.manual_seed(0)
+d = "cuda"
+cases = {
+    "arange.start_out": lambda: torch.arange(0, 5, 1, out=torch.empty(5, device=d)),
+    "eye.m_out": lambda: torch.eye(3, 4, out=torch.empty(3, 4, device=d)),
+    "addbmm": lambda: torch.addbmm(torch.randn(5, 10, device=d), torch.randn(5, 5, 5, device=d), torch.randn(5, 5, 10, device=d)),
+    "linalg_solve_triangular": lambda: torch.linalg.solve_triangular(torch.randn(3, 3, device=d).triu() + 3 * torch.eye(3, device=d), torch.randn(3, 1, device=d), upper=True),
+    "max_pool3d_with_indices": lambda: F.max_pool3d(torch.randn(1, 2, 3, 6, 5, device=d), (3, 3, 3), (2, 2, 2), (0, 0, 0), (1, 2, 1), True, True),
+    "index_put accumulate": lambda: torch.zeros(5, 5, device=d).index_put_((torch.tensor([1, 1], device=d),), torch.ones(2, 5, device=d), accumulate=True),
+    "mul_.Scalar": lambda: torch.randn(5, 5, device=d).mul_(1.5),
+    "special_zeta": lambda: torch.special.zeta(torch.rand(5, device=d) + 1.5, torch.rand(5, device=d) + 1),
+    "remainder.Scalar": lambda: torch.remainder(torch.arange(25, device=d).view(5, 5), 5),
+}
+for name, fn in cases.items():
+    print("==", name)
+    before = eagerc.stats()
+    try:
+        torch.manual_seed(0)
+        with eagerc.enabled("cuda"):
+            got = fn()
+        torch.manual_seed(0)
+        want = fn()
+        ok = all(torch.allclose(a.float(), b.float(), atol=1e-4, rtol=1e-4, equal_nan=True)
+                 for a, b in zip(got if isinstance(got, tuple) else (got,), want if isinstance(want, tuple) else (want,)))
+        print("   result matches native CUDA:", ok)
+    except Exception as e:
+        print("   RAISED", type(e).__name__, str(e)[:300])
+    after = eagerc.stats()
+    for op, st in after["ops"].items():
+        was = before["ops"].get(op, {})
+        moved = {k: st[k] - was.get(k, 0) for k in ("hits", "misses", "compiles", "fallbacks")}
+        if any(moved.values()):
+            print("   STATS", op, moved, list(st["fallback_reasons"])[:1])
+# Buffers whose shape ATen's CPU and CUDA kernels disagree on (the coverage run's two
+# 'mismatches' against CPU eager): what native CUDA returns.
+x = torch.randn(5)
+print("log_sigmoid_forward buffer: cpu", tuple(torch.ops.aten.log_sigmoid_forward(x)[1].shape),
+      "cuda", tuple(torch.ops.aten.log_sigmoid_forward(x.cuda())[1].shape))
+args = [torch.randn(3, 2, 4), torch.randn(2), torch.randn(2), torch.randn(2), torch.rand(2) + 0.5]
+print("native_batch_norm eval save_mean: cpu", tuple(torch.ops.aten.native_batch_norm(*args, False, -1.2, 1e-5)[1].shape),
+      "cuda", tuple(torch.ops.aten.native_batch_norm(*[a.cuda() for a in args], False, -1.2, 1e-5)[1].shape))
+"""
+
 SCRIPTS = {"device-profile": DEVICE_PROFILE, "device-model": DEVICE_MODEL, "sizes": SIZES, "profile": PROFILE,
-           "factories": FACTORIES, "batchnorm": BATCHNORM, "glue": GLUE}
+           "factories": FACTORIES, "batchnorm": BATCHNORM, "glue": GLUE, "refusals": REFUSALS}
 
 
 def main() -> None:
