@@ -26,6 +26,7 @@ GPU_MEMORY = targets.Target(device="eagerc", dispatch_key="PrivateUse1", codegen
     ("cuda", "aoti_torch_cuda__scaled_dot_product_efficient_attention(q, k, v, ...);", True),
     # A GPU wrapper's stream and allocation helpers are not ATen functions of the home.
     ("cuda", "aoti_torch_get_current_cuda_stream(0, (void**)&stream);", False),
+    ("cuda", "aoti_torch_cuda_guard_set_index(guard, 0);", False),
     # A CPU shim in a GPU wrapper is CPU work on CPU tensors (a scalar), not the home's.
     ("cuda", "aoti_torch_cpu_mul(a, b);", False),
 ])

@@ -36,9 +36,16 @@ _DEVICE_SAFE = {
 }
 
 
+# The CUDA shim's runtime helpers (device guard, raw caching-allocator memory) act on the
+# current CUDA device, not on tensors: no ATen function of the home.
+_RUNTIME_HELPERS = frozenset({"aoti_torch_cuda_guard_set_index(",
+                              "aoti_torch_cuda_caching_allocator_raw_alloc(",
+                              "aoti_torch_cuda_caching_allocator_raw_delete("})
+
+
 def needs_home_aliases(code: str, codegen: str) -> bool:
     """Whether wrapper `code` (generated for `codegen`, "cpu" or "cuda") calls a home
     function that must see tensors of the home device."""
-    safe = _DEVICE_SAFE.get(codegen, frozenset())
+    safe = _DEVICE_SAFE.get(codegen, frozenset()) | _RUNTIME_HELPERS
     calls = _SHIM_CALL.get(codegen)
     return calls is not None and any(m.group(0) not in safe for m in calls.finditer(code))

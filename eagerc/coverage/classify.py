@@ -23,7 +23,10 @@ _COUNTERS = ("hits", "misses", "fallbacks", "aliased", "interim", "compiles", "d
 _EXTERN = re.compile(rb"aoti_torch_(?:cpu|cuda)_[A-Za-z0-9_]+|aoti_torch_proxy_executor_call_function"
                      rb"|aoti_torch_call_dispatcher")
 # Inductor's RNG draws its seeds with randint; that is not the op's computation.
-_NOT_EXTERN = {"aoti_torch_cpu_randint_low_out", "aoti_torch_cuda_randint_low_out"}
+_NOT_EXTERN = {"aoti_torch_cpu_randint_low_out", "aoti_torch_cuda_randint_low_out",
+               # The CUDA shim's runtime helpers (device guard, raw allocator memory).
+               "aoti_torch_cuda_guard_set_index", "aoti_torch_cuda_caching_allocator_raw_alloc",
+               "aoti_torch_cuda_caching_allocator_raw_delete"}
 
 
 def worst(statuses) -> str:
