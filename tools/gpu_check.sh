@@ -50,8 +50,9 @@ if [ "$what" = model-tests ] || [ "$what" = tests ]; then
 fi
 if [ "$what" = probe ]; then
   for mode in "$@"; do
-    python3 tools/gpu_probe.py "$mode" > "$OUT/probe_$mode.txt" 2> "$OUT/probe_$mode.err"
-    echo "== probe $mode (rc $?)"; grep -v "Warn\|warnings.warn" "$OUT/probe_$mode.txt" | head -120
+    # One file per probe, stderr included (the device tool brings back 8 files a call).
+    python3 tools/gpu_probe.py "$mode" 2>&1 | grep -v "Warn\|warnings.warn" > "$OUT/probe_$mode.txt"
+    echo "== probe $mode"; head -120 "$OUT/probe_$mode.txt"
   done
 fi
 if [ "$what" = bench ]; then
