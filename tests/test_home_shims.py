@@ -20,8 +20,9 @@ GPU_MEMORY = targets.Target(device="eagerc", dispatch_key="PrivateUse1", codegen
     ("cpu", "aoti_torch_cpu_addmm_out(buf0, arg2, arg0, arg1, 1, 1);", False),
     ("cpu", "aoti_torch_cpu_addmm_out(b, x, y, z, 1, 1); aoti_torch_cpu_randint(...);", True),
     ("cpu", "aoti_torch_empty_strided(2, s, st, dt, cached_torch_device_type_cpu, 0, &h);", False),
-    ("cuda", "aoti_torch_cuda_addmm_out(buf0, arg2, arg0, arg1, 1, 1);", False),
-    ("cuda", "aoti_torch_cuda_bmm_out(buf0, arg0, arg1);", False),
+    # CUDA's shims guard the tensors' device with a CUDAGuard, which refuses eagerc's.
+    ("cuda", "aoti_torch_cuda_addmm_out(buf0, arg2, arg0, arg1, 1, 1);", True),
+    ("cuda", "aoti_torch_cuda_bmm_out(buf0, arg0, arg1);", True),
     ("cuda", "aoti_torch_cuda_convolution(arg0, arg1, ...);", True),
     ("cuda", "aoti_torch_cuda__scaled_dot_product_efficient_attention(q, k, v, ...);", True),
     # A GPU wrapper's stream and allocation helpers are not ATen functions of the home.

@@ -41,6 +41,7 @@ if [ "$what" = gpu-tests ] || [ "$what" = tests ]; then
   # compiling workers its first child ran past 400 s (session 8).
   SOLO=test_new_process_loads_self_contained_artifacts
   python3 -m pytest -q -rf --tb=short -p no:cacheprovider -o addopts="" --timeout=400 $XDIST -k "not $SOLO" ${EAGERC_GPU_TESTS:-tests/test_gpu*.py} 2>&1 | tee "$OUT/tests_gpu.txt" | tail -60
+  [ "${EAGERC_GPU_SKIP_SOLO:-0}" = 1 ] || \
   python3 -m pytest -q -rf --tb=short -p no:cacheprovider -o addopts="" --timeout=400 -k "$SOLO" tests/test_gpu.py 2>&1 | tee "$OUT/tests_gpu_solo.txt" | tail -40
 fi
 if [ "$what" = model-tests ] || [ "$what" = tests ]; then

@@ -23,16 +23,14 @@ _SHIM_CALL = {"cpu": re.compile(r"aoti_torch_cpu_\w+\("),
 # the query's options (the device's own allocation) and runs its DispatchStub for kCPU by
 # name, not by the tensors' device. Convolution is not one of them: ATen picks its backend
 # by the input's device type.
-# CUDA: the cuBLAS calls. Their checks (checkAllSameGPU) refuse CPU tensors and compare
-# device indices; out= checks compare devices with each other; the bias copy dispatches
-# on the tensor's own device; cuBLAS runs on the current stream of the device the
-# wrapper's guard made current.
+# CUDA: none. Its shims call ATen's CUDA kernels, whose generated wrappers guard the
+# tensors' device with a CUDAGuard, which refuses any other device type ("CUDAGuardImpl
+# initialized with non-CUDA DeviceType: eagerc": cuBLAS addmm_out on the eagerc device's
+# tensors crashed the process on the H100, session 10).
 _DEVICE_SAFE = {
     "cpu": frozenset({"aoti_torch_cpu_mm_out(", "aoti_torch_cpu_addmm_out(",
                       "aoti_torch_cpu_bmm_out(", "aoti_torch_cpu_baddbmm_out(",
                       "aoti_torch_cpu__scaled_dot_product_flash_attention_for_cpu("}),
-    "cuda": frozenset({"aoti_torch_cuda_mm_out(", "aoti_torch_cuda_addmm_out(",
-                       "aoti_torch_cuda_bmm_out(", "aoti_torch_cuda_baddbmm_out("}),
 }
 
 
