@@ -256,6 +256,7 @@ def bench_device_models(args) -> None:
                         "--batches", args.batches, "--rounds", str(args.rounds)]
                        + (["--profile"] if args.profile else []), env=env, check=True)
         return
+    _log_refusals()
     print(f"{'model':<10} {'batch':>5} {'native ms':>10} {'device ms':>10} {'ratio':>6} "
           f"{'max err':>9} {'compiles':>8} {'aliased':>8}")
     for name, batch, model, inputs in _model_cases(args):  # on cuda
@@ -266,7 +267,14 @@ def bench_device_models(args) -> None:
             device = lambda: on_device(**device_inputs)  # noqa: E731
             want = _first_tensor(native())
             eagerc.reset_stats()
-            got = _first_tensor(device())  # compiles what is missing
+            try:
+                got = _first_tensor(device())  # compiles what is missing
+            except Exception as e:  # noqa: BLE001 - reported, and the next model runs
+                falls = {k: dict(v["fallback_reasons"]) for k, v in eagerc.stats()["ops"].items()
+                         if v["fallbacks"]}
+                print(f"{name:<10} {batch:>5} FAILED {type(e).__name__}: {str(e)[:200]}; fallbacks {falls}",
+                      flush=True)
+                continue
             err = (got.to("cuda") - want).abs().max().item()
             stats = eagerc.stats()
             aliased = sum(v["aliased"] for v in stats["ops"].values())
@@ -292,6 +300,20 @@ def bench_device_models(args) -> None:
             _print_profile({"native": native, "device": device})
         del model, on_device
         torch.cuda.empty_cache()
+
+
+def _log_refusals() -> None:
+    """Print eagerc's "not compiled" log lines (first line each): why a call fell back."""
+    import logging
+
+    class FirstLine(logging.Handler):
+        def emit(self, record):
+            text = record.getMessage()
+            if "not compiled" in text or "Inductor failed" in text:
+                print("   LOG", text.splitlines()[0][:400], flush=True)
+
+    logging.getLogger("eagerc").addHandler(FirstLine())
+    logging.getLogger("eagerc").setLevel(logging.INFO)
 
 
 def _print_profile(sides: dict, forwards: int = 5, top: int = 12) -> None:

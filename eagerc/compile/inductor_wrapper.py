@@ -173,6 +173,9 @@ def _with_flags(builder, flags: str):
 
 _LINK_TORCH_LIBS = re.compile(r"(?<!\S)-l(?P<lib>torch_cpu|torch_cuda)(?!\S)")
 _OPTIMIZE = re.compile(r"(?<!\S)-O[23](?!\S)")
+# Debug info for glue code nobody debugs: 4% of a GPU wrapper's g++ time (0.70 -> 0.67 s on
+# the H100, tools/gpu_probe.py glue).
+_NO_DEBUG_INFO = re.compile(r"(?<!\S)-g[0-3]?(?!\S)")
 _stub_paths: dict = {}
 
 
@@ -208,8 +211,8 @@ def _through_stubs(line: str) -> str:
 def _build_glue(builder) -> None:
     """Compile and link a GPU wrapper in one step, as Inductor would but cheaper: -O1 (the
     wrapper only unpacks handles and launches Triton kernels; torch 2.13 builds it so
-    itself), -w, and libtorch linked through stubs (_through_stubs)."""
-    _build_with(builder, lambda line: _through_stubs(_OPTIMIZE.sub("-O1", line)) + " -w")
+    itself), no debug info, -w, and libtorch linked through stubs (_through_stubs)."""
+    _build_with(builder, lambda line: _through_stubs(_NO_DEBUG_INFO.sub("", _OPTIMIZE.sub("-O1", line))) + " -w")
 
 
 def _link_through_stub(builder) -> None:

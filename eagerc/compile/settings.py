@@ -55,7 +55,7 @@ def inductor_overrides() -> list:
 # to eagerc's guard, libtorch_cpu linked through a stub. A change here is a new namespace.
 BUILD_RECIPE = "cpu-build-v1:separate-O1-wrapper:no-input-asserts:torch-cpu-link-stub"
 # And a GPU graph: the wrapper (glue) at -O1, linked through libtorch stubs.
-GPU_BUILD_RECIPE = "gpu-build-v1:O1-glue:torch-link-stubs"
+GPU_BUILD_RECIPE = "gpu-build-v2:O1-glue:no-debug-info:torch-link-stubs"
 
 
 def cxx_compiler() -> str:
