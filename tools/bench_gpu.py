@@ -297,7 +297,8 @@ def bench_device_models(args) -> None:
             print(f"   warm compiles {warm['compiles'] - stats['compiles']}, fallbacks:",
                   {k: list(v)[:1] for k, v in list(falls.items())[:8]})
         if args.profile:
-            _print_profile({"native": native, "device": device})
+            with torch.no_grad():  # inference, as timed (with grad the device takes the
+                _print_profile({"native": native, "device": device})  # training attention path)
         del model, on_device
         torch.cuda.empty_cache()
 
