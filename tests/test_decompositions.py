@@ -96,3 +96,23 @@ def test_calls_inductor_computes_wrongly_run_eagers_kernel(fresh_cache, call, op
     assert_close(call(g.to("eagerc")).cpu(), call(g))
     stats = _op_stats(op)  # refused: eager's kernel ran (on aliases, or its composite form)
     assert stats["compiles"] == 0 and stats["fallbacks"] == 1, stats
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16])
+def test_cpu_softmax_through_eagercs_decomposition_matches_eager(fresh_cache, dtype):
+    # compile/cpu_decompositions.py: the reciprocal of each row sum is its own buffer and
+    # the output is scaled in place. Rows with inf, an all -inf row (NaN, as eager), a NaN;
+    # the last dim, dim 0, a transposed input, a 3-d input; each kernel compiles once.
+    x = torch.randn(6, 20)
+    x[0, 3], x[1, :], x[2, 5] = float("inf"), float("-inf"), float("nan")
+    cases = [(x, -1), (x, 0), (x.t(), -1), (torch.randn(2, 3, 17), 1)]
+    cases = [(t.to(dtype), dim) for t, dim in cases]
+    expected = [torch.softmax(t, dim) for t, dim in cases]
+    with eagerc.enabled("cpu", ops=["aten::_softmax"]):
+        for _ in range(2):  # the second round hits
+            for (t, dim), want in zip(cases, expected):
+                got = torch.softmax(t, dim)
+                assert got.stride() == want.stride()
+                assert_close(got, want, equal_nan=True)
+    stats = eagerc.stats()["ops"]["aten::_softmax@CPU"]
+    assert (stats["compiles"], stats["hits"], stats["fallbacks"]) == (len(cases), len(cases), 0), stats
