@@ -396,7 +396,13 @@ void KernelHolder::fallback(const c10::OperatorHandle& op, c10::DispatchKeySet k
   OpState& st = *state_;
   if (reason) st.count_fallback(reason);
   ActivityGuard guard;
-  if (st.native) {
+  // On a device with GPU memory a composite fallback can fail: some composites pick a
+  // backend by the tensors' device type (convolution -> _convolution ->
+  // convolution_overrideable raised NotImplementedError for ResNet-50 on the H100). CUDA's
+  // own kernel on zero-copy aliases serves any op CUDA has, composites included.
+  const bool gpu_home = st.host_aliases &&
+                        memory_home(c10::Device(c10::DeviceType::PrivateUse1, 0)).is_cuda();
+  if (st.native && !(gpu_home && g_alias_fallback.load(std::memory_order_relaxed))) {
     st.native->callBoxed(op, ks, stack);
     return;
   }

@@ -112,6 +112,29 @@ def test_generated_and_cublas_kernels_run_on_the_devices_own_tensors(tmp_path, a
     assert "OK" in out
 
 
+def test_a_refused_convolution_runs_cudas_kernel_on_aliases(tmp_path):
+    # A refused op's composite kernel may pick a backend by device type (convolution ->
+    # _convolution -> convolution_overrideable, NotImplementedError on this device): on GPU
+    # memory a fallback runs CUDA's own kernel on aliases instead.
+    out = run_on_gpu_device("""
+        import torch, eagerc
+        import torch.nn.functional as F
+        from eagerc.compile import known_wrong
+        original = known_wrong.reason
+        known_wrong.reason = lambda op, args: ("refused by the test" if "convolution" in str(op)
+                                              else original(op, args))
+        torch.manual_seed(0)
+        x, w = torch.randn(4, 3, 16, 16), torch.randn(8, 3, 3, 3)
+        got = F.conv2d(x.to("eagerc"), w.to("eagerc"), padding=1)
+        assert got.device.type == "eagerc"
+        assert torch.allclose(got.cpu(), F.conv2d(x, w, padding=1), atol=1e-4, rtol=1e-4)
+        s = eagerc.stats()["ops"]["aten::convolution@PrivateUse1"]
+        assert s["fallbacks"] == 1 and s["aliased"] == 1, s
+        print("OK")
+    """, tmp_path / "cache")
+    assert "OK" in out
+
+
 def test_training_step_on_gpu_memory_matches_cpu(tmp_path):
     out = run_on_gpu_device("""
         import copy, torch, eagerc
