@@ -89,6 +89,18 @@ PYBIND11_MODULE(_C, m) {
   m.def("_set_cpu_fallback", &eagerc::set_cpu_fallback);
   m.def("_set_alias_fallback", &eagerc::set_alias_fallback);
   m.def("_resolver_calls", &eagerc::resolver_calls);
+  // Tests: the key the unboxed convolution computes (csrc/unboxed_convolution.h).
+  m.def("_convolution_signature_key",
+        [](const at::Tensor& input, const at::Tensor& weight, std::optional<at::Tensor> bias,
+           std::vector<int64_t> stride, std::vector<int64_t> padding, std::vector<int64_t> dilation,
+           bool transposed, std::vector<int64_t> output_padding, int64_t groups) {
+          eagerc::CallSignature sig;
+          eagerc::compute_convolution_signature(
+              input, weight, bias ? &*bias : nullptr, c10::fromIntArrayRefSlow(stride),
+              c10::fromIntArrayRefSlow(padding), c10::fromIntArrayRefSlow(dilation), transposed,
+              c10::fromIntArrayRefSlow(output_padding), c10::SymInt(groups), false, &sig);
+          return py::bytes(sig.key);
+        });
   m.def("_op_stats", []() {
     py::dict out;
     for (const auto& st : eagerc::all_op_states()) {

@@ -11,6 +11,7 @@
 
 #include "host_alias.h"
 #include "kernel_holder.h"
+#include "unboxed_convolution.h"
 
 namespace eagerc {
 namespace {
@@ -142,8 +143,13 @@ enable_ops(c10::DispatchKey key, const std::vector<std::string>& ops, const Serv
       continue;
     }
     std::string name = qualified.substr(qualified.find("::") + 2);
-    lib->impl(name.c_str(), torch::CppFunction::makeFromBoxedFunctor(
-                                std::make_unique<KernelHolder>(state)));
+    if (qualified == "aten::convolution" && options.host_aliases && !options.aliases_first &&
+        !options.run_on_aliases) {
+      lib->impl(name.c_str(), unboxed_convolution_kernel(state));  // see unboxed_convolution.h
+    } else {
+      lib->impl(name.c_str(), torch::CppFunction::makeFromBoxedFunctor(
+                                  std::make_unique<KernelHolder>(state)));
+    }
     registered.push_back(qualified);
     // An out= op runs through its functional op, which must be served too.
     if (state->functional) {

@@ -321,4 +321,55 @@ void compute_signature(const OpPlan& plan, const torch::jit::Stack& stack,
   key.finish();
 }
 
+namespace {
+
+// The key bytes add_specialized writes for a SymInt[] holding plain ints ('L', size, ints).
+void put_int_list(KeyWriter& key, c10::SymIntArrayRef list, CallSignature* sig) {
+  put_byte(key, 'L');
+  put_int(key, static_cast<int64_t>(list.size()));
+  for (const c10::SymInt& x : list) {
+    if (x.is_heap_allocated()) {
+      sig->unsupported = "a symbolic int list argument";
+      return;
+    }
+    put_int(key, x.as_int_unchecked());
+  }
+}
+
+}  // namespace
+
+void compute_convolution_signature(const at::Tensor& input, const at::Tensor& weight,
+                                   const at::Tensor* bias, c10::SymIntArrayRef stride,
+                                   c10::SymIntArrayRef padding, c10::SymIntArrayRef dilation,
+                                   bool transposed, c10::SymIntArrayRef output_padding,
+                                   const c10::SymInt& groups, bool specialize_values,
+                                   CallSignature* sig) {
+  KeyWriter key(sig->key);
+  sig->inputs.clear();
+  sig->ints.clear();
+  sig->floats.clear();
+  sig->unsupported = nullptr;
+  int64_t max_numel = 0;
+  add_tensor(input, sig, key, &max_numel, Position{nullptr, 0, -1}, specialize_values);
+  add_tensor(weight, sig, key, &max_numel, Position{nullptr, 1, -1}, specialize_values);
+  if (bias) add_tensor(*bias, sig, key, &max_numel, Position{nullptr, 2, -1}, specialize_values);
+  else put_byte(key, 'N');
+  put_int_list(key, stride, sig);
+  put_int_list(key, padding, sig);
+  put_int_list(key, dilation, sig);
+  put_byte(key, 'b');
+  put_byte(key, transposed);
+  put_int_list(key, output_padding, sig);
+  if (groups.is_heap_allocated()) {
+    sig->unsupported = "a symbolic int argument";
+  } else {
+    put_byte(key, 'i');
+    put_int(key, groups.as_int_unchecked());
+  }
+  sig->parallel = max_numel >= kParallelGrain;
+  if (forced_size_class != 0 && max_numel > 0) sig->parallel = forced_size_class == 'P';
+  put_byte(key, sig->parallel ? 'P' : 'S');
+  key.finish();
+}
+
 }  // namespace eagerc

@@ -50,4 +50,14 @@ void compute_signature(const OpPlan& plan, const torch::jit::Stack& stack,
                        bool specialize_values, CallSignature* sig,
                        std::vector<RuntimeSlot>* layout = nullptr);
 
+// The same key and runtime inputs as compute_signature, for aten::convolution's typed
+// arguments (no boxed stack: its four int lists would each be a heap-allocated c10::List).
+// tests/test_signature_key.py checks that both give the same bytes.
+void compute_convolution_signature(const at::Tensor& input, const at::Tensor& weight,
+                                   const at::Tensor* bias, c10::SymIntArrayRef stride,
+                                   c10::SymIntArrayRef padding, c10::SymIntArrayRef dilation,
+                                   bool transposed, c10::SymIntArrayRef output_padding,
+                                   const c10::SymInt& groups, bool specialize_values,
+                                   CallSignature* sig);
+
 }  // namespace eagerc

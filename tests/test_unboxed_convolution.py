@@ -1,0 +1,70 @@
+"""aten::convolution on the eagerc device through its unboxed kernel
+(csrc/unboxed_convolution.cpp): the typed signature has the boxed one's bytes, so a
+kernel compiled through the boxed holder serves the typed calls; results are eager's."""
+import pytest
+import torch
+import torch.nn.functional as F
+
+import eagerc
+from eagerc import _C, ops
+from eagerc.testing import assert_close
+
+
+@pytest.fixture
+def miss_keys(fresh_cache):
+    keys = []
+
+    def recording(request):
+        keys.append((request.op_name, bytes(request.key)))
+        return ops._resolve(request)
+
+    _C._set_resolver(recording)
+    yield keys
+    _C._set_resolver(ops._resolve)
+
+
+CASES = [  # input shape, weight shape, bias, stride, padding, dilation, transposed, out pad, groups
+    ((2, 4, 8, 8), (4, 4, 3, 3), False, [1, 1], [1, 1], [1, 1], False, [0, 0], 1),
+    ((2, 4, 9, 7), (6, 2, 3, 1), True, [2, 1], [0, 2], [1, 3], False, [0, 0], 2),
+    ((1, 3, 10), (5, 3, 4), True, [3], [1], [1], False, [0], 1),
+    ((1, 2, 4, 5, 6), (3, 2, 2, 2, 2), False, [1, 2, 1], [0, 1, 0], [1, 1, 1], False, [0, 0, 0], 1),
+    ((2, 4, 5, 5), (4, 3, 3, 3), True, [2, 2], [1, 1], [1, 1], True, [1, 0], 1),
+]
+
+
+@pytest.mark.parametrize("case", CASES, ids=range(len(CASES)))
+def test_typed_key_is_the_boxed_key(miss_keys, case):
+    shape, wshape, has_bias, stride, padding, dilation, transposed, out_pad, groups = case
+    x, w = torch.randn(shape), torch.randn(wshape)
+    b = torch.randn(wshape[1] * groups if transposed else wshape[0]) if has_bias else None
+    args = (stride, padding, dilation, transposed, out_pad, groups)
+    expected = torch.ops.aten.convolution(x, w, b, *args)
+    device_args = [t.to("eagerc") if t is not None else None for t in (x, w, b)]
+    for _ in range(3):  # a miss (through the boxed holder), then typed hits
+        assert_close(torch.ops.aten.convolution(*device_args, *args).cpu(), expected)
+    # The boxed holder's key on the CPU aliases is the key the typed kernel computes.
+    boxed = [key for op, key in miss_keys if op == "aten::convolution" and key[2:3] == b"\x00"]
+    assert boxed == [_C._convolution_signature_key(x, w, b, *args)]
+    stats = eagerc.stats()["ops"]["aten::convolution@PrivateUse1"]
+    assert (stats["compiles"], stats["hits"], stats["fallbacks"]) == (1, 2, 0), stats
+
+
+def test_models_convolutions_match_eager_with_grad(fresh_cache):
+    torch.manual_seed(0)
+    conv = torch.nn.Conv2d(3, 8, 3, stride=2, padding=1)
+    x = torch.randn(2, 3, 12, 12, requires_grad=True)
+    dconv = torch.nn.Conv2d(3, 8, 3, stride=2, padding=1).to("eagerc")
+    dconv.load_state_dict(conv.state_dict())
+    dx = x.detach().to("eagerc").requires_grad_()
+    for _ in range(2):
+        out, dout = conv(x), dconv(dx)
+        assert dout.device.type == "eagerc"
+        assert_close(dout.cpu(), out)
+        out.sum().backward()
+        dout.sum().backward()
+    assert_close(dx.grad.cpu(), x.grad)
+    assert_close(dconv.weight.grad.cpu(), conv.weight.grad)
+    with torch.no_grad():
+        assert_close(F.conv2d(dx, dconv.weight, None, 1, 0).cpu(), F.conv2d(x, conv.weight, None, 1, 0))
+    stats = eagerc.stats()["ops"]["aten::convolution@PrivateUse1"]
+    assert stats["fallbacks"] == 0 and stats["hits"] >= 1, stats
