@@ -143,8 +143,12 @@ enable_ops(c10::DispatchKey key, const std::vector<std::string>& ops, const Serv
       continue;
     }
     std::string name = qualified.substr(qualified.find("::") + 2);
-    if (qualified == "aten::convolution" && options.host_aliases && !options.aliases_first &&
-        !options.run_on_aliases) {
+    // Host memory only: the typed kernel's hit path makes CPU aliases (a device on GPU
+    // memory keeps the boxed holder, which moves convolution onto CUDA aliases).
+    const bool host_memory = key == c10::DispatchKey::PrivateUse1 &&
+                             memory_home(c10::Device(c10::DeviceType::PrivateUse1, 0)).is_cpu();
+    if (qualified == "aten::convolution" && options.host_aliases && host_memory &&
+        !options.aliases_first && !options.run_on_aliases) {
       lib->impl(name.c_str(), unboxed_convolution_kernel(state));  // see unboxed_convolution.h
     } else {
       lib->impl(name.c_str(), torch::CppFunction::makeFromBoxedFunctor(
