@@ -28,6 +28,22 @@ def fresh_cache(tmp_path, monkeypatch):
     _C._clear_tables()
 
 
+@pytest.fixture
+def miss_keys(fresh_cache):
+    """(op name, signature key bytes) of every L1 miss the resolver sees, in order."""
+    from eagerc import _C, ops
+
+    keys = []
+
+    def recording(request):
+        keys.append((request.op_name, bytes(request.key)))
+        return ops._resolve(request)
+
+    _C._set_resolver(recording)
+    yield keys
+    _C._set_resolver(ops._resolve)
+
+
 def pytest_configure(config):
     import os
 

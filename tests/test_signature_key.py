@@ -8,11 +8,9 @@ from __future__ import annotations
 
 import struct
 
-import pytest
 import torch
 
 import eagerc
-from eagerc import _C, ops
 
 FLOAT32, CPU, NO_INDEX = 6, 0, 0xFF
 
@@ -27,19 +25,6 @@ def _tensor_bytes(sizes, strides) -> bytes:
 
 def _int(v: int) -> bytes:
     return struct.pack("<q", v)
-
-
-@pytest.fixture
-def miss_keys(fresh_cache):
-    keys = []
-
-    def recording(request):
-        keys.append((request.op_name, bytes(request.key)))
-        return ops._resolve(request)
-
-    _C._set_resolver(recording)
-    yield keys
-    _C._set_resolver(ops._resolve)
 
 
 def test_a_unary_call(miss_keys):

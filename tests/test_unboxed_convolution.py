@@ -6,21 +6,8 @@ import torch
 import torch.nn.functional as F
 
 import eagerc
-from eagerc import _C, ops
+from eagerc import _C
 from eagerc.testing import assert_close
-
-
-@pytest.fixture
-def miss_keys(fresh_cache):
-    keys = []
-
-    def recording(request):
-        keys.append((request.op_name, bytes(request.key)))
-        return ops._resolve(request)
-
-    _C._set_resolver(recording)
-    yield keys
-    _C._set_resolver(ops._resolve)
 
 
 CASES = [  # input shape, weight shape, bias, stride, padding, dilation, transposed, out pad, groups
