@@ -13,6 +13,9 @@
 #   bash tools/gpu_check.sh coverage ARGS  # build + python -m eagerc.coverage --device cuda ARGS
 #   bash tools/gpu_check.sh with VAR=VALUE STEP  # one step with an extra environment variable
 #   bash tools/gpu_check.sh STEP + STEP ...  # several of these after one build
+# Environment: EAGERC_GPU_TESTS (test files for gpu-tests, default tests/test_gpu*.py),
+# EAGERC_GPU_WORKERS (pytest-xdist workers, default 4), EAGERC_GPU_SKIP_SOLO=1 (skip the
+# fresh-process test that runs alone after the others).
 # Budget: each new process pays ~70 s for its first CUDA compile (docs/benchmarks.md).
 set -uo pipefail
 OUT=${OUT:-/tmp/eagerc-gpu-out}
