@@ -38,6 +38,8 @@ py::dict op_stats(const eagerc::OpState& st) {
   // Its compiled kernels run on aliases of the memory's home (their wrappers call the
   // home's ATen functions), not on the device's own tensors.
   d["on_home_aliases"] = st.compiled_on_host_aliases.load();
+  // Value scalars go into the key (tracing with lifted scalars failed for this op).
+  d["specialize_values"] = st.specialize_values.load();
   py::dict reasons;
   for (const auto& kv : st.fallback_reasons()) reasons[py::str(kv.first)] = kv.second;
   d["fallback_reasons"] = reasons;
@@ -101,6 +103,26 @@ PYBIND11_MODULE(_C, m) {
               c10::fromIntArrayRefSlow(output_padding), c10::SymInt(groups), false, &sig);
           return py::bytes(sig.key);
         });
+  // Tests: the keys the unboxed mm and addmm compute (csrc/unboxed_mm.h).
+  m.def("_mm_signature_key", [](const at::Tensor& self, const at::Tensor& mat2) {
+    eagerc::CallSignature sig;
+    eagerc::compute_mm_signature(self, mat2, false, &sig);
+    return py::bytes(sig.key);
+  });
+  m.def("_addmm_signature_key", [](const at::Tensor& self, const at::Tensor& mat1,
+                                   const at::Tensor& mat2, py::object beta, py::object alpha,
+                                   bool specialize_values) {
+    // A Python number as the Scalar the dispatcher would pass (pybind has no Scalar caster).
+    auto scalar = [](const py::object& v) {
+      if (py::isinstance<py::bool_>(v)) return c10::Scalar(v.cast<bool>());
+      if (py::isinstance<py::int_>(v)) return c10::Scalar(v.cast<int64_t>());
+      return c10::Scalar(v.cast<double>());
+    };
+    eagerc::CallSignature sig;
+    eagerc::compute_addmm_signature(self, mat1, mat2, scalar(beta), scalar(alpha),
+                                    specialize_values, &sig);
+    return py::bytes(sig.key);
+  });
   m.def("_op_stats", []() {
     py::dict out;
     for (const auto& st : eagerc::all_op_states()) {

@@ -12,6 +12,7 @@
 #include "host_alias.h"
 #include "kernel_holder.h"
 #include "unboxed_convolution.h"
+#include "unboxed_mm.h"
 
 namespace eagerc {
 namespace {
@@ -147,9 +148,20 @@ enable_ops(c10::DispatchKey key, const std::vector<std::string>& ops, const Serv
     // memory keeps the boxed holder, which moves convolution onto CUDA aliases).
     const bool host_memory = key == c10::DispatchKey::PrivateUse1 &&
                              memory_home(c10::Device(c10::DeviceType::PrivateUse1, 0)).is_cpu();
+    // mm and addmm, typed: in override mode on CPU, and on a host-memory device as above.
+    // Never where the memory is GPU memory (override mode on CUDA, a device backed by CUDA).
+    const bool typed_matmul =
+        (qualified == "aten::mm" || qualified == "aten::addmm") &&
+        ((key == c10::DispatchKey::CPU && !options.host_aliases && !options.new_device &&
+          memory_home(c10::Device(c10::DeviceType::CPU)).is_cpu()) ||
+         (options.host_aliases && host_memory && !options.aliases_first &&
+          !options.run_on_aliases));
     if (qualified == "aten::convolution" && options.host_aliases && host_memory &&
         !options.aliases_first && !options.run_on_aliases) {
       lib->impl(name.c_str(), unboxed_convolution_kernel(state));  // see unboxed_convolution.h
+    } else if (typed_matmul) {
+      lib->impl(name.c_str(), qualified == "aten::mm" ? unboxed_mm_kernel(state)
+                                                      : unboxed_addmm_kernel(state));  // unboxed_mm.h
     } else {
       lib->impl(name.c_str(), torch::CppFunction::makeFromBoxedFunctor(
                                   std::make_unique<KernelHolder>(state)));

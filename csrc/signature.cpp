@@ -372,4 +372,59 @@ void compute_convolution_signature(const at::Tensor& input, const at::Tensor& we
   key.finish();
 }
 
+namespace {
+
+// What compute_signature writes around the arguments: a cleared signature first, the
+// size class byte last.
+void begin_signature(CallSignature* sig) {
+  sig->inputs.clear();
+  sig->ints.clear();
+  sig->floats.clear();
+  sig->unsupported = nullptr;
+}
+
+void end_signature(KeyWriter& key, int64_t max_numel, CallSignature* sig) {
+  sig->parallel = max_numel >= kParallelGrain;
+  if (forced_size_class != 0 && max_numel > 0) sig->parallel = forced_size_class == 'P';
+  put_byte(key, sig->parallel ? 'P' : 'S');
+  key.finish();
+}
+
+}  // namespace
+
+void compute_mm_signature(const at::Tensor& self, const at::Tensor& mat2, bool specialize_values,
+                          CallSignature* sig) {
+  KeyWriter key(sig->key);
+  begin_signature(sig);
+  int64_t max_numel = 0;
+  add_tensor(self, sig, key, &max_numel, Position{nullptr, 0, -1}, specialize_values);
+  if (!sig->unsupported) {
+    add_tensor(mat2, sig, key, &max_numel, Position{nullptr, 1, -1}, specialize_values);
+  }
+  end_signature(key, max_numel, sig);
+}
+
+void compute_addmm_signature(const at::Tensor& self, const at::Tensor& mat1,
+                             const at::Tensor& mat2, const c10::Scalar& beta,
+                             const c10::Scalar& alpha, bool specialize_values,
+                             CallSignature* sig) {
+  KeyWriter key(sig->key);
+  begin_signature(sig);
+  int64_t max_numel = 0;
+  add_tensor(self, sig, key, &max_numel, Position{nullptr, 0, -1}, specialize_values);
+  if (!sig->unsupported) {
+    add_tensor(mat1, sig, key, &max_numel, Position{nullptr, 1, -1}, specialize_values);
+  }
+  if (!sig->unsupported) {
+    add_tensor(mat2, sig, key, &max_numel, Position{nullptr, 2, -1}, specialize_values);
+  }
+  if (!sig->unsupported) {
+    add_value_scalar(beta, specialize_values, sig, key, Position{nullptr, 3, -1});
+  }
+  if (!sig->unsupported) {
+    add_value_scalar(alpha, specialize_values, sig, key, Position{nullptr, 4, -1});
+  }
+  end_signature(key, max_numel, sig);
+}
+
 }  // namespace eagerc

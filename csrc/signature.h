@@ -60,4 +60,13 @@ void compute_convolution_signature(const at::Tensor& input, const at::Tensor& we
                                    const c10::SymInt& groups, bool specialize_values,
                                    CallSignature* sig);
 
+// The same for aten::mm and aten::addmm's typed arguments (csrc/unboxed_mm.cpp), pinned
+// to the boxed key's bytes by tests/test_unboxed_mm.py.
+void compute_mm_signature(const at::Tensor& self, const at::Tensor& mat2, bool specialize_values,
+                          CallSignature* sig);
+void compute_addmm_signature(const at::Tensor& self, const at::Tensor& mat1,
+                             const at::Tensor& mat2, const c10::Scalar& beta,
+                             const c10::Scalar& alpha, bool specialize_values,
+                             CallSignature* sig);
+
 }  // namespace eagerc

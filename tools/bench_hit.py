@@ -43,6 +43,7 @@ def cases(size: int, device: str):
         ("layer_norm", "aten::native_layer_norm", "native_layer_norm",
          lambda: F.layer_norm(x, (size,), w, b)),
         (f"mm {size}x{size}", "aten::mm", "mm", lambda: torch.mm(x, y)),
+        (f"addmm {size}x{size}", "aten::addmm", "addmm", lambda: torch.addmm(b, x, y)),
     ]
 
 

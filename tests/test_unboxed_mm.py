@@ -1,0 +1,115 @@
+"""aten::mm and aten::addmm through their unboxed kernels (csrc/unboxed_mm.cpp), in
+override mode on CPU and on the eagerc device: the typed signature has the boxed one's
+bytes, so a kernel compiled through the boxed holder serves the typed calls (a hit counts
+as a hit, nothing compiles twice); results are eager's."""
+import contextlib
+
+import pytest
+import torch
+
+import eagerc
+from eagerc import _C
+from eagerc.testing import assert_close
+
+
+def _pair(shape, view="c", device="cpu"):
+    """A CPU tensor of `shape` and the same on `device` with the same strides: contiguous
+    ("c"), a transposed view ("t"), or every other column of a wider tensor ("s")."""
+    if view == "t":
+        base = torch.randn(shape[::-1])
+        make = lambda b: b.t()  # noqa: E731
+    elif view == "s":
+        base = torch.randn(shape[0], shape[1] * 2)
+        make = lambda b: b[:, ::2]  # noqa: E731
+    else:
+        base = torch.randn(shape)
+        make = lambda b: b  # noqa: E731
+    cpu, dev = make(base), make(base.to(device))
+    assert cpu.stride() == dev.stride()
+    return cpu, dev
+
+
+MM_CASES = [  # (self shape, view), (mat2 shape, view)
+    (((8, 5), "c"), ((5, 3), "c")),
+    (((6, 4), "t"), ((4, 7), "c")),
+    (((6, 4), "c"), ((4, 7), "t")),
+    (((6, 4), "t"), ((4, 7), "t")),
+    (((3, 4), "s"), ((4, 5), "c")),
+    (((1, 9), "c"), ((9, 1), "c")),
+    (((0, 5), "c"), ((5, 3), "c")),
+    (((64, 64), "c"), ((64, 64), "c")),
+]
+
+ADDMM_CASES = [  # self shape, (mat1 shape, view), (mat2 shape, view), beta, alpha
+    ((3,), ((8, 5), "c"), ((5, 3), "c"), 1, 1),
+    ((8, 3), ((8, 5), "t"), ((5, 3), "c"), 0.5, 2.0),
+    ((1, 3), ((8, 5), "c"), ((5, 3), "t"), 0, 3),
+    ((3,), ((8, 5), "s"), ((5, 3), "c"), 2, 1),
+    ((3,), ((0, 5), "c"), ((5, 3), "c"), 1, 1),
+]
+
+
+def _serving(device, op):
+    # The eagerc device serves every op already; override mode on CPU is enabled per op.
+    return eagerc.enabled("cpu", ops=[op]) if device == "cpu" else contextlib.nullcontext()
+
+
+def _check(miss_keys, op, device, call, expected, typed_key):
+    stats_key = f"{op}@{'CPU' if device == 'cpu' else 'PrivateUse1'}"
+    for _ in range(3):  # a miss (through the boxed holder), then typed hits
+        out = call()
+        assert out.device.type == device
+        assert_close(out.cpu(), expected)
+    stats = eagerc.stats()["ops"][stats_key]
+    # The key the typed kernel computes: on the tensors it runs on (the device's own, or
+    # CPU aliases of them when the op's kernels call ATen CPU functions), with value
+    # scalars in the key once tracing them lifted failed for the op.
+    state = _C._op_stats()[stats_key]
+    boxed = [key for name, key in miss_keys if name == op]
+    assert boxed and boxed[-1] == typed_key(state["on_home_aliases"], state["specialize_values"]), boxed
+    assert stats["compiles"] + stats["disk_loads"] == 1, stats
+    assert (stats["misses"], stats["hits"], stats["fallbacks"]) == (1, 2, 0), stats
+
+
+@pytest.mark.parametrize("device", ["cpu", "eagerc"])
+@pytest.mark.parametrize("case", MM_CASES, ids=range(len(MM_CASES)))
+def test_mm_typed_key_is_the_boxed_key(miss_keys, case, device):
+    (x, dx), (y, dy) = (_pair(*spec, device=device) for spec in case)
+    expected = torch.mm(x, y)
+    with _serving(device, "aten::mm"):
+        _check(miss_keys, "aten::mm", device, lambda: torch.mm(dx, dy), expected,
+               lambda on_cpu, _: _C._mm_signature_key(*((x, y) if on_cpu else (dx, dy))))
+
+
+@pytest.mark.parametrize("device", ["cpu", "eagerc"])
+@pytest.mark.parametrize("case", ADDMM_CASES, ids=range(len(ADDMM_CASES)))
+def test_addmm_typed_key_is_the_boxed_key(miss_keys, case, device):
+    bshape, m1, m2, beta, alpha = case
+    b, db = _pair(bshape, device=device) if len(bshape) == 2 else (torch.randn(bshape),) * 2
+    db = db.to(device)
+    (x, dx), (y, dy) = _pair(*m1, device=device), _pair(*m2, device=device)
+    expected = torch.addmm(b, x, y, beta=beta, alpha=alpha)
+    with _serving(device, "aten::addmm"):
+        _check(miss_keys, "aten::addmm", device,
+               lambda: torch.addmm(db, dx, dy, beta=beta, alpha=alpha), expected,
+               lambda on_cpu, specialize: _C._addmm_signature_key(
+                   *((b, x, y) if on_cpu else (db, dx, dy)), beta, alpha, specialize))
+
+
+def test_linear_on_the_device_matches_eager_with_grad(fresh_cache):
+    torch.manual_seed(0)
+    lin = torch.nn.Linear(6, 4)
+    dlin = torch.nn.Linear(6, 4).to("eagerc")
+    dlin.load_state_dict(lin.state_dict())
+    x = torch.randn(5, 6, requires_grad=True)
+    dx = x.detach().to("eagerc").requires_grad_()
+    for _ in range(3):
+        out, dout = lin(x), dlin(dx)
+        assert dout.device.type == "eagerc"
+        assert_close(dout.cpu(), out)
+        out.sum().backward()
+        dout.sum().backward()
+    assert_close(dx.grad.cpu(), x.grad)
+    assert_close(dlin.weight.grad.cpu(), lin.weight.grad)
+    stats = eagerc.stats()["ops"]["aten::addmm@PrivateUse1"]
+    assert stats["fallbacks"] == 0 and stats["hits"] >= 2, stats
