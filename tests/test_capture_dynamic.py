@@ -99,7 +99,10 @@ def test_sizes_that_steer_python_stay_specialized():
         for n in (3, 4, 3, 5, 4):
             x = torch.randn(n, 2)
             assert_close(cap(x), fn(x))
-        assert (capture_stats(cap)["records"], capture_stats(cap)["hits"]) == (3, 2)
+        stats = capture_stats(cap)
+        # The whole stats on failure: it failed once in a full CI run (session 10) and in no
+        # isolated run; its guard failures and stop reasons say which record missed.
+        assert (stats["records"], stats["hits"]) == (3, 2), (fn.__name__, stats)
 
 
 def f_view(x):
