@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <array>
 #include <cstring>
+#include <initializer_list>
 #include <optional>
 
 namespace eagerc {
@@ -249,14 +250,41 @@ std::vector<RuntimeSlot> tensor_inputs_layout(const std::vector<int64_t>& ranks)
   return layout;
 }
 
-void compute_signature(const OpPlan& plan, const torch::jit::Stack& stack,
-                       bool specialize_values, CallSignature* sig,
-                       std::vector<RuntimeSlot>* layout) {
-  KeyWriter key(sig->key);
+namespace {
+
+// What every signature writes around its arguments: a cleared signature first, the size
+// class byte last.
+void begin_signature(CallSignature* sig) {
   sig->inputs.clear();
   sig->ints.clear();
   sig->floats.clear();
   sig->unsupported = nullptr;
+}
+
+void end_signature(KeyWriter& key, int64_t max_numel, CallSignature* sig) {
+  sig->parallel = max_numel >= kParallelGrain;
+  if (forced_size_class != 0 && max_numel > 0) sig->parallel = forced_size_class == 'P';
+  put_byte(key, sig->parallel ? 'P' : 'S');
+  key.finish();
+}
+
+// The typed kernels' leading tensor arguments (positions 0, 1, ...), in the boxed key's form.
+void add_leading_tensors(std::initializer_list<const at::Tensor*> tensors, bool specialize_values,
+                         CallSignature* sig, KeyWriter& key, int64_t* max_numel) {
+  int position = 0;
+  for (const at::Tensor* t : tensors) {
+    if (sig->unsupported) return;
+    add_tensor(*t, sig, key, max_numel, Position{nullptr, position++, -1}, specialize_values);
+  }
+}
+
+}  // namespace
+
+void compute_signature(const OpPlan& plan, const torch::jit::Stack& stack,
+                       bool specialize_values, CallSignature* sig,
+                       std::vector<RuntimeSlot>* layout) {
+  KeyWriter key(sig->key);
+  begin_signature(sig);
   const size_t n = plan.kinds.size();
   const size_t base = stack.size() - n;
   int64_t max_numel = 0;
@@ -315,10 +343,7 @@ void compute_signature(const OpPlan& plan, const torch::jit::Stack& stack,
         break;
     }
   }
-  sig->parallel = max_numel >= kParallelGrain;
-  if (forced_size_class != 0 && max_numel > 0) sig->parallel = forced_size_class == 'P';
-  put_byte(key, sig->parallel ? 'P' : 'S');
-  key.finish();
+  end_signature(key, max_numel, sig);
 }
 
 namespace {
@@ -345,10 +370,7 @@ void compute_convolution_signature(const at::Tensor& input, const at::Tensor& we
                                    const c10::SymInt& groups, bool specialize_values,
                                    CallSignature* sig) {
   KeyWriter key(sig->key);
-  sig->inputs.clear();
-  sig->ints.clear();
-  sig->floats.clear();
-  sig->unsupported = nullptr;
+  begin_signature(sig);
   int64_t max_numel = 0;
   add_tensor(input, sig, key, &max_numel, Position{nullptr, 0, -1}, specialize_values);
   add_tensor(weight, sig, key, &max_numel, Position{nullptr, 1, -1}, specialize_values);
@@ -366,41 +388,16 @@ void compute_convolution_signature(const at::Tensor& input, const at::Tensor& we
     put_byte(key, 'i');
     put_int(key, groups.as_int_unchecked());
   }
-  sig->parallel = max_numel >= kParallelGrain;
-  if (forced_size_class != 0 && max_numel > 0) sig->parallel = forced_size_class == 'P';
-  put_byte(key, sig->parallel ? 'P' : 'S');
-  key.finish();
+  end_signature(key, max_numel, sig);
 }
 
-namespace {
-
-// What compute_signature writes around the arguments: a cleared signature first, the
-// size class byte last.
-void begin_signature(CallSignature* sig) {
-  sig->inputs.clear();
-  sig->ints.clear();
-  sig->floats.clear();
-  sig->unsupported = nullptr;
-}
-
-void end_signature(KeyWriter& key, int64_t max_numel, CallSignature* sig) {
-  sig->parallel = max_numel >= kParallelGrain;
-  if (forced_size_class != 0 && max_numel > 0) sig->parallel = forced_size_class == 'P';
-  put_byte(key, sig->parallel ? 'P' : 'S');
-  key.finish();
-}
-
-}  // namespace
 
 void compute_mm_signature(const at::Tensor& self, const at::Tensor& mat2, bool specialize_values,
                           CallSignature* sig) {
   KeyWriter key(sig->key);
   begin_signature(sig);
   int64_t max_numel = 0;
-  add_tensor(self, sig, key, &max_numel, Position{nullptr, 0, -1}, specialize_values);
-  if (!sig->unsupported) {
-    add_tensor(mat2, sig, key, &max_numel, Position{nullptr, 1, -1}, specialize_values);
-  }
+  add_leading_tensors({&self, &mat2}, specialize_values, sig, key, &max_numel);
   end_signature(key, max_numel, sig);
 }
 
@@ -411,13 +408,7 @@ void compute_addmm_signature(const at::Tensor& self, const at::Tensor& mat1,
   KeyWriter key(sig->key);
   begin_signature(sig);
   int64_t max_numel = 0;
-  add_tensor(self, sig, key, &max_numel, Position{nullptr, 0, -1}, specialize_values);
-  if (!sig->unsupported) {
-    add_tensor(mat1, sig, key, &max_numel, Position{nullptr, 1, -1}, specialize_values);
-  }
-  if (!sig->unsupported) {
-    add_tensor(mat2, sig, key, &max_numel, Position{nullptr, 2, -1}, specialize_values);
-  }
+  add_leading_tensors({&self, &mat1, &mat2}, specialize_values, sig, key, &max_numel);
   if (!sig->unsupported) {
     add_value_scalar(beta, specialize_values, sig, key, Position{nullptr, 3, -1});
   }
