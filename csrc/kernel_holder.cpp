@@ -40,10 +40,7 @@ void exit_activity() { --tls_depth; }
 void set_cpu_fallback(bool enabled) { g_cpu_fallback.store(enabled); }
 void set_alias_fallback(bool enabled) { g_alias_fallback.store(enabled); }
 
-namespace {
-
-// A result of the home device's kernel handed back as a tensor of `device` over the same
-// memory. Only a plain strided tensor has memory to share: a sparse result, or a ZeroTensor
+// Only a plain strided tensor has memory to share: a sparse result, or a ZeroTensor
 // (_efficientzerotensor: no memory at all; aliasing it crashed), cannot live on the device.
 at::Tensor device_result(const at::Tensor& t, c10::Device device, const std::string& op) {
   TORCH_CHECK_NOT_IMPLEMENTED(
@@ -52,6 +49,8 @@ at::Tensor device_result(const at::Tensor& t, c10::Device device, const std::str
       " on ", t.device(), ", which the ", device.type(), " device cannot hold");
   return alias_on_device(t, device);
 }
+
+namespace {
 
 bool holds_tensors(const c10::IValue& list) {
   for (const c10::IValue& e : list.toListRef()) {

@@ -61,6 +61,11 @@ struct ActivityGuard {
 void enter_activity();
 void exit_activity();
 
+// A result of the home device's kernel handed back as a tensor of `device` over the same
+// memory; raises NotImplementedError for a result without memory to share (sparse,
+// quantized, a ZeroTensor). `op` names the op in the message.
+at::Tensor device_result(const at::Tensor& t, c10::Device device, const std::string& op);
+
 // Whether EAGERC_CPU_FALLBACK=1 lets a new device run uncompilable ops on CPU.
 void set_cpu_fallback(bool enabled);
 

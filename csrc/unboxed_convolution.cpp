@@ -43,10 +43,7 @@ class UnboxedConvolution {
         }
         at::Tensor& out = outs.at(0);
         if (!out.defined() || out.device() != memory_home(input.device())) return out;
-        TORCH_CHECK_NOT_IMPLEMENTED(out.layout() == c10::kStrided && !out._is_zerotensor(),
-                                    "eagerc: ", st.name, " returned a tensor the ",
-                                    input.device().type(), " device cannot hold");
-        return alias_on_device(out, input.device());
+        return device_result(out, input.device(), st.name);
       }
     }
     torch::jit::Stack stack;

@@ -57,10 +57,7 @@ class UnboxedMatmulBase {
     if (!run_hit(sig, result)) return false;
     at::Tensor& out = *result;
     if (out.defined() && out.device() == memory_home(first.device())) {
-      TORCH_CHECK_NOT_IMPLEMENTED(out.layout() == c10::kStrided && !out._is_zerotensor(),
-                                  "eagerc: ", st.name, " returned a tensor the ",
-                                  first.device().type(), " device cannot hold");
-      out = alias_on_device(out, first.device());
+      out = device_result(out, first.device(), st.name);
     }
     return true;
   }
