@@ -9,6 +9,7 @@ what recompiles for new sizes, and where a cold CUDA compile spends its time.
     python tools/gpu_probe.py device-profile # EAGERC_BACKING=cuda: host time per op vs CUDA eager
     python tools/gpu_probe.py glue           # where a GPU wrapper's g++ step spends its time
     python tools/gpu_probe.py refusals       # enable("cuda"): why the coverage run's compile errors fail
+    python tools/gpu_probe.py wrappers       # the generated GPU wrappers' sources and g++ commands ($OUT/wrappers.tgz)
 
 Each mode runs its work in a fresh process with empty eagerc and Inductor caches. Reports
 print to stdout; refusals are logged with their whole traceback (eagerc logger at DEBUG).
@@ -349,8 +350,54 @@ print("native_batch_norm eval save_mean: cpu", tuple(torch.ops.aten.native_batch
       "cuda", tuple(torch.ops.aten.native_batch_norm(*[a.cuda() for a in args], False, -1.2, 1e-5)[1].shape))
 """
 
+WRAPPERS = r"""
+import os, re, shutil, tarfile, time, torch, eagerc
+import torch.nn.functional as F
+from eagerc.compile import inductor_wrapper as iw
+# Every GPU wrapper eagerc builds: its source, its PCH header and its g++ command, for
+# studying what the g++ step costs away from the GPU machine.
+out = os.path.join(os.environ.get("OUT", "/tmp"), "wrappers")
+os.makedirs(out, exist_ok=True)
+built = []
+original = iw._build_with
+def recording(builder, rewrite):
+    command = rewrite(builder.get_command_line())
+    t0 = time.perf_counter()
+    try:
+        return original(builder, rewrite)
+    finally:
+        built.append((command, time.perf_counter() - t0))
+iw._build_with = recording
+x = torch.randn(64, 64, device="cuda")
+cases = {"abs": lambda: torch.abs(x), "add_alpha": lambda: torch.add(x, x, alpha=2),
+         "sum_dim": lambda: x.sum(1), "softmax": lambda: torch.softmax(x, -1),
+         "layer_norm": lambda: F.layer_norm(x, (64,)), "mm": lambda: x @ x,
+         "where": lambda: torch.where(x > 0, x, x * 2), "cumsum": lambda: x.cumsum(1),
+         "addmm": lambda: torch.addmm(x, x, x), "embedding": lambda: F.embedding(torch.tensor([1, 2], device="cuda"), x)}
+for name, fn in cases.items():
+    start = len(built)
+    t0 = time.perf_counter()
+    with eagerc.enabled("cuda"):
+        fn()
+    torch.cuda.synchronize()
+    seconds = time.perf_counter() - t0
+    for i, (command, took) in enumerate(built[start:]):
+        source = next(w for w in command.split() if w.endswith(".cpp"))
+        pch = re.search(r"-include\s+(\S+)", command)
+        shutil.copy(source, f"{out}/{name}_{i}.cpp")
+        if pch and os.path.exists(pch.group(1)):
+            shutil.copy(pch.group(1), f"{out}/pch_{os.path.basename(pch.group(1))}")
+        with open(f"{out}/{name}_{i}.cmd", "w") as f:
+            f.write(command + "\n")
+        print(f"{name}: {seconds:.2f} s in all, wrapper {i} g++ {took:.2f} s")
+with tarfile.open(out + ".tgz", "w:gz") as tar:
+    tar.add(out, arcname="wrappers")
+shutil.rmtree(out)
+"""
+
 SCRIPTS = {"device-profile": DEVICE_PROFILE, "device-model": DEVICE_MODEL, "sizes": SIZES, "profile": PROFILE,
-           "factories": FACTORIES, "batchnorm": BATCHNORM, "glue": GLUE, "refusals": REFUSALS}
+           "factories": FACTORIES, "batchnorm": BATCHNORM, "glue": GLUE, "refusals": REFUSALS,
+           "wrappers": WRAPPERS}
 
 
 def main() -> None:
