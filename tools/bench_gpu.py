@@ -1,7 +1,7 @@
 """eagerc on CUDA against native CUDA eager, same process (run on the GPU machine).
 
     python tools/bench_gpu.py large            # 8192x8192 fp32: kernel time per op, bandwidth
-    python tools/bench_gpu.py cold             # cold compile per op (fresh caches), new sizes
+    python tools/bench_gpu.py cold [--ab-prelude]  # cold compile per op (fresh caches), new sizes
     python tools/bench_gpu.py models [--models bert,gpt2,resnet50] [--batches 1,32]
     python tools/bench_gpu.py device-models [--models ...] [--batches ...]
                                                # the eagerc device on GPU memory
@@ -141,11 +141,15 @@ COLD_OPS = {
 
 def bench_cold(args) -> None:
     if os.environ.get("_EAGERC_COLD_CHILD") != "1":
-        # A fresh process with empty eagerc and Inductor caches: nothing is warm.
-        with tempfile.TemporaryDirectory() as fresh:
-            env = dict(os.environ, _EAGERC_COLD_CHILD="1", EAGERC_CACHE_DIR=f"{fresh}/eagerc",
-                       TORCHINDUCTOR_CACHE_DIR=f"{fresh}/inductor")
-            subprocess.run([sys.executable, __file__, "cold"], env=env, check=True)
+        # A fresh process with empty eagerc and Inductor caches: nothing is warm. With
+        # --ab-prelude, a second one builds wrappers on Inductor's header instead of
+        # eagerc's (EAGERC_GLUE_PRELUDE=0): the same ops, a comparison of the two headers.
+        for prelude in ("1", "0") if args.ab_prelude else ("1",):
+            print(f"== wrappers on {'eagerc' if prelude == '1' else 'Inductor'}'s header", flush=True)
+            with tempfile.TemporaryDirectory() as fresh:
+                env = dict(os.environ, _EAGERC_COLD_CHILD="1", EAGERC_CACHE_DIR=f"{fresh}/eagerc",
+                           TORCHINDUCTOR_CACHE_DIR=f"{fresh}/inductor", EAGERC_GLUE_PRELUDE=prelude)
+                subprocess.run([sys.executable, __file__, "cold"], env=env, check=True)
         return
     x, y = torch.randn(64, 64, device=DEV), torch.randn(64, 64, device=DEV)
     t0 = time.perf_counter()
@@ -174,6 +178,10 @@ def bench_cold(args) -> None:
             for fn in COLD_OPS.values():
                 fn(a, b)
     print(f"new sizes (5 sizes x {len(COLD_OPS)} ops): {eagerc.stats()['compiles'] - before} compiles")
+    from eagerc.compile import glue_prelude
+
+    print(f"wrapper builds on eagerc's header: {glue_prelude.counts['slim']}, "
+          f"fell back to Inductor's: {glue_prelude.counts['fallback']}")
 
 
 # ------------------------------------------------------------------ models
@@ -344,6 +352,8 @@ def main() -> None:
     parser.add_argument("--models", default="bert,gpt2,resnet50")
     parser.add_argument("--batches", default="1,32")
     parser.add_argument("--profile", action="store_true", help="device-models: profile table per model")
+    parser.add_argument("--ab-prelude", action="store_true",
+                        help="cold: also a process whose wrappers build on Inductor's header")
     args = parser.parse_args()
     print(f"torch {torch.__version__}, {torch.cuda.get_device_name(0)}")
     {"large": bench_large, "cold": bench_cold, "models": bench_models,

@@ -36,6 +36,7 @@ from eagerc.compile.boxed_int_lists import fix_boxed_int_lists
 from eagerc.compile.direct_alloc import direct_allocations
 from eagerc.compile.output_asserts import cheap_output_asserts
 from eagerc.compile.gpu_context import make_context_current
+from eagerc.compile import glue_prelude
 from eagerc.compile.gpu_launch_types import fix_float_launch_params
 from eagerc.compile.guards import guard_source, range_checks
 from eagerc.compile.lock import compile_lock
@@ -130,7 +131,7 @@ def _parallel_cpp_build(gpu: bool = False):
         builders = list(builders)
         usable = not (args or kwargs) and all(
             hasattr(b, "build") and hasattr(b, "get_target_file_path") for b in builders)
-        if usable and gpu and len(builders) == 1:
+        if usable and len(builders) == 1 and (gpu or _is_glue_only(builders[0])):
             from torch.utils._filelock import FileLock
 
             with FileLock(lock_path, timeout=getattr(codecache, "LOCK_TIMEOUT", 600)):
@@ -147,9 +148,7 @@ def _parallel_cpp_build(gpu: bool = False):
             todo = [b for b in compiles if not os.path.exists(b.get_target_file_path())]
             if todo:
                 with ThreadPoolExecutor(len(todo)) as pool:
-                    # -w: torch's vector headers emit ~130 KB of warnings per kernel
-                    # compile (~0.08 s); nobody reads them (errors still print).
-                    for done in [pool.submit(_with_flags(b, "-w").build) for b in todo]:
+                    for done in [pool.submit(_compile_unit, b) for b in todo]:
                         done.result()  # re-raises a compile error
             if not os.path.exists(link.get_target_file_path()):
                 _link_through_stub(link)
@@ -159,6 +158,27 @@ def _parallel_cpp_build(gpu: bool = False):
         yield
     finally:
         codecache._worker_compile_cpp = original
+
+
+def _compile_unit(builder) -> None:
+    """Compile one translation unit of a CPU build: the wrapper with eagerc's prelude where
+    it can (glue_prelude), the kernels as Inductor says. -w: torch's vector headers emit
+    ~130 KB of warnings per kernel compile (~0.08 s); nobody reads them (errors still print)."""
+    command = getattr(builder, "get_command_line", None)
+    if command is None or not glue_prelude.slim_build(builder, command() + " -w"):
+        _with_flags(builder, "-w").build()
+
+
+def _is_glue_only(builder) -> bool:
+    """Whether a one-step CPU build compiles glue code alone (a graph of extern calls, mm
+    say: no C++ kernel of its own), which _build_glue builds at -O1 as a GPU wrapper."""
+    command = getattr(builder, "get_command_line", None)
+    source = next((w for w in command().split() if w.endswith(".cpp")), None) if command else None
+    if source is None or not os.path.exists(source):
+        return False
+    with open(source) as f:
+        code = f.read()
+    return "cpp_fused" not in code and "cpp_wrapper/cpu.h" in code
 
 
 def _with_flags(builder, flags: str):
@@ -179,12 +199,15 @@ _NO_DEBUG_INFO = re.compile(r"(?<!\S)-g[0-3]?(?!\S)")
 _stub_paths: dict = {}
 
 
-def _build_with(builder, rewrite) -> None:
-    """Build with the command line `rewrite(line)` gives; where that build fails (an old
+def _build_with(builder, rewrite, prelude: bool = False) -> None:
+    """Build with the command line `rewrite(line)` gives, and with `prelude` eagerc's
+    wrapper header in place of Inductor's (glue_prelude); where that build fails (an old
     linker refusing the stubs, say), as given: the real build decides."""
     command = getattr(builder, "get_command_line", None)
     if command is not None:
         cheaper = rewrite(command())
+        if prelude and glue_prelude.slim_build(builder, cheaper):
+            return
         builder.get_command_line = lambda: cheaper
         try:
             return builder.build()
@@ -209,10 +232,12 @@ def _through_stubs(line: str) -> str:
 
 
 def _build_glue(builder) -> None:
-    """Compile and link a GPU wrapper in one step, as Inductor would but cheaper: -O1 (the
-    wrapper only unpacks handles and launches Triton kernels; torch 2.13 builds it so
-    itself), no debug info, -w, and libtorch linked through stubs (_through_stubs)."""
-    _build_with(builder, lambda line: _through_stubs(_NO_DEBUG_INFO.sub("", _OPTIMIZE.sub("-O1", line))) + " -w")
+    """Compile and link a GPU wrapper (or a CPU graph of extern calls) in one step, as
+    Inductor would but cheaper: eagerc's prelude header (glue_prelude), -O1 (the wrapper
+    only unpacks handles and launches kernels; torch 2.13 builds it so itself), no debug
+    info, -w, and libtorch linked through stubs (_through_stubs)."""
+    _build_with(builder, lambda line: _through_stubs(_NO_DEBUG_INFO.sub("", _OPTIMIZE.sub("-O1", line))) + " -w",
+                prelude=True)
 
 
 def _link_through_stub(builder) -> None:
@@ -394,7 +419,7 @@ def build_artifact(traced, check_code=None, patches=None) -> BuiltArtifact:
 
     def compile_cpp_wrapper():
         with tracing(TracingContext(traced.fake_mode)), _intercept_wrapper_source(on_source), \
-                _parallel_cpp_build(gpu=gpu):
+                glue_prelude.minimal_python_binding(), _parallel_cpp_build(gpu=gpu):
             compile_fx_inner(traced.gm, traced.fakes, cpp_wrapper=True, is_inference=True)
 
     try:

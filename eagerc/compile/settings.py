@@ -52,10 +52,12 @@ def inductor_overrides() -> list:
 
 # How eagerc has Inductor build a CPU kernel (eagerc/compile/inductor_wrapper.py): wrapper
 # at -O1 and kernels at Inductor's -O3 as two translation units, input size asserts left
-# to eagerc's guard, libtorch_cpu linked through a stub. A change here is a new namespace.
-BUILD_RECIPE = "cpu-build-v1:separate-O1-wrapper:no-input-asserts:torch-cpu-link-stub"
-# And a GPU graph: the wrapper (glue) at -O1, linked through libtorch stubs.
-GPU_BUILD_RECIPE = "gpu-build-v2:O1-glue:no-debug-info:torch-link-stubs"
+# to eagerc's guard, libtorch_cpu linked through a stub, the wrapper on eagerc's own header
+# (compile/glue_prelude.py; a graph of extern calls alone built as glue at -O1). A change
+# here is a new namespace.
+BUILD_RECIPE = "cpu-build-v2:separate-O1-wrapper:no-input-asserts:torch-cpu-link-stub:glue-prelude-v1"
+# And a GPU graph: the wrapper (glue) at -O1 on eagerc's header, linked through libtorch stubs.
+GPU_BUILD_RECIPE = "gpu-build-v3:O1-glue:no-debug-info:torch-link-stubs:glue-prelude-v1"
 
 
 def cxx_compiler() -> str:

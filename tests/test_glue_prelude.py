@@ -1,0 +1,132 @@
+"""eagerc's own wrapper header (eagerc/compile/glue_prelude.py): generated wrappers build
+on it instead of Inductor's header, a wrapper it cannot build falls back to Inductor's, and
+the library still imports. Behaviour only; tools/bench_cold.py measures the time."""
+from __future__ import annotations
+
+import glob
+import importlib.util
+import os
+import shutil
+import subprocess
+import sys
+import sysconfig
+from pathlib import Path
+
+import pytest
+import torch
+
+import eagerc
+from eagerc.compile import glue_prelude
+from eagerc.compile.glue_prelude import MINIMAL_BINDING, _compile_flags, prelude_text, slim_source
+from eagerc.testing import assert_close
+
+DATA = Path(__file__).parent / "data"
+
+
+def _cuda_include():
+    for base in (os.environ.get("CUDA_HOME"), "/usr/local/cuda", *sorted(glob.glob("/usr/local/cuda-*"))):
+        if base and os.path.exists(os.path.join(base, "include", "cuda.h")):
+            return os.path.join(base, "include")
+    return None
+
+
+@pytest.fixture
+def fresh_inductor(fresh_cache, tmp_path, monkeypatch):
+    """An empty Inductor cache as well: the compiles in the test really run g++."""
+    from torch._inductor import codecache
+
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "inductor"))
+    monkeypatch.setattr(codecache.CppWrapperCodeCache, "cache", {})
+    monkeypatch.setattr(glue_prelude, "counts", {"slim": 0, "fallback": 0})
+    return tmp_path
+
+
+def test_the_wrapper_header_lines_are_removed_and_their_devices_named():
+    code = ("\n#include <torch/csrc/inductor/cpp_wrapper/cuda.h>\n"
+            "#include <torch/csrc/inductor/cpp_wrapper/cpu.h>\n#include <vector>\nint f();\n")
+    slim, devices = slim_source(code)
+    assert devices == {"cpu", "cuda"}
+    assert slim == "\n#include <vector>\nint f();\n"
+    assert slim_source("int f();\n") is None  # not a generated wrapper
+    assert slim_source("#include <torch/csrc/inductor/cpp_wrapper/xpu.h>\n") is None  # not covered
+
+
+def test_a_precompiled_header_takes_the_compile_flags_alone():
+    command = ("g++ /c/w.cpp -D TORCH_INDUCTOR_CPP_WRAPPER -D TORCH_INDUCTOR_PRECOMPILE_HEADERS "
+               "-O1 -fPIC -include /h/inductor.h -I/inc -o /c/w.so -shared -ltorch "
+               "-Wl,--push-state,--no-as-needed /tmp/stub/libtorch_cpu.so -Wl,--pop-state -L/lib -w")
+    assert _compile_flags(command, "/c/w.cpp") == [
+        "g++", "-D", "TORCH_INDUCTOR_CPP_WRAPPER", "-O1", "-fPIC", "-I/inc", "-w"]
+
+
+def test_kernels_and_extern_graphs_build_on_the_prelude(fresh_inductor):
+    x, w = torch.randn(6, 10), torch.randn(10, 4)
+    with eagerc.enabled("cpu", ops=["aten::tanh", "aten::mm"]):
+        assert_close(torch.tanh(x), x.clone().tanh_())  # a C++ kernel + its wrapper
+        assert_close(x @ w, torch.mm(x, w))              # a wrapper of one extern call
+    ops = eagerc.stats()["ops"]
+    assert ops["aten::tanh@CPU"]["compiles"] == 1 and ops["aten::mm@CPU"]["compiles"] == 1
+    assert glue_prelude.counts == {"slim": 2, "fallback": 0}
+
+
+def test_a_wrapper_the_prelude_cannot_build_is_built_on_inductors_header(fresh_inductor, monkeypatch):
+    # A prelude that lacks what the wrapper uses: its build fails, Inductor's header builds.
+    monkeypatch.setattr(glue_prelude, "_COMMON", "#pragma once\n#include <Python.h>\n")
+    x = torch.randn(5, 3)
+    with eagerc.enabled("cpu", ops=["aten::sigmoid"]):
+        assert_close(torch.sigmoid(x), x.clone().sigmoid_())
+    assert glue_prelude.counts == {"slim": 0, "fallback": 1}
+    assert eagerc.stats()["ops"]["aten::sigmoid@CPU"]["compiles"] == 1
+
+
+def test_off_switch_uses_inductors_header(fresh_inductor, monkeypatch):
+    monkeypatch.setenv("EAGERC_GLUE_PRELUDE", "0")
+    x = torch.randn(4, 4)
+    with eagerc.enabled("cpu", ops=["aten::neg"]):
+        assert_close(torch.neg(x), -x)
+    assert glue_prelude.counts == {"slim": 0, "fallback": 0}
+
+
+def test_the_built_library_imports_and_its_python_entry_refuses(fresh_inductor):
+    from torch._inductor.codecache import CppWrapperCodeCache
+
+    with eagerc.enabled("cpu", ops=["aten::exp"]):
+        torch.exp(torch.randn(3))
+    libraries = list((fresh_inductor / "inductor").rglob("*.main.so"))
+    assert libraries and glue_prelude.counts["slim"] == 1
+    spec = importlib.util.spec_from_file_location("eagerc_probe.inductor_entry_cpp", libraries[0])
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    with pytest.raises(RuntimeError, match="eagerc's kernel holder calls this library"):
+        module.inductor_entry_cpp([])
+    assert CppWrapperCodeCache.suffix_template != glue_prelude.MINIMAL_BINDING  # restored
+    sys.modules.pop("eagerc_probe.inductor_entry_cpp", None)
+
+
+def test_an_unbuildable_header_is_not_tried_again(tmp_path, monkeypatch):
+    monkeypatch.setattr(glue_prelude, "_header_dir", lambda: str(tmp_path))
+    monkeypatch.setattr(glue_prelude, "_unusable", set())
+    flags = ["g++", "-fno-such-flag-anywhere"]
+    assert glue_prelude.precompiled_prelude(flags, {"cpu"}) is None
+    assert len(glue_prelude._unusable) == 1
+    assert glue_prelude.precompiled_prelude(flags, {"cpu"}) is None  # remembered, no second g++
+    assert not list(tmp_path.glob("*.gch"))
+
+
+@pytest.mark.skipif(_cuda_include() is None or shutil.which("g++") is None,
+                    reason="needs g++ and CUDA's headers (no GPU)")
+def test_a_generated_gpu_wrapper_compiles_on_the_cuda_prelude(tmp_path):
+    # A wrapper Inductor generated on the H100 (tests/data): the CUDA prelude declares all
+    # it uses (the driver API, the guards, the shims), with eagerc's import stub appended.
+    code = (DATA / "gpu_wrapper_softmax.cpp").read_text() + MINIMAL_BINDING.format(entry_func="inductor_entry_cpp")
+    slim, devices = slim_source(code)
+    assert devices == {"cuda"} and "cpp_wrapper/cuda.h" not in slim
+    (tmp_path / "prelude.h").write_text(prelude_text(devices))
+    (tmp_path / "wrapper.cpp").write_text(slim)
+    torch_include = os.path.join(os.path.dirname(torch.__file__), "include")
+    done = subprocess.run(
+        ["g++", "-std=c++17", "-fsyntax-only", "-w", "-D", "USE_CUDA", "-D", "TORCH_INDUCTOR_CPP_WRAPPER",
+         "-I", sysconfig.get_paths()["include"], "-I", torch_include, "-I", _cuda_include(),
+         "-include", str(tmp_path / "prelude.h"), str(tmp_path / "wrapper.cpp")],
+        capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
