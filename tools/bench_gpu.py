@@ -251,6 +251,10 @@ def bench_models(args) -> None:
         falls = {k: v["fallback_reasons"] for k, v in stats["ops"].items() if v["fallbacks"]}
         if falls:
             print("   fallbacks:", {k: list(v)[:1] for k, v in list(falls.items())[:8]})
+        if args.profile:  # where capture and torch.compile differ (GPU kernels, host time)
+            with torch.no_grad():
+                _print_profile({"torch.compile": lambda: compiled(**inputs),
+                                "capture": lambda: captured(**inputs)}, top=15)
         del model, compiled, captured
         torch.cuda.empty_cache()
 
@@ -351,7 +355,8 @@ def main() -> None:
     parser.add_argument("--inner", type=int, default=5)
     parser.add_argument("--models", default="bert,gpt2,resnet50")
     parser.add_argument("--batches", default="1,32")
-    parser.add_argument("--profile", action="store_true", help="device-models: profile table per model")
+    parser.add_argument("--profile", action="store_true",
+                        help="device-models: native vs device; models: torch.compile vs capture")
     parser.add_argument("--ab-prelude", action="store_true",
                         help="cold: also a process whose wrappers build on Inductor's header")
     args = parser.parse_args()
