@@ -1,7 +1,8 @@
 """eagerc on CUDA against native CUDA eager, same process (run on the GPU machine).
 
     python tools/bench_gpu.py large            # 8192x8192 fp32: kernel time per op, bandwidth
-    python tools/bench_gpu.py cold [--ab-prelude]  # cold compile per op (fresh caches), new sizes
+    python tools/bench_gpu.py cold [--ab-prelude --rounds N]  # cold compile per op (fresh
+                                               # caches), new sizes
     python tools/bench_gpu.py models [--models bert,gpt2,resnet50] [--batches 1,32]
     python tools/bench_gpu.py device-models [--models ...] [--batches ...]
                                                # the eagerc device on GPU memory
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import copy
+import json
 import math
 import os
 import statistics
@@ -28,7 +30,7 @@ import torch.nn.functional as F
 
 import eagerc
 
-DEV = "cuda"
+DEV = os.environ.get("EAGERC_BENCH_DEVICE", "cuda")  # "cpu": a dry run of the script off the GPU machine
 
 
 def _events_ms(fn, inner: int) -> float:
@@ -141,47 +143,97 @@ COLD_OPS = {
 
 def bench_cold(args) -> None:
     if os.environ.get("_EAGERC_COLD_CHILD") != "1":
-        # A fresh process with empty eagerc and Inductor caches: nothing is warm. With
-        # --ab-prelude, a second one builds wrappers on Inductor's header instead of
-        # eagerc's (EAGERC_GLUE_PRELUDE=0): the same ops, a comparison of the two headers.
-        for prelude in ("1", "0") if args.ab_prelude else ("1",):
-            print(f"== wrappers on {'eagerc' if prelude == '1' else 'Inductor'}'s header", flush=True)
-            with tempfile.TemporaryDirectory() as fresh:
-                env = dict(os.environ, _EAGERC_COLD_CHILD="1", EAGERC_CACHE_DIR=f"{fresh}/eagerc",
-                           TORCHINDUCTOR_CACHE_DIR=f"{fresh}/inductor", EAGERC_GLUE_PRELUDE=prelude)
-                subprocess.run([sys.executable, __file__, "cold"], env=env, check=True)
+        _cold_processes(args)
         return
+    from eagerc.compile import glue_prelude, inductor_wrapper
+
+    glue = []  # seconds of each wrapper build (the g++ step of a GPU compile)
+    build_glue = inductor_wrapper._build_glue
+
+    def timed_glue(builder):
+        t0 = time.perf_counter()
+        try:
+            return build_glue(builder)
+        finally:
+            glue.append(time.perf_counter() - t0)
+
+    inductor_wrapper._build_glue = timed_glue
     x, y = torch.randn(64, 64, device=DEV), torch.randn(64, 64, device=DEV)
     t0 = time.perf_counter()
     with eagerc.enabled(DEV, ops=["aten::neg"]):
         torch.neg(x)  # the first compile of a process pays one-time costs (imports, headers)
     print(f"first compile of the process (neg, with one-time Inductor/Triton/header costs): "
-          f"{time.perf_counter() - t0:.2f} s")
+          f"{time.perf_counter() - t0:.2f} s", flush=True)
+    if os.environ.get("_EAGERC_COLD_WARMUP") == "1":
+        return
     seconds = {}
     for name, fn in COLD_OPS.items():
-        before = eagerc.stats()
+        before, builds = eagerc.stats(), len(glue)
         t0 = time.perf_counter()
         with eagerc.enabled(DEV):
             fn(x, y)
-        torch.cuda.synchronize()
+        if DEV == "cuda":
+            torch.cuda.synchronize()
         after = eagerc.stats()
-        seconds[name] = (time.perf_counter() - t0, after["compiles"] - before["compiles"])
-    print(f"{'op':<14} {'first call s':>12} {'kernels':>8}")
-    for name, (s, k) in seconds.items():
-        print(f"{name:<14} {s:>12.2f} {k:>8}")
-    per_kernel = [s / k for s, k in seconds.values() if k]
-    print(f"median per kernel: {statistics.median(per_kernel):.2f} s over {len(per_kernel)} ops")
-    before = eagerc.stats()["compiles"]
-    with eagerc.enabled(DEV):
-        for n in (3, 17, 100, 257, 1000):
-            a, b = torch.randn(n, n, device=DEV), torch.randn(n, n, device=DEV)
-            for fn in COLD_OPS.values():
-                fn(a, b)
-    print(f"new sizes (5 sizes x {len(COLD_OPS)} ops): {eagerc.stats()['compiles'] - before} compiles")
-    from eagerc.compile import glue_prelude
-
+        seconds[name] = (time.perf_counter() - t0, after["compiles"] - before["compiles"],
+                         sum(glue[builds:]))
+    print("RESULT " + json.dumps(seconds), flush=True)
     print(f"wrapper builds on eagerc's header: {glue_prelude.counts['slim']}, "
-          f"fell back to Inductor's: {glue_prelude.counts['fallback']}")
+          f"fell back to Inductor's: {glue_prelude.counts['fallback']}", flush=True)
+    if os.environ.get("_EAGERC_COLD_SIZES") == "1":
+        before = eagerc.stats()["compiles"]
+        with eagerc.enabled(DEV):
+            for n in (3, 17, 100, 257, 1000):
+                a, b = torch.randn(n, n, device=DEV), torch.randn(n, n, device=DEV)
+                for fn in COLD_OPS.values():
+                    fn(a, b)
+        print(f"new sizes (5 sizes x {len(COLD_OPS)} ops): {eagerc.stats()['compiles'] - before} compiles")
+
+
+def _cold_processes(args) -> None:
+    """Fresh processes with empty eagerc and Inductor caches: nothing is warm but what a
+    machine keeps (precompiled headers, the ISA probe's memo, bytecode). With --ab-prelude:
+    first a warm-up process (the machine's first builds its headers), then processes that
+    build wrappers on eagerc's header and on Inductor's (EAGERC_GLUE_PRELUDE=0), alternating,
+    `--rounds` of each; per op the median first-call and wrapper-build seconds of each."""
+    modes = ["1", "0"] * max(1, min(args.rounds, 3)) if args.ab_prelude else ["1"]
+    runs = [("warm-up", "1")] if args.ab_prelude else []
+    runs += [("eagerc" if m == "1" else "Inductor", m) for m in modes]
+    results = {}
+    for i, (label, prelude) in enumerate(runs):
+        print(f"== process {i}: " + ("warm-up" if label == "warm-up" else f"wrappers on {label}'s header"),
+              flush=True)
+        with tempfile.TemporaryDirectory() as fresh:
+            env = dict(os.environ, _EAGERC_COLD_CHILD="1", EAGERC_CACHE_DIR=f"{fresh}/eagerc",
+                       TORCHINDUCTOR_CACHE_DIR=f"{fresh}/inductor", EAGERC_GLUE_PRELUDE=prelude,
+                       _EAGERC_COLD_WARMUP="1" if label == "warm-up" else "0",
+                       _EAGERC_COLD_SIZES="1" if i == len(runs) - 1 else "0")
+            done = subprocess.run([sys.executable, __file__, "cold"], env=env, check=True,
+                                  capture_output=True, text=True)
+        for line in done.stdout.splitlines():
+            if line.startswith("RESULT "):
+                results.setdefault(label, []).append(json.loads(line[len("RESULT "):]))
+            elif "Online softmax" not in line and line.strip() and "split the reduction" not in line \
+                    and "important use case" not in line and line != "softmax.":
+                print("   " + line)
+    labels = [label for label in ("eagerc", "Inductor") if label in results]
+    print(f"{'op':<14} {'kernels':>7} " + " ".join(f"{label + ' s':>11} {'g++ s':>6}" for label in labels))
+    per_kernel = {label: [] for label in labels}
+    for op in COLD_OPS:
+        cells = []
+        for label in labels:
+            runs_of = [r[op] for r in results[label]]
+            first = statistics.median(r[0] for r in runs_of)
+            glue = statistics.median(r[2] for r in runs_of)
+            kernels = runs_of[0][1]
+            if kernels:
+                per_kernel[label].append(first / kernels)
+            cells.append(f"{first:>11.2f} {glue:>6.2f}")
+        print(f"{op:<14} {kernels:>7} " + " ".join(cells))
+    for label in labels:
+        print(f"median per kernel, wrappers on {label}'s header: "
+              f"{statistics.median(per_kernel[label]):.2f} s over {len(per_kernel[label])} ops "
+              f"({len(results[label])} processes)")
 
 
 # ------------------------------------------------------------------ models
@@ -360,7 +412,7 @@ def main() -> None:
     parser.add_argument("--ab-prelude", action="store_true",
                         help="cold: also a process whose wrappers build on Inductor's header")
     args = parser.parse_args()
-    print(f"torch {torch.__version__}, {torch.cuda.get_device_name(0)}")
+    print(f"torch {torch.__version__}, {torch.cuda.get_device_name(0) if DEV == 'cuda' else DEV}")
     {"large": bench_large, "cold": bench_cold, "models": bench_models,
      "device-models": bench_device_models}[args.what](args)
 
