@@ -87,6 +87,52 @@ at::Tensor CallAliases::alias(const at::Tensor& t) {
   return view_of(t, storages_.back().second, home);
 }
 
+bool ReusedAlias::reusable() const {
+  // Only this slot holds the alias and its storage (no strong or weak reference kept by a
+  // kernel), and nothing changed what bind() does not set again.
+  if (!alias_.defined() || alias_.use_count() != 1 || alias_.weak_use_count() != 1) return false;
+  const c10::TensorImpl* impl = alias_.unsafeGetTensorImpl();
+  return impl->storage().unsafeGetStorageImpl() == storage_.get() && storage_.use_count() == 2 &&
+         storage_.weak_use_count() == 1 && !storage_->resizable() &&
+         impl->autograd_meta() == nullptr &&
+         impl->key_set().remove(c10::DispatchKey::Conjugate).remove(c10::DispatchKey::Negative) ==
+             keys_;
+}
+
+at::Tensor ReusedAlias::bind(const at::Tensor& t) {
+  TORCH_CHECK(t.defined() && has_other_home(t.device()), "eagerc: ReusedAlias expects a tensor of a ",
+              "device whose memory has a home device, got ",
+              t.defined() ? c10::str(t.device()) : std::string("an undefined tensor"));
+  const c10::Device home = memory_home(t.device());
+  if (!reusable() || alias_.dtype() != t.dtype() || alias_.device() != home) {
+    alias_ = alias_on(t, home);
+    storage_ = c10::intrusive_ptr<c10::StorageImpl>::reclaim_copy(
+        alias_.storage().unsafeGetStorageImpl());
+    keys_ = alias_.key_set().remove(c10::DispatchKey::Conjugate).remove(c10::DispatchKey::Negative);
+    return alias_;
+  }
+  c10::StorageImpl* source = t.storage().unsafeGetStorageImpl();
+  void* data = source->mutable_data();
+  c10::raw::intrusive_ptr::incref(source);
+  storage_->set_data_ptr_noswap(c10::DataPtr(data, source, &release_storage, home));
+  storage_->set_nbytes(source->nbytes());
+  c10::TensorImpl* impl = alias_.unsafeGetTensorImpl();
+  impl->set_sizes_and_strides(t.sizes(), t.strides(), t.storage_offset());
+  impl->_set_conj(t.is_conj());
+  impl->_set_neg(t.is_neg());
+  return alias_;
+}
+
+void ReusedAlias::release() noexcept {
+  if (!reusable()) {
+    alias_.reset();  // whoever holds it keeps it, and the memory it points at
+    storage_.reset();
+    return;
+  }
+  storage_->set_data_ptr_noswap(c10::DataPtr(nullptr, alias_.device()));  // drops t's storage
+  storage_->set_nbytes(0);
+}
+
 void sync_written(const at::Tensor& original, const at::Tensor& alias) {
   if (alias.sizes() == original.sizes() && alias.strides() == original.strides() &&
       alias.storage_offset() == original.storage_offset() &&

@@ -9,7 +9,9 @@
 #pragma once
 
 #include <ATen/core/Tensor.h>
+#include <c10/core/StorageImpl.h>
 #include <c10/util/SmallVector.h>
+#include <c10/util/intrusive_ptr.h>
 
 #include <utility>
 
@@ -44,6 +46,46 @@ class CallAliases {
 
  private:
   c10::SmallVector<std::pair<const c10::StorageImpl*, c10::Storage>, 4> storages_;
+};
+
+// A CPU alias that one call site keeps from call to call (per thread) and points at each
+// call's tensor: on a path that runs every call on aliases (a typed convolution's hit),
+// no StorageImpl or TensorImpl is created or freed. Each bind() sets every piece of the
+// alias's metadata from the tensor (its storage's bytes and size, sizes, strides, offset,
+// conj and neg bits) and holds a reference to the tensor's storage, as cpu_alias does;
+// release() drops that reference, so between calls the alias keeps no device memory alive.
+// An alias that anyone else still holds when the call ends (a kernel kept it, returned
+// it, or changed its metadata beyond what bind() sets) is given up to them and a fresh
+// one made next time. Use it through BoundAlias.
+class ReusedAlias {
+ public:
+  at::Tensor bind(const at::Tensor& t);
+  void release() noexcept;
+
+ private:
+  bool reusable() const;
+
+  at::Tensor alias_;
+  c10::intrusive_ptr<c10::StorageImpl> storage_;  // alias_'s storage as made
+  c10::DispatchKeySet keys_;                      // alias_'s keys as made (no conj or neg bit)
+};
+
+// One use of a ReusedAlias for the length of a call: bound on construction, released on
+// destruction (also when the call throws).
+class BoundAlias {
+ public:
+  BoundAlias(ReusedAlias& slot, const at::Tensor& t) : slot_(slot), alias_(slot.bind(t)) {}
+  ~BoundAlias() {
+    alias_.reset();
+    slot_.release();
+  }
+  BoundAlias(const BoundAlias&) = delete;
+  BoundAlias& operator=(const BoundAlias&) = delete;
+  const at::Tensor& get() const { return alias_; }
+
+ private:
+  ReusedAlias& slot_;
+  at::Tensor alias_;
 };
 
 // After a CPU kernel wrote `alias` (a CallAliases alias of device tensor `original`): if

@@ -55,3 +55,59 @@ def test_models_convolutions_match_eager_with_grad(fresh_cache):
         assert_close(F.conv2d(dx, dconv.weight, None, 1, 0).cpu(), F.conv2d(x, conv.weight, None, 1, 0))
     stats = eagerc.stats()["ops"]["aten::convolution@PrivateUse1"]
     assert stats["fallbacks"] == 0 and stats["hits"] >= 1, stats
+
+
+def _conv_stats():
+    return eagerc.stats()["ops"]["aten::convolution@PrivateUse1"]
+
+
+def test_reused_aliases_follow_each_calls_tensors(fresh_cache):
+    # The typed kernel keeps its CPU aliases from call to call and points them at each
+    # call's tensors (host_alias.h ReusedAlias): new memory, new strides, a view's offset,
+    # a changed value and another dtype each reach the kernel.
+    torch.manual_seed(0)
+    args = ([1, 1], [1, 1], [1, 1], False, [0, 0], 1)
+    calls = []
+    for dtype in (torch.float32, torch.float32, torch.float64, torch.float32):
+        calls.append((torch.randn(2, 3, 6, 6, dtype=dtype), torch.randn(4, 3, 3, 3, dtype=dtype)))
+    calls.append((calls[0][0].contiguous(memory_format=torch.channels_last), calls[0][1]))
+    big = torch.randn(3, 3, 6, 6)
+    calls.append((big[1:], calls[1][1]))  # a view with a storage offset
+    for x, w in calls + calls:
+        dx, dw = x.to("eagerc"), w.to("eagerc")
+        assert_close(torch.ops.aten.convolution(dx, dw, None, *args).cpu(),
+                     torch.ops.aten.convolution(x, w, None, *args))
+        dw.mul_(-1)  # in place: the next call on the same tensor sees it
+        assert_close(torch.ops.aten.convolution(dx, dw, None, *args).cpu(),
+                     torch.ops.aten.convolution(x, -w, None, *args))
+    stats = _conv_stats()
+    assert stats["fallbacks"] == 0 and stats["hits"] >= len(calls) * 3, stats
+
+
+def test_reused_aliases_keep_no_device_memory_alive(fresh_cache):
+    from torch.multiprocessing.reductions import StorageWeakRef
+
+    args = ([1, 1], [0, 0], [1, 1], False, [0, 0], 1)
+    x, w, b = torch.randn(1, 2, 4, 4), torch.randn(3, 2, 1, 1), torch.randn(3)
+    for _ in range(2):  # a miss, then a typed hit
+        dx, dw, db = x.to("eagerc"), w.to("eagerc"), b.to("eagerc")
+        out = torch.ops.aten.convolution(dx, dw, db, *args)
+    assert _conv_stats()["hits"] == 1
+    assert_close(out.cpu(), torch.ops.aten.convolution(x, w, b, *args))
+    refs = [StorageWeakRef(t.untyped_storage()) for t in (dx, dw, db)]
+    del dx, dw, db
+    assert [r.expired() for r in refs] == [True, True, True]
+
+
+def test_arguments_over_one_storage_match_eager(fresh_cache):
+    # Input and weight in one device storage take one CPU storage (CallAliases), as
+    # before; values are eager's.
+    buf = torch.randn(2 * 3 * 5 * 5 + 4 * 3 * 3 * 3)
+    x, w = buf[:150].view(2, 3, 5, 5), buf[150:].view(4, 3, 3, 3)
+    dbuf = buf.to("eagerc")
+    dx, dw = dbuf[:150].view(2, 3, 5, 5), dbuf[150:].view(4, 3, 3, 3)
+    args = ([1, 1], [1, 1], [1, 1], False, [0, 0], 1)
+    for _ in range(3):
+        assert_close(torch.ops.aten.convolution(dx, dw, None, *args).cpu(),
+                     torch.ops.aten.convolution(x, w, None, *args))
+    assert _conv_stats()["hits"] == 2
