@@ -105,6 +105,94 @@ def test_sizes_that_steer_python_stay_specialized():
         assert (stats["records"], stats["hits"]) == (3, 2), (fn.__name__, stats)
 
 
+_OUTSIDE = {"calls": 0}  # state only a finalizer reads; changes between the calls
+_IN_RUN = []  # finalizers that ran inside a monitor run
+
+
+class _Garbage:
+    """Cyclic garbage whose finalizer reads outside state and leaves one more of itself:
+    under gc.set_threshold(1) every allocation runs one, wherever it happens."""
+    renew = False
+
+    def __init__(self):
+        self.cycle = self
+
+    def __del__(self):
+        from eagerc.capture import monitor
+        calls = _OUTSIDE["calls"]
+        if getattr(monitor._running, "monitor", None) is not None:
+            _IN_RUN.append(calls)
+        if _Garbage.renew:
+            _Garbage()
+
+
+def test_finalizers_run_by_the_collector_are_not_the_program():
+    """The steer test failed once in a full CI run, never alone: a collection ran inside a
+    monitor run, at an allocation of the program, and the monitor watched the finalizer it
+    ran (the code of whatever garbage was pending) as if it were the program. Its reads went
+    into the record's guard, and the next identical call missed. Here a finalizer runs at
+    every allocation and reads state that changes between the calls."""
+    import gc
+    thresholds = gc.get_threshold()
+    _IN_RUN.clear()
+    try:
+        for fn in (f_loop, f_index):
+            cap = capture(fn, backend="eager", dynamic=True)
+            for n in (3, 4, 3, 5, 4):
+                x = torch.randn(n, 2)
+                _OUTSIDE["calls"] += 1
+                gc.set_threshold(1, 10**6, 10**6)
+                _Garbage.renew = True
+                _Garbage()
+                try:
+                    out = cap(x)
+                finally:
+                    _Garbage.renew = False
+                    gc.set_threshold(*thresholds)
+                    gc.collect()
+                assert_close(out, fn(x))
+            stats = capture_stats(cap)
+            assert (stats["records"], stats["hits"]) == (3, 2), (fn.__name__, stats)
+            assert not stats["stop_reasons"], stats
+    finally:
+        _Garbage.renew = False
+        gc.set_threshold(*thresholds)
+    assert _IN_RUN  # the collector did run finalizers inside monitor runs
+
+
+def test_gc_callbacks_registered_later_run_paused_too():
+    """gc.callbacks are Python code the collector runs as well: one registered after
+    capture was imported, reading outside state, stays out of the records."""
+    import gc
+    seen = []
+
+    def foreign(phase, info):
+        from eagerc.capture import monitor
+        calls = _OUTSIDE["calls"]
+        if getattr(monitor._running, "monitor", None) is not None:
+            seen.append(calls)
+
+    thresholds = gc.get_threshold()
+    gc.callbacks.append(foreign)
+    try:
+        cap = capture(f_index, backend="eager", dynamic=True)
+        for n in (3, 4, 3, 5, 4):
+            x = torch.randn(n, 2)
+            _OUTSIDE["calls"] += 1
+            gc.set_threshold(1, 10**6, 10**6)
+            try:
+                out = cap(x)
+            finally:
+                gc.set_threshold(*thresholds)
+            assert_close(out, f_index(x))
+    finally:
+        gc.callbacks.remove(foreign)
+        gc.set_threshold(*thresholds)
+    stats = capture_stats(cap)
+    assert (stats["records"], stats["hits"]) == (3, 2), stats
+    assert seen  # it ran inside monitor runs
+
+
 def f_view(x):
     b, s = x.shape
     return x.view(b * s, -1) * s

@@ -12,6 +12,8 @@ monitor records the reason and stops watching: the program finishes normally, so
 result is correct, and the record made from it runs the function eagerly.
 """
 import functools
+import gc
+import threading
 import types
 
 import torch
@@ -31,6 +33,57 @@ _NATIVE_SLOT = (types.GetSetDescriptorType, types.MemberDescriptorType)
 
 
 LIFT_STOP = "lifted scalar used outside torch ops"
+
+# The monitor run in progress on each thread (.monitor), and the one a collection on this
+# thread paused (.paused).
+_running = threading.local()
+
+
+def _gc_start(phase, info):
+    """A garbage collection pauses the monitor run of its thread (gc.callbacks).
+
+    The collector runs finalizers (`__del__`, weakref callbacks, generators closed) of
+    whatever garbage is pending, inside whichever instruction allocated past the threshold:
+    with a monitor run in progress, an instruction of the program. That code is not the
+    program's: other objects' clean-up, run at a point that depends on the whole process's
+    allocation history. Watched, its reads went into the record's guard (a guard that then
+    failed on the next identical call: a re-record, in a test only in full-suite runs), its
+    native calls could stop capture, its torch calls went into the graph. Paused like an
+    annotated call (suspend: no frame watched, no instruction handled; opaque: no torch call
+    recorded) until the collection ends (`_gc_stop`). Collections on other threads pause
+    nothing here."""
+    if phase != "start":
+        return
+    mon = getattr(_running, "monitor", None)
+    _running.paused = mon
+    if mon is not None:
+        mon.suspend += 1
+        mon.opaque += 1
+
+
+def _gc_stop(phase, info):
+    if phase != "stop":
+        return
+    mon = getattr(_running, "paused", None)
+    _running.paused = None
+    if mon is not None:
+        mon.suspend -= 1
+        mon.opaque -= 1
+
+
+def _seat_gc_callbacks():
+    """`_gc_start` first and `_gc_stop` last in gc.callbacks: other callbacks are Python
+    code the collector runs too, and must run paused."""
+    cbs = gc.callbacks
+    if cbs[:1] != [_gc_start] or cbs[-1:] != [_gc_stop]:
+        for cb in (_gc_start, _gc_stop):
+            while cb in cbs:
+                cbs.remove(cb)
+        cbs.insert(0, _gc_start)
+        cbs.append(_gc_stop)
+
+
+_seat_gc_callbacks()
 
 
 class Monitor:
@@ -86,11 +139,17 @@ class Monitor:
     def run(self):
         """Run the program once. `started`/`finished` tell the caller whether an exception
         came before the program ran, from the program, or after it returned `result`."""
-        with self.recorder, make_tracer(self._call_event, self.stop):
-            self.started = True
-            self.result = self.fn(*self.args, **self.kwargs)
-            self.finished = True
-            return self.result
+        _seat_gc_callbacks()
+        outer = getattr(_running, "monitor", None)
+        _running.monitor = self  # garbage collections pause it (_gc_start)
+        try:
+            with self.recorder, make_tracer(self._call_event, self.stop):
+                self.started = True
+                self.result = self.fn(*self.args, **self.kwargs)
+                self.finished = True
+                return self.result
+        finally:
+            _running.monitor = outer
 
     def stop(self, reason):
         if self.stopped is None:
