@@ -144,20 +144,19 @@ enable_ops(c10::DispatchKey key, const std::vector<std::string>& ops, const Serv
       continue;
     }
     std::string name = qualified.substr(qualified.find("::") + 2);
-    // Host memory only: the typed kernel's hit path makes CPU aliases (a device on GPU
-    // memory keeps the boxed holder, which moves convolution onto CUDA aliases).
-    const bool host_memory = key == c10::DispatchKey::PrivateUse1 &&
-                             memory_home(c10::Device(c10::DeviceType::PrivateUse1, 0)).is_cpu();
-    // mm and addmm, typed: in override mode on CPU, and on a host-memory device as above.
-    // Never where the memory is GPU memory (override mode on CUDA, a device backed by CUDA).
+    // The eagerc device, whose memory has a home (host or GPU memory): the typed kernels'
+    // hit path runs the artifact on aliases of the home device (CPU aliases; on GPU memory
+    // CUDA aliases, where cuBLAS and cuDNN run), as the boxed holder would.
+    const bool device_with_home = key == c10::DispatchKey::PrivateUse1 && options.host_aliases &&
+                                  !options.aliases_first && !options.run_on_aliases;
+    // mm and addmm, typed: in override mode on CPU, and on the eagerc device as above. Not
+    // in override mode on CUDA (its tensors need no aliases: the boxed hit is as cheap).
     const bool typed_matmul =
         (qualified == "aten::mm" || qualified == "aten::addmm") &&
         ((key == c10::DispatchKey::CPU && !options.host_aliases && !options.new_device &&
           memory_home(c10::Device(c10::DeviceType::CPU)).is_cpu()) ||
-         (options.host_aliases && host_memory && !options.aliases_first &&
-          !options.run_on_aliases));
-    if (qualified == "aten::convolution" && options.host_aliases && host_memory &&
-        !options.aliases_first && !options.run_on_aliases) {
+         device_with_home);
+    if (qualified == "aten::convolution" && device_with_home) {
       lib->impl(name.c_str(), unboxed_convolution_kernel(state));  // see unboxed_convolution.h
     } else if (typed_matmul) {
       lib->impl(name.c_str(), qualified == "aten::mm" ? unboxed_mm_kernel(state)

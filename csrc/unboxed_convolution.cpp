@@ -101,9 +101,10 @@ class UnboxedConvolution {
     return a.storage().unsafeGetStorageImpl() == b.storage().unsafeGetStorageImpl();
   }
 
-  // A tensor of the device whose memory is host memory (the aliases are CPU tensors).
+  // A tensor of the device, whose memory has a home device (host memory: CPU aliases; GPU
+  // memory: CUDA aliases, on which cuDNN runs).
   static bool on_device(const at::Tensor& t) {
-    return t.defined() && has_other_home(t.device()) && memory_home(t.device()).is_cpu();
+    return t.defined() && has_other_home(t.device());
   }
 
   std::shared_ptr<OpState> state_;

@@ -9,9 +9,10 @@
 namespace eagerc {
 namespace {
 
-// A tensor of a device whose memory is host memory (its aliases are CPU tensors).
-bool on_host_device(const at::Tensor& t) {
-  return t.defined() && has_other_home(t.device()) && memory_home(t.device()).is_cpu();
+// A tensor of a device whose memory has a home device (host memory: CPU aliases; GPU
+// memory: CUDA aliases, on which cuBLAS's shim runs).
+bool on_aliased_device(const at::Tensor& t) {
+  return t.defined() && has_other_home(t.device());
 }
 
 // What mm and addmm share: the hit path on the typed arguments, else the boxed holder.
@@ -38,7 +39,7 @@ class UnboxedMatmulBase {
     }
     const at::Tensor& first = *tensors[0];
     for (const at::Tensor* t : tensors) {
-      if (!on_host_device(*t) || t->device() != first.device()) return false;
+      if (!on_aliased_device(*t) || t->device() != first.device()) return false;
     }
     if (!st.compiled_on_host_aliases.load(std::memory_order_relaxed)) {
       // A kernel that calls no ATen CPU function runs on the device's own tensors.

@@ -201,3 +201,38 @@ def test_attention_takes_cudas_efficient_kernel_where_its_branch_is_device_neutr
         print("OK")
     """, tmp_path / "cache")
     assert "OK" in out
+
+
+def test_typed_convolution_and_matmul_hits_run_on_reused_cuda_aliases(tmp_path):
+    # On GPU memory, convolution, mm and addmm run on CUDA aliases (cuDNN's and cuBLAS's
+    # guards refuse other device types); their typed kernels (csrc/unboxed_*.cpp) serve the
+    # hits, on aliases kept from call to call: new tensors every call, a weight changed in
+    # place between calls, an input sharing its storage with the weight.
+    out = run_on_gpu_device("""
+        import torch, eagerc
+        import torch.nn.functional as F
+        torch.backends.cudnn.allow_tf32 = False
+        torch.manual_seed(0)
+        w, b, m, bias = torch.randn(4, 3, 3, 3), torch.randn(4), torch.randn(5, 6), torch.randn(6)
+        dw, db, dm, dbias = (t.to("eagerc") for t in (w, b, m, bias))
+        for i in range(4):
+            x, a = torch.randn(2, 3, 8, 8), torch.randn(7, 5)
+            dx, da = x.to("eagerc"), a.to("eagerc")
+            got = {"conv": F.conv2d(dx, dw, db, padding=1).cpu(), "mm": (da @ dm).cpu(),
+                   "addmm": torch.addmm(dbias, da, dm).cpu()}
+            want = {"conv": F.conv2d(x, w, b, padding=1), "mm": a @ m, "addmm": torch.addmm(bias, a, m)}
+            for k in got:
+                assert torch.allclose(got[k], want[k], atol=1e-4, rtol=1e-4), (i, k)
+            dw.mul_(2)
+            w.mul_(2)
+        both = torch.randn(30)
+        dboth = both.to("eagerc")
+        got = (dboth[:25].view(5, 5) @ dboth[5:30].view(5, 5)).cpu()
+        assert torch.allclose(got, both[:25].view(5, 5) @ both[5:30].view(5, 5), atol=1e-4)
+        s = eagerc.stats()["ops"]
+        for op in ("aten::convolution@PrivateUse1", "aten::mm@PrivateUse1", "aten::addmm@PrivateUse1"):
+            st = s[op]
+            assert st["hits"] >= 3 and st["fallbacks"] == 0 and st["on_home_aliases"], (op, st)
+        print("OK")
+    """, tmp_path / "cache")
+    assert "OK" in out
