@@ -116,3 +116,44 @@ def test_cpu_softmax_through_eagercs_decomposition_matches_eager(fresh_cache, dt
                 assert_close(got, want, equal_nan=True)
     stats = eagerc.stats()["ops"]["aten::_softmax@CPU"]
     assert (stats["compiles"], stats["hits"], stats["fallbacks"]) == (len(cases), len(cases), 0), stats
+
+
+def _max_pool_inputs(shape, dtype):
+    # Random values; NaNs (several in one window: ATen's index is the last) and -inf; only
+    # -inf (windows over the padding: ATen's index is the first tap inside the input); ties
+    # of 0.0 and -0.0 (the first tap wins, value and index).
+    x = torch.randn(shape)
+    nans = x.clone()
+    nans[..., ::3, ::2] = float("nan")
+    nans[..., 1::4, :] = float("-inf")
+    ties = torch.randint(-1, 2, shape).float()
+    ties[ties == 0] = -0.0
+    ties[..., ::2, 1::3] = 0.0
+    return [t.to(dtype) for t in (x, nans, torch.full(shape, float("-inf")), ties)]
+
+
+@pytest.mark.parametrize("dtype,shape,args,layout", [
+    (torch.float32, (2, 4, 9, 8), ([3, 3], [2, 2], [1, 1], [1, 1], False), "contiguous"),
+    (torch.float32, (2, 3, 7, 9), ([3, 2], [1, 2], [1, 0], [2, 1], True), "channels_last"),
+    (torch.float64, (2, 3, 9, 7), ([2, 3], [], [1, 1], [1, 2], True), "transposed"),
+    (torch.bfloat16, (3, 7, 9), ([3, 3], [2, 2], [1, 1], [1, 1], True), "contiguous"),
+])
+def test_max_pool2d_through_eagercs_decomposition_is_atens(fresh_cache, dtype, shape, args, layout):
+    # compile/cpu_decompositions.py: ATen's loop as a generated kernel. Values (with the
+    # sign of a zero) and indices are ATen's, bit for bit; each kernel compiles once.
+    inputs = _max_pool_inputs(shape, dtype)
+    if layout == "channels_last":
+        inputs = [t.contiguous(memory_format=torch.channels_last) for t in inputs]
+    elif layout == "transposed":
+        inputs = [t.transpose(-1, -2) for t in inputs]
+    for x in inputs:
+        want, want_idx = torch.ops.aten.max_pool2d_with_indices(x, *args)
+        got, idx = torch.ops.aten.max_pool2d_with_indices(x.to("eagerc"), *args)
+        got, idx = got.cpu(), idx.cpu()
+        assert (got.stride(), idx.stride()) == (want.stride(), want_idx.stride())
+        assert torch.equal(idx, want_idx)
+        assert torch.equal(got.isnan(), want.isnan())
+        assert torch.equal(got.nan_to_num(0.5), want.nan_to_num(0.5))
+        assert torch.equal(got.signbit(), want.signbit())
+    stats = _op_stats("aten::max_pool2d_with_indices")
+    assert (stats["compiles"], stats["aliased"], stats["hits"]) == (1, 0, len(inputs) - 1), stats
