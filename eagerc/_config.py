@@ -21,8 +21,10 @@ CPU_FALLBACK_ENV = "EAGERC_CPU_FALLBACK"
 # wrappers allocate outputs directly (direct_alloc.py); a host-memory device's CPU flash
 # attention takes its tensors directly (older entries recorded "run on CPU aliases"). 9: CPU
 # softmax realizes its row sums' reciprocal (compile/cpu_decompositions.py; older kernels
-# divided once per 16 elements, ~25% slower at 64 columns).
-FORMAT_VERSION = 9
+# divided once per 16 elements, ~25% slower at 64 columns). 10: CPU max_pool2d_with_indices is
+# ATen's loop as an Inductor kernel (compile/cpu_decompositions.py; older kernels gave a window
+# of only -inf over the padding a padding tap's negative index, and several NaNs the first's).
+FORMAT_VERSION = 10
 
 
 # Where the eagerc device keeps its memory: "cpu" (host memory, the default) or "cuda"
