@@ -66,6 +66,11 @@ void exit_activity();
 // quantized, a ZeroTensor). `op` names the op in the message.
 at::Tensor device_result(const at::Tensor& t, c10::Device device, const std::string& op);
 
+// A typed kernel's hit (csrc/unboxed_*.cpp): on an L1 hit for `sig` in `st`'s table, runs
+// the artifact (counted as a hit), stores its first output in `result` and returns true;
+// on a miss returns false, having run nothing (the caller hands the call to the boxed holder).
+bool run_typed_hit(OpState& st, const CallSignature& sig, at::Tensor* result);
+
 // Whether EAGERC_CPU_FALLBACK=1 lets a new device run uncompilable ops on CPU.
 void set_cpu_fallback(bool enabled);
 

@@ -70,15 +70,8 @@ class UnboxedConvolution {
     compute_convolution_signature(in, w, b, stride, padding, dilation, transposed,
                                   output_padding, groups,
                                   st.specialize_values.load(std::memory_order_relaxed), &sig);
-    const auto found = sig.unsupported ? KernelTable::Lookup{} : st.table.find(sig);
-    if (!found.artifact) return false;
-    st.counters.hits.fetch_add(1, std::memory_order_relaxed);
-    c10::SmallVector<at::Tensor, 4> outs;
-    {
-      ActivityGuard guard;
-      outs = found.artifact->run(sig);
-    }
-    at::Tensor& out = outs.at(0);
+    at::Tensor out;
+    if (!run_typed_hit(st, sig, &out)) return false;
     *result = !out.defined() || out.device() != memory_home(input.device())
                   ? std::move(out)
                   : device_result(out, input.device(), st.name);

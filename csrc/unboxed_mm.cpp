@@ -91,17 +91,7 @@ class UnboxedMatmulBase {
   }
 
   bool run_hit(const CallSignature& sig, at::Tensor* result) const {
-    OpState& st = *state_;
-    const auto found = sig.unsupported ? KernelTable::Lookup{} : st.table.find(sig);
-    if (!found.artifact) return false;
-    st.counters.hits.fetch_add(1, std::memory_order_relaxed);
-    c10::SmallVector<at::Tensor, 4> outs;
-    {
-      ActivityGuard guard;
-      outs = found.artifact->run(sig);
-    }
-    *result = std::move(outs.at(0));
-    return true;
+    return run_typed_hit(*state_, sig, result);
   }
 
   at::Tensor boxed(c10::DispatchKeySet ks, torch::jit::Stack&& stack) const {
