@@ -40,8 +40,6 @@ void exit_activity() { --tls_depth; }
 void set_cpu_fallback(bool enabled) { g_cpu_fallback.store(enabled); }
 void set_alias_fallback(bool enabled) { g_alias_fallback.store(enabled); }
 
-// Only a plain strided tensor has memory to share: a sparse result, or a ZeroTensor
-// (_efficientzerotensor: no memory at all; aliasing it crashed), cannot live on the device.
 bool run_typed_hit(OpState& st, const CallSignature& sig, at::Tensor* result) {
   const auto found = sig.unsupported ? KernelTable::Lookup{} : st.table.find(sig);
   if (!found.artifact) return false;
@@ -55,6 +53,8 @@ bool run_typed_hit(OpState& st, const CallSignature& sig, at::Tensor* result) {
   return true;
 }
 
+// Only a plain strided tensor has memory to share: a sparse result, or a ZeroTensor
+// (_efficientzerotensor: no memory at all; aliasing it crashed), cannot live on the device.
 at::Tensor device_result(const at::Tensor& t, c10::Device device, const std::string& op) {
   TORCH_CHECK_NOT_IMPLEMENTED(
       t.layout() == c10::kStrided && !t._is_zerotensor() && !t.is_quantized(), "eagerc: ", op,

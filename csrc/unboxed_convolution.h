@@ -1,5 +1,7 @@
-// aten::convolution on a host-memory device, called unboxed. A compiled convolution there
-// is ATen's CPU convolution run on CPU aliases (mkldnn picks its backend by device type).
+// aten::convolution on the eagerc device, called unboxed. A compiled convolution there is
+// the home device's ATen convolution run on aliases (host memory: CPU aliases, as mkldnn
+// picks its backend by device type; GPU memory: CUDA aliases, as cuDNN's guard refuses
+// other device types).
 // Through the boxed holder, each call first boxes its four int lists into heap-allocated
 // c10::Lists, and the signature, aliases and lookup then read them back. This kernel takes
 // the typed arguments: on an L1 hit it makes the aliases, computes the same signature
