@@ -13,6 +13,8 @@
 #include <c10/util/SmallVector.h>
 #include <c10/util/intrusive_ptr.h>
 
+#include <array>
+#include <optional>
 #include <utility>
 
 namespace eagerc {
@@ -86,6 +88,51 @@ class BoundAlias {
  private:
   ReusedAlias& slot_;
   at::Tensor alias_;
+};
+
+// The home-device aliases of one typed kernel call's tensor arguments (nullptr: an absent
+// optional argument). Each argument position keeps its ReusedAlias in `slots` (the call
+// site's, per thread), unless two of the tensors share a storage: those calls take
+// CallAliases, which gives them one home storage, as on the device.
+template <size_t N>
+class ArgumentAliases {
+ public:
+  ArgumentAliases(std::array<ReusedAlias, N>& slots, const std::array<const at::Tensor*, N>& tensors) {
+    if (share_a_storage(tensors)) {
+      shared_.emplace();
+      for (size_t i = 0; i < N; ++i) {
+        if (tensors[i] == nullptr) continue;
+        fresh_[i] = shared_->alias(*tensors[i]);
+        on_alias_[i] = &fresh_[i];
+      }
+      return;
+    }
+    for (size_t i = 0; i < N; ++i) {
+      if (tensors[i] == nullptr) continue;
+      bound_[i].emplace(slots[i], *tensors[i]);
+      on_alias_[i] = &bound_[i]->get();
+    }
+  }
+  // The aliases in argument order (nullptr where the argument is absent).
+  const std::array<const at::Tensor*, N>& get() const { return on_alias_; }
+
+ private:
+  static bool share_a_storage(const std::array<const at::Tensor*, N>& tensors) {
+    for (size_t i = 0; i < N; ++i) {
+      for (size_t j = i + 1; j < N; ++j) {
+        if (tensors[i] != nullptr && tensors[j] != nullptr &&
+            tensors[i]->storage().unsafeGetStorageImpl() == tensors[j]->storage().unsafeGetStorageImpl()) {
+          return true;
+        }
+      }
+    }
+    return false;
+  }
+
+  std::optional<CallAliases> shared_;
+  std::array<at::Tensor, N> fresh_;
+  std::array<std::optional<BoundAlias>, N> bound_;
+  std::array<const at::Tensor*, N> on_alias_{};
 };
 
 // After a CPU kernel wrote `alias` (a CallAliases alias of device tensor `original`): if

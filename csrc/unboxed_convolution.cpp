@@ -2,6 +2,7 @@
 
 #include <ATen/core/stack.h>
 
+#include <array>
 #include <optional>
 
 #include "host_alias.h"
@@ -26,32 +27,16 @@ class UnboxedConvolution {
         st.compiled_on_host_aliases.load(std::memory_order_relaxed) && on_device(input) &&
         on_device(weight) && weight.device() == input.device() &&
         (!has_bias || (on_device(*bias) && bias->device() == input.device()))) {
-      // The boxed path's compiled_on_cpu_aliases, typed. The aliases are this thread's,
-      // kept from call to call and pointed at this call's tensors (ReusedAlias): a
-      // convolution's time depends on the allocations around it, and fresh aliases cost
-      // two StorageImpl and TensorImpl pairs per call. Tensors that share a storage keep
-      // CallAliases, which gives them one CPU storage (as on the device).
+      // The boxed path's compiled_on_cpu_aliases, typed, on this call site's reused aliases
+      // (ArgumentAliases): a convolution's time depends on the allocations around it, and
+      // fresh aliases cost two StorageImpl and TensorImpl pairs per call.
+      thread_local std::array<ReusedAlias, 3> slots;
+      const ArgumentAliases<3> aliases(slots, {&input, &weight, has_bias ? &*bias : nullptr});
+      const auto& on_alias = aliases.get();
       at::Tensor result;
-      if (shares_storage(input, weight) || (has_bias && (shares_storage(input, *bias) ||
-                                                         shares_storage(weight, *bias)))) {
-        CallAliases aliases;
-        const at::Tensor in = aliases.alias(input);
-        const at::Tensor w = aliases.alias(weight);
-        const at::Tensor b = has_bias ? aliases.alias(*bias) : at::Tensor();
-        if (run_on(input, in, w, has_bias ? &b : nullptr, stride, padding, dilation, transposed,
-                   output_padding, groups, &result)) {
-          return result;
-        }
-      } else {
-        thread_local ReusedAlias input_slot, weight_slot, bias_slot;
-        const BoundAlias in(input_slot, input);
-        const BoundAlias w(weight_slot, weight);
-        std::optional<BoundAlias> b;
-        if (has_bias) b.emplace(bias_slot, *bias);
-        if (run_on(input, in.get(), w.get(), has_bias ? &b->get() : nullptr, stride, padding,
-                   dilation, transposed, output_padding, groups, &result)) {
-          return result;
-        }
+      if (run_on(input, *on_alias[0], *on_alias[1], on_alias[2], stride, padding, dilation,
+                 transposed, output_padding, groups, &result)) {
+        return result;
       }
     }
     return boxed(ks, input, weight, bias, stride, padding, dilation, transposed, output_padding,
@@ -88,10 +73,6 @@ class UnboxedConvolution {
                      output_padding, std::move(groups));
     (*boxed_)(state_->op, ks, &stack);
     return std::move(stack.back()).toTensor();
-  }
-
-  static bool shares_storage(const at::Tensor& a, const at::Tensor& b) {
-    return a.storage().unsafeGetStorageImpl() == b.storage().unsafeGetStorageImpl();
   }
 
   // A tensor of the device, whose memory has a home device (host memory: CPU aliases; GPU

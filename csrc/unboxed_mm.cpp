@@ -2,8 +2,6 @@
 
 #include <ATen/core/stack.h>
 
-#include <optional>
-
 #include "host_alias.h"
 #include "kernel_holder.h"
 #include "signature.h"
@@ -49,45 +47,16 @@ class UnboxedMatmulBase {
       return run_hit(sig, result);
     }
     // The boxed path's compiled_on_cpu_aliases, typed (on GPU memory: cuBLAS on CUDA
-    // aliases). The aliases are this thread's, kept from call to call and pointed at this
-    // call's tensors (ReusedAlias, as the typed convolution's), unless two tensors share a
-    // storage: CallAliases gives those one home storage, as on the device.
-    std::array<const at::Tensor*, N> on_alias;
-    std::array<std::optional<BoundAlias>, N> bound;
-    std::optional<CallAliases> shared;
-    std::array<at::Tensor, N> fresh;
-    if (shares_a_storage(tensors)) {
-      shared.emplace();
-      for (size_t i = 0; i < N; ++i) {
-        fresh[i] = shared->alias(*tensors[i]);
-        on_alias[i] = &fresh[i];
-      }
-    } else {
-      thread_local std::array<ReusedAlias, N> slots;
-      for (size_t i = 0; i < N; ++i) {
-        bound[i].emplace(slots[i], *tensors[i]);
-        on_alias[i] = &bound[i]->get();
-      }
-    }
-    fill(on_alias, specialize, &sig);
+    // aliases), on this call site's reused aliases (ArgumentAliases).
+    thread_local std::array<ReusedAlias, N> slots;
+    const ArgumentAliases<N> aliases(slots, tensors);
+    fill(aliases.get(), specialize, &sig);
     if (!run_hit(sig, result)) return false;
     at::Tensor& out = *result;
     if (out.defined() && out.device() == memory_home(first.device())) {
       out = device_result(out, first.device(), st.name);
     }
     return true;
-  }
-
-  template <size_t N>
-  static bool shares_a_storage(const std::array<const at::Tensor*, N>& tensors) {
-    for (size_t i = 0; i < N; ++i) {
-      for (size_t j = i + 1; j < N; ++j) {
-        if (tensors[i]->storage().unsafeGetStorageImpl() == tensors[j]->storage().unsafeGetStorageImpl()) {
-          return true;
-        }
-      }
-    }
-    return false;
   }
 
   bool run_hit(const CallSignature& sig, at::Tensor* result) const {
