@@ -190,13 +190,18 @@ def precompiled_prelude(flags: list, devices) -> str | None:
     return header
 
 
+def source_file(command: str):
+    """The C++ source a compile command builds (its first `.cpp` word), or None."""
+    return next((w for w in command.split() if w.endswith(".cpp")), None)
+
+
 def slim_build(builder, command: str) -> bool:
     """Build `builder` as `command` says, but with the prelude force-included instead of
     Inductor's header; False (nothing built) where that is not possible or fails."""
     if os.environ.get("EAGERC_GLUE_PRELUDE", "1") == "0":  # Inductor's header (A/B timing)
         return False
     forced = _FORCED_INCLUDE.search(command)
-    source = next((w for w in command.split() if w.endswith(".cpp")), None)
+    source = source_file(command)
     if forced is None or source is None or not os.path.exists(source):
         return False
     with open(source) as f:

@@ -173,7 +173,7 @@ def _is_glue_only(builder) -> bool:
     """Whether a one-step CPU build compiles glue code alone (a graph of extern calls, mm
     say: no C++ kernel of its own), which _build_glue builds at -O1 as a GPU wrapper."""
     command = getattr(builder, "get_command_line", None)
-    source = next((w for w in command().split() if w.endswith(".cpp")), None) if command else None
+    source = glue_prelude.source_file(command()) if command else None
     if source is None or not os.path.exists(source):
         return False
     with open(source) as f:
