@@ -1,8 +1,8 @@
 """eagerc on CUDA against native CUDA eager, same process (run on the GPU machine).
 
     python tools/bench_gpu.py large            # 8192x8192 fp32: kernel time per op, bandwidth
-    python tools/bench_gpu.py cold [--ab-prelude --rounds N]  # cold compile per op (fresh
-                                               # caches), new sizes
+    python tools/bench_gpu.py cold [--ab prelude|objects --rounds N]  # cold compile per op
+                                               # (fresh caches), new sizes
     python tools/bench_gpu.py models [--models bert,gpt2,resnet50] [--batches 1,32]
     python tools/bench_gpu.py device-models [--models ...] [--batches ...]
                                                # the eagerc device on GPU memory
@@ -145,7 +145,7 @@ def bench_cold(args) -> None:
     if os.environ.get("_EAGERC_COLD_CHILD") != "1":
         _cold_processes(args)
         return
-    from eagerc.compile import glue_prelude, inductor_wrapper
+    from eagerc.compile import glue_objects, glue_prelude, inductor_wrapper
 
     glue = []  # seconds of each wrapper build (the g++ step of a GPU compile)
     build_glue = inductor_wrapper._build_glue
@@ -168,7 +168,7 @@ def bench_cold(args) -> None:
         return
     seconds = {}
     for name, fn in COLD_OPS.items():
-        before, builds = eagerc.stats(), len(glue)
+        before, builds, reused = eagerc.stats(), len(glue), glue_objects.counts["hits"]
         t0 = time.perf_counter()
         with eagerc.enabled(DEV):
             fn(x, y)
@@ -176,10 +176,11 @@ def bench_cold(args) -> None:
             torch.cuda.synchronize()
         after = eagerc.stats()
         seconds[name] = (time.perf_counter() - t0, after["compiles"] - before["compiles"],
-                         sum(glue[builds:]))
+                         sum(glue[builds:]), glue_objects.counts["hits"] - reused)
     print("RESULT " + json.dumps(seconds), flush=True)
     print(f"wrapper builds on eagerc's header: {glue_prelude.counts['slim']}, "
-          f"fell back to Inductor's: {glue_prelude.counts['fallback']}", flush=True)
+          f"fell back to Inductor's: {glue_prelude.counts['fallback']}; compiled wrapper objects "
+          f"reused: {glue_objects.counts['hits']}, compiled: {glue_objects.counts['compiled']}", flush=True)
     if os.environ.get("_EAGERC_COLD_SIZES") == "1":
         before = eagerc.stats()["compiles"]
         with eagerc.enabled(DEV):
@@ -190,24 +191,33 @@ def bench_cold(args) -> None:
         print(f"new sizes (5 sizes x {len(COLD_OPS)} ops): {eagerc.stats()['compiles'] - before} compiles")
 
 
+# What `--ab` switches off in its B processes: glue_prelude's header, glue_objects' cache.
+AB_SWITCHES = {"prelude": ("EAGERC_GLUE_PRELUDE", "Inductor's header"),
+               "objects": ("EAGERC_GLUE_OBJECTS", "no object cache")}
+
+
 def _cold_processes(args) -> None:
     """Fresh processes with empty eagerc and Inductor caches: nothing is warm but what a
-    machine keeps (precompiled headers, the ISA probe's memo, bytecode). With --ab-prelude:
-    first a warm-up process (the machine's first builds its headers), then processes that
-    build wrappers on eagerc's header and on Inductor's (EAGERC_GLUE_PRELUDE=0), alternating,
-    `--rounds` of each; per op the median first-call and wrapper-build seconds of each."""
-    modes = ["1", "0"] * max(1, min(args.rounds, 3)) if args.ab_prelude else ["1"]
-    runs = [("warm-up", "1")] if args.ab_prelude else []
-    runs += [("eagerc" if m == "1" else "Inductor", m) for m in modes]
+    machine keeps (precompiled headers, the ISA probe's memo, bytecode); compiled wrapper
+    objects (glue_objects) live in the fresh eagerc cache, so a process reuses only those
+    its own earlier ops compiled. With --ab SWITCH: first a warm-up process (the machine's
+    first builds its headers), then processes with SWITCH on and off (AB_SWITCHES),
+    alternating, `--rounds` of each; per op the median first-call and wrapper-build seconds
+    of each, and in how many processes its wrapper object was reused."""
+    variable, off_label = AB_SWITCHES.get(args.ab or "", ("", ""))
+    modes = ["1", "0"] * max(1, min(args.rounds, 3)) if args.ab else ["1"]
+    runs = [("warm-up", "1")] if args.ab else []
+    runs += [("eagerc" if m == "1" else off_label, m) for m in modes]
     results = {}
-    for i, (label, prelude) in enumerate(runs):
-        print(f"== process {i}: " + ("warm-up" if label == "warm-up" else f"wrappers on {label}'s header"),
-              flush=True)
+    for i, (label, switch) in enumerate(runs):
+        print(f"== process {i}: {label}", flush=True)
         with tempfile.TemporaryDirectory() as fresh:
             env = dict(os.environ, _EAGERC_COLD_CHILD="1", EAGERC_CACHE_DIR=f"{fresh}/eagerc",
-                       TORCHINDUCTOR_CACHE_DIR=f"{fresh}/inductor", EAGERC_GLUE_PRELUDE=prelude,
+                       TORCHINDUCTOR_CACHE_DIR=f"{fresh}/inductor",
                        _EAGERC_COLD_WARMUP="1" if label == "warm-up" else "0",
                        _EAGERC_COLD_SIZES="1" if i == len(runs) - 1 else "0")
+            if variable:
+                env[variable] = switch
             done = subprocess.run([sys.executable, __file__, "cold"], env=env, check=True,
                                   capture_output=True, text=True)
         for line in done.stdout.splitlines():
@@ -216,8 +226,9 @@ def _cold_processes(args) -> None:
             elif "Online softmax" not in line and line.strip() and "split the reduction" not in line \
                     and "important use case" not in line and line != "softmax.":
                 print("   " + line)
-    labels = [label for label in ("eagerc", "Inductor") if label in results]
-    print(f"{'op':<14} {'kernels':>7} " + " ".join(f"{label + ' s':>11} {'g++ s':>6}" for label in labels))
+    labels = [label for label in ("eagerc", off_label) if label in results]
+    print(f"{'op':<14} {'kernels':>7} " + " ".join(f"{label[:14] + ' s':>16} {'g++ s':>6} {'reused':>6}"
+                                                  for label in labels))
     per_kernel = {label: [] for label in labels}
     for op in COLD_OPS:
         cells = []
@@ -225,15 +236,15 @@ def _cold_processes(args) -> None:
             runs_of = [r[op] for r in results[label]]
             first = statistics.median(r[0] for r in runs_of)
             glue = statistics.median(r[2] for r in runs_of)
+            reused = sum(r[3] > 0 for r in runs_of)
             kernels = runs_of[0][1]
             if kernels:
                 per_kernel[label].append(first / kernels)
-            cells.append(f"{first:>11.2f} {glue:>6.2f}")
+            cells.append(f"{first:>16.2f} {glue:>6.2f} {reused:>3}/{len(runs_of)}")
         print(f"{op:<14} {kernels:>7} " + " ".join(cells))
     for label in labels:
-        print(f"median per kernel, wrappers on {label}'s header: "
-              f"{statistics.median(per_kernel[label]):.2f} s over {len(per_kernel[label])} ops "
-              f"({len(results[label])} processes)")
+        print(f"median per kernel, {label}: {statistics.median(per_kernel[label]):.2f} s over "
+              f"{len(per_kernel[label])} ops ({len(results[label])} processes)")
 
 
 # ------------------------------------------------------------------ models
@@ -409,8 +420,8 @@ def main() -> None:
     parser.add_argument("--batches", default="1,32")
     parser.add_argument("--profile", action="store_true",
                         help="device-models: native vs device; models: torch.compile vs capture")
-    parser.add_argument("--ab-prelude", action="store_true",
-                        help="cold: also a process whose wrappers build on Inductor's header")
+    parser.add_argument("--ab", choices=sorted(AB_SWITCHES),
+                        help="cold: alternate processes with this build switch on and off")
     args = parser.parse_args()
     print(f"torch {torch.__version__}, {torch.cuda.get_device_name(0) if DEV == 'cuda' else DEV}")
     {"large": bench_large, "cold": bench_cold, "models": bench_models,

@@ -195,32 +195,43 @@ def source_file(command: str):
     return next((w for w in command.split() if w.endswith(".cpp")), None)
 
 
-def slim_build(builder, command: str) -> bool:
-    """Build `builder` as `command` says, but with the prelude force-included instead of
-    Inductor's header; False (nothing built) where that is not possible or fails."""
+def slim_command(command: str):
+    """`command` with the prelude force-included instead of Inductor's header, building a
+    copy of its source without the header line (written next to it); None where that is
+    not possible (switched off, not a generated wrapper, the header cannot be built)."""
     if os.environ.get("EAGERC_GLUE_PRELUDE", "1") == "0":  # Inductor's header (A/B timing)
-        return False
+        return None
     forced = _FORCED_INCLUDE.search(command)
     source = source_file(command)
     if forced is None or source is None or not os.path.exists(source):
-        return False
+        return None
     with open(source) as f:
         slim = slim_source(f.read())
     if slim is None:
-        return False
+        return None
     code, devices = slim
     header = precompiled_prelude(_compile_flags(command, source), devices)
     if header is None:
-        return False
+        return None
     slim_path = source[:-len(".cpp")] + ".eagerc.cpp"
     with open(slim_path, "w") as f:
         f.write(code)
     line = _PRECOMPILE_DEFINE.sub("", command.replace(forced.group(0), f"-include {header}"))
-    line = " ".join(slim_path if w == source else w for w in line.split())
+    return " ".join(slim_path if w == source else w for w in line.split())
+
+
+def slim_build(builder, command: str, build=None) -> bool:
+    """Build `builder` as `command` says, but with the prelude force-included instead of
+    Inductor's header (slim_command), by `build(line)` if given (it may raise; False: build
+    as usual) else by the builder; False (nothing built) where that is not possible or fails."""
+    line = slim_command(command)
+    if line is None:
+        return False
     original = builder.get_command_line
     builder.get_command_line = lambda: line
     try:
-        builder.build()
+        if build is None or not build(line):
+            builder.build()
     except Exception:  # noqa: BLE001 - the original header decides
         builder.get_command_line = original
         counts["fallback"] += 1
