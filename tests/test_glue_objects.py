@@ -121,7 +121,8 @@ def test_an_extern_graph_reuses_its_compiled_glue_and_rebuilds_a_broken_one(fres
     _mm_on_eagerc()
     assert eagerc.stats()["compiles"] == compiles + 1
     assert glue_objects.counts == {"hits": 0, "compiled": 1, "rebuilt": 0}
-    [obj] = list((fresh_cache / "glue-objects").iterdir())
+    [obj] = list((fresh_cache / "glue-objects").glob("*.o"))
+    assert obj.with_suffix(".cpp").read_text().count("eagerc_entry") == 1  # its program, beside it
 
     fresh_compile("second")  # a new kernel cache: the op compiles again, its glue does not
     _mm_on_eagerc()

@@ -3,6 +3,8 @@
     python tools/bench_gpu.py large            # 8192x8192 fp32: kernel time per op, bandwidth
     python tools/bench_gpu.py cold [--ab prelude|objects --rounds N]  # cold compile per op
                                                # (fresh caches), new sizes
+    python tools/bench_gpu.py cold-model [--models ...] [--ab objects --rounds N] [--keep DIR]
+                                               # a model's first forward with fresh caches
     python tools/bench_gpu.py models [--models bert,gpt2,resnet50] [--batches 1,32]
     python tools/bench_gpu.py device-models [--models ...] [--batches ...]
                                                # the eagerc device on GPU memory
@@ -247,6 +249,62 @@ def _cold_processes(args) -> None:
               f"{len(per_kernel[label])} ops ({len(results[label])} processes)")
 
 
+def bench_cold_model(args) -> None:
+    """A model's first forward in override mode (batch 1) in fresh processes with empty
+    eagerc and Inductor caches, after one warm-up compile (the process's one-time costs):
+    seconds, compiles, and how many wrapper builds reused a compiled object (glue_objects).
+    With --ab SWITCH, processes with SWITCH on and off alternate (`--rounds` of each, at
+    most 2). --keep DIR: each process's compiled wrapper programs as DIR/<model>-<n>.tgz."""
+    if os.environ.get("_EAGERC_COLD_CHILD") == "1":
+        from eagerc.compile import glue_objects
+
+        x = torch.randn(8, device=DEV)
+        with eagerc.enabled(DEV, ops=["aten::neg"]):
+            torch.neg(x)
+        name = args.models
+        torch.manual_seed(0)
+        model, inputs = build_model(name, 1)
+        with torch.no_grad():
+            want = _first_tensor(model(**inputs))
+            before = eagerc.stats()["compiles"]
+            t0 = time.perf_counter()
+            with eagerc.enabled(DEV):
+                got = _first_tensor(model(**inputs))
+            if DEV == "cuda":
+                torch.cuda.synchronize()
+            seconds = time.perf_counter() - t0
+        err = (got - want).abs().max().item()
+        print("RESULT " + json.dumps({"seconds": seconds, "compiles": eagerc.stats()["compiles"] - before,
+                                      "err": err, **glue_objects.counts}), flush=True)
+        return
+    variable, off_label = AB_SWITCHES.get(args.ab or "", ("", ""))
+    modes = ["1", "0"] * max(1, min(args.rounds, 2)) if args.ab else ["1"]
+    print(f"{'model':<10} {'objects':>8} {'first forward s':>16} {'compiles':>8} {'reused':>7} "
+          f"{'compiled':>8} {'max err':>9}")
+    for name in args.models.split(","):
+        for i, switch in enumerate(modes):
+            with tempfile.TemporaryDirectory() as fresh:
+                env = dict(os.environ, _EAGERC_COLD_CHILD="1", EAGERC_CACHE_DIR=f"{fresh}/eagerc",
+                           TORCHINDUCTOR_CACHE_DIR=f"{fresh}/inductor")
+                if variable:
+                    env[variable] = switch
+                done = subprocess.run([sys.executable, __file__, "cold-model", "--models", name],
+                                      env=env, capture_output=True, text=True)
+                if args.keep and os.path.isdir(f"{fresh}/eagerc/glue-objects"):
+                    os.makedirs(args.keep, exist_ok=True)
+                    subprocess.run(["tar", "czf", f"{args.keep}/{name}-{i}.tgz", "--exclude=*.o", "-C",
+                                    f"{fresh}/eagerc", "glue-objects"], check=False)
+            results = [json.loads(line[len("RESULT "):]) for line in done.stdout.splitlines()
+                       if line.startswith("RESULT ")]
+            if not results:
+                print(f"{name:<10} FAILED: {(done.stderr or done.stdout)[-600:]}", flush=True)
+                continue
+            r = results[0]
+            label = "off" if switch == "0" and variable else "on"
+            print(f"{name:<10} {label:>8} {r['seconds']:>16.1f} {r['compiles']:>8} {r['hits']:>7} "
+                  f"{r['compiled']:>8} {r['err']:>9.1e}", flush=True)
+
+
 # ------------------------------------------------------------------ models
 
 def build_model(name: str, batch: int):
@@ -412,7 +470,7 @@ def _print_profile(sides: dict, forwards: int = 5, top: int = 12) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("what", choices=["large", "cold", "models", "device-models"])
+    parser.add_argument("what", choices=["large", "cold", "cold-model", "models", "device-models"])
     parser.add_argument("--size", type=int, default=8192)
     parser.add_argument("--rounds", type=int, default=15)
     parser.add_argument("--inner", type=int, default=5)
@@ -420,11 +478,12 @@ def main() -> None:
     parser.add_argument("--batches", default="1,32")
     parser.add_argument("--profile", action="store_true",
                         help="device-models: native vs device; models: torch.compile vs capture")
+    parser.add_argument("--keep", help="cold-model: keep each process's wrapper programs here")
     parser.add_argument("--ab", choices=sorted(AB_SWITCHES),
                         help="cold: alternate processes with this build switch on and off")
     args = parser.parse_args()
     print(f"torch {torch.__version__}, {torch.cuda.get_device_name(0) if DEV == 'cuda' else DEV}")
-    {"large": bench_large, "cold": bench_cold, "models": bench_models,
+    {"large": bench_large, "cold": bench_cold, "cold-model": bench_cold_model, "models": bench_models,
      "device-models": bench_device_models}[args.what](args)
 
 

@@ -8,7 +8,8 @@ kernel they embed (its cubin bytes and name) and in comments. So the build is sp
 
 - the wrapper without those (`split`): cubins and kernel names become symbols it declares,
   its kernel identifiers are numbered, whole-line comments go. Compiled once per distinct
-  text (with its compile flags and compiler) and kept as ``<key>.o``;
+  text (with its compile flags and compiler) and kept as ``<key>.o`` (its text beside it,
+  ``<key>.cpp``);
 - the op's own bytes (cubins, kernel names) as assembler source, assembled on each build
   (a few ms);
 - the two linked into the library the command names (~0.05 s), as the one-step build would
@@ -142,11 +143,13 @@ def build(command: str) -> bool:
             return True
         except subprocess.CalledProcessError:
             counts["rebuilt"] += 1  # a broken object (truncated, another compiler's): made again
-    with open(f"{stem}.eagerc-glue.cpp", "w") as f:
+    # The program is kept beside its object (``<key>.cpp``): what an object is, for people.
+    partial = f"{obj[:-2]}.{os.getpid()}"
+    with open(f"{partial}.cpp", "w") as f:
         f.write(glue.code)
-    partial = f"{obj}.{os.getpid()}.tmp"
-    _run([*compile_words, "-c", f"{stem}.eagerc-glue.cpp", "-o", partial], cwd)
-    os.replace(partial, obj)  # others see it whole or not at all
+    _run([*compile_words, "-c", f"{partial}.cpp", "-o", f"{partial}.o"], cwd)
+    os.replace(f"{partial}.cpp", f"{obj[:-2]}.cpp")
+    os.replace(f"{partial}.o", obj)  # others see it whole or not at all
     counts["compiled"] += 1
     _run(link, cwd)
     return True
