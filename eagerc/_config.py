@@ -24,7 +24,9 @@ CPU_FALLBACK_ENV = "EAGERC_CPU_FALLBACK"
 # divided once per 16 elements, ~25% slower at 64 columns). 10: CPU max_pool2d_with_indices is
 # ATen's loop as an Inductor kernel (compile/cpu_decompositions.py; older kernels gave a window
 # of only -inf over the padding a padding tap's negative index, and several NaNs the first's).
-FORMAT_VERSION = 10
+# 11: CPU max_pool2d_with_indices is one chain, ATen's test per tap (older kernels, three chains
+# that loaded every tap three times, were exact but ~1.3x slower).
+FORMAT_VERSION = 11
 
 
 # Where the eagerc device keeps its memory: "cpu" (host memory, the default) or "cuda"
