@@ -16,7 +16,7 @@ import pytest
 import torch
 
 import eagerc
-from eagerc.compile import glue_prelude
+from eagerc.compile import glue_prelude, lean_gpu_prelude
 from eagerc.compile.glue_prelude import MINIMAL_BINDING, _compile_flags, prelude_text, slim_source
 from eagerc.testing import assert_close
 
@@ -37,7 +37,7 @@ def fresh_inductor(fresh_cache, tmp_path, monkeypatch):
 
     monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "inductor"))
     monkeypatch.setattr(codecache.CppWrapperCodeCache, "cache", {})
-    monkeypatch.setattr(glue_prelude, "counts", {"slim": 0, "fallback": 0})
+    monkeypatch.setattr(glue_prelude, "counts", {"lean": 0, "slim": 0, "fallback": 0})
     return tmp_path
 
 
@@ -66,7 +66,7 @@ def test_kernels_and_extern_graphs_build_on_the_prelude(fresh_inductor):
         assert_close(x @ w, torch.mm(x, w))              # a wrapper of one extern call
     ops = eagerc.stats()["ops"]
     assert ops["aten::tanh@CPU"]["compiles"] == 1 and ops["aten::mm@CPU"]["compiles"] == 1
-    assert glue_prelude.counts == {"slim": 2, "fallback": 0}
+    assert glue_prelude.counts == {"lean": 0, "slim": 2, "fallback": 0}  # CPU wrappers: never lean
 
 
 def test_a_wrapper_the_prelude_cannot_build_is_built_on_inductors_header(fresh_inductor, monkeypatch):
@@ -75,7 +75,7 @@ def test_a_wrapper_the_prelude_cannot_build_is_built_on_inductors_header(fresh_i
     x = torch.randn(5, 3)
     with eagerc.enabled("cpu", ops=["aten::sigmoid"]):
         assert_close(torch.sigmoid(x), x.clone().sigmoid_())
-    assert glue_prelude.counts == {"slim": 0, "fallback": 1}
+    assert glue_prelude.counts == {"lean": 0, "slim": 0, "fallback": 1}
     assert eagerc.stats()["ops"]["aten::sigmoid@CPU"]["compiles"] == 1
 
 
@@ -84,7 +84,7 @@ def test_off_switch_uses_inductors_header(fresh_inductor, monkeypatch):
     x = torch.randn(4, 4)
     with eagerc.enabled("cpu", ops=["aten::neg"]):
         assert_close(torch.neg(x), -x)
-    assert glue_prelude.counts == {"slim": 0, "fallback": 0}
+    assert glue_prelude.counts == {"lean": 0, "slim": 0, "fallback": 0}
 
 
 def test_the_built_library_imports_and_its_python_entry_refuses(fresh_inductor):
@@ -130,3 +130,45 @@ def test_a_generated_gpu_wrapper_compiles_on_the_cuda_prelude(tmp_path):
          "-include", str(tmp_path / "prelude.h"), str(tmp_path / "wrapper.cpp")],
         capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
+
+
+def _generated_gpu_wrapper():
+    code = (DATA / "gpu_wrapper_softmax.cpp").read_text() + MINIMAL_BINDING.format(entry_func="inductor_entry_cpp")
+    return slim_source(code)
+
+
+def test_a_triton_only_gpu_wrapper_fits_the_lean_header_and_an_extern_one_does_not():
+    code, devices = _generated_gpu_wrapper()
+    assert lean_gpu_prelude.fits(code, devices)
+    extern = code.replace("eagerc_empty_strided(2,", "aoti_torch_cuda_addmm_out(buf2, arg0_1); eagerc_empty_strided(2,")
+    assert not lean_gpu_prelude.fits(extern, devices)  # a shim the lean header does not declare
+    assert not lean_gpu_prelude.fits(code.replace("int64_t s50", "c10::SymInt x; int64_t s50"), devices)
+    assert not lean_gpu_prelude.fits(code, {"cpu"}) and not lean_gpu_prelude.fits(code, {"cpu", "cuda"})
+
+
+def test_the_file_path_kernel_loader_is_dropped_whole():
+    code, _ = _generated_gpu_wrapper()
+    lean = lean_gpu_prelude.without_file_loader(code)
+    assert "std::string filePath" in code and "std::string filePath" not in lean
+    assert "std::filesystem" not in lean and lean.count("static inline CUfunction loadKernel(") == 1
+    assert len(code) - len(lean) < 1200  # that function alone
+    assert lean_gpu_prelude.without_file_loader(lean) == lean
+
+
+@pytest.mark.skipif(_cuda_include() is None or shutil.which("g++") is None,
+                    reason="needs g++ and CUDA's headers (no GPU)")
+def test_a_generated_gpu_wrapper_compiles_on_the_lean_header(tmp_path):
+    # Compiled to an object with no torch header at all: everything it names is declared.
+    code, devices = _generated_gpu_wrapper()
+    (tmp_path / "lean.h").write_text(glue_prelude.prelude_text(devices, lean=True))
+    (tmp_path / "kernel.cubin").write_bytes(b"\x7fELF a cubin")
+    code = code.replace("CUBIN_PATH", str(tmp_path / "kernel.cubin"))
+    (tmp_path / "wrapper.cpp").write_text(lean_gpu_prelude.without_file_loader(code))
+    done = subprocess.run(
+        ["g++", "-std=c++17", "-c", "-fPIC", "-O1", "-w", "-I", sysconfig.get_paths()["include"],
+         "-I", _cuda_include(), "-include", str(tmp_path / "lean.h"), str(tmp_path / "wrapper.cpp"),
+         "-o", str(tmp_path / "wrapper.o")], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    symbols = subprocess.run(["nm", str(tmp_path / "wrapper.o")], capture_output=True, text=True).stdout
+    assert " T eagerc_entry" in symbols and " T eagerc_guard" in symbols
+    assert " U aoti_torch_empty_strided" in symbols and " U aoti_torch_get_current_cuda_stream" in symbols

@@ -1,9 +1,9 @@
 """eagerc on CUDA against native CUDA eager, same process (run on the GPU machine).
 
     python tools/bench_gpu.py large            # 8192x8192 fp32: kernel time per op, bandwidth
-    python tools/bench_gpu.py cold [--ab prelude|objects --rounds N]  # cold compile per op
+    python tools/bench_gpu.py cold [--ab prelude|lean --rounds N]  # cold compile per op
                                                # (fresh caches), new sizes
-    python tools/bench_gpu.py cold-model [--models ...] [--ab objects --rounds N] [--keep DIR]
+    python tools/bench_gpu.py cold-model [--models ...] [--ab prelude|lean --rounds N]
                                                # a model's first forward with fresh caches
     python tools/bench_gpu.py models [--models bert,gpt2,resnet50] [--batches 1,32]
     python tools/bench_gpu.py device-models [--models ...] [--batches ...]
@@ -147,7 +147,7 @@ def bench_cold(args) -> None:
     if os.environ.get("_EAGERC_COLD_CHILD") != "1":
         _cold_processes(args)
         return
-    from eagerc.compile import glue_objects, glue_prelude, inductor_wrapper
+    from eagerc.compile import glue_prelude, inductor_wrapper
 
     glue = []  # seconds of each wrapper build (the g++ step of a GPU compile)
     build_glue = inductor_wrapper._build_glue
@@ -170,7 +170,7 @@ def bench_cold(args) -> None:
         return
     seconds = {}
     for name, fn in COLD_OPS.items():
-        before, builds, reused = eagerc.stats(), len(glue), glue_objects.counts["hits"]
+        before, builds = eagerc.stats(), len(glue)
         t0 = time.perf_counter()
         with eagerc.enabled(DEV):
             fn(x, y)
@@ -178,11 +178,11 @@ def bench_cold(args) -> None:
             torch.cuda.synchronize()
         after = eagerc.stats()
         seconds[name] = (time.perf_counter() - t0, after["compiles"] - before["compiles"],
-                         sum(glue[builds:]), glue_objects.counts["hits"] - reused)
+                         sum(glue[builds:]))
     print("RESULT " + json.dumps(seconds), flush=True)
-    print(f"wrapper builds on eagerc's header: {glue_prelude.counts['slim']}, "
-          f"fell back to Inductor's: {glue_prelude.counts['fallback']}; compiled wrapper objects "
-          f"reused: {glue_objects.counts['hits']}, compiled: {glue_objects.counts['compiled']}", flush=True)
+    print(f"wrapper builds on eagerc's lean GPU header: {glue_prelude.counts['lean']}, on its full "
+          f"header: {glue_prelude.counts['slim']}, fell back to Inductor's: "
+          f"{glue_prelude.counts['fallback']}", flush=True)
     if os.environ.get("_EAGERC_COLD_SIZES") == "1":
         before = eagerc.stats()["compiles"]
         with eagerc.enabled(DEV):
@@ -193,25 +193,23 @@ def bench_cold(args) -> None:
         print(f"new sizes (5 sizes x {len(COLD_OPS)} ops): {eagerc.stats()['compiles'] - before} compiles")
 
 
-# What `--ab` switches off in its B processes: glue_prelude's header, glue_objects' cache.
-AB_SWITCHES = {"prelude": ("EAGERC_GLUE_PRELUDE", "Inductor's header"),
-               "objects": ("EAGERC_GLUE_OBJECTS", "no object cache")}
+# What `--ab` compares: (variable, value in A processes, value in B processes, B's label).
+AB_SWITCHES = {"prelude": ("EAGERC_GLUE_PRELUDE", "1", "0", "Inductor's header"),
+               "lean": ("EAGERC_GLUE_PRELUDE", "1", "full", "full prelude")}
 
 
 def _cold_processes(args) -> None:
     """Fresh processes with empty eagerc and Inductor caches: nothing is warm but what a
-    machine keeps (precompiled headers, the ISA probe's memo, bytecode); compiled wrapper
-    objects (glue_objects) live in the fresh eagerc cache, so a process reuses only those
-    its own earlier ops compiled. With --ab SWITCH: first a warm-up process (the machine's
-    first builds its headers), then processes with SWITCH on and off (AB_SWITCHES),
-    alternating, `--rounds` of each; per op the median first-call and wrapper-build seconds
-    of each, and in how many processes its wrapper object was reused."""
-    variable, off_label = AB_SWITCHES.get(args.ab or "", ("", ""))
-    modes = ["1", "0"] * max(1, min(args.rounds, 3)) if args.ab else ["1"]
-    runs = [("warm-up", "1")] if args.ab else []
-    runs += [("eagerc" if m == "1" else off_label, m) for m in modes]
+    machine keeps (precompiled headers, the ISA probe's memo, bytecode). With --ab SWITCH:
+    first a warm-up process (the machine's first builds its headers), then processes with
+    SWITCH's A and B values (AB_SWITCHES), alternating, `--rounds` of each; per op the median
+    first-call and wrapper-build seconds of each."""
+    variable, on, off, off_label = AB_SWITCHES.get(args.ab or "", ("", "", "", ""))
+    modes = [on, off] * max(1, min(args.rounds, 3)) if args.ab else [on]
+    runs = [("warm-up", on)] if args.ab else []
+    runs += [("eagerc" if m == on else off_label, m) for m in modes]
     results = {}
-    for i, (label, switch) in enumerate(runs):
+    for i, (label, value) in enumerate(runs):
         print(f"== process {i}: {label}", flush=True)
         with tempfile.TemporaryDirectory() as fresh:
             env = dict(os.environ, _EAGERC_COLD_CHILD="1", EAGERC_CACHE_DIR=f"{fresh}/eagerc",
@@ -219,7 +217,7 @@ def _cold_processes(args) -> None:
                        _EAGERC_COLD_WARMUP="1" if label == "warm-up" else "0",
                        _EAGERC_COLD_SIZES="1" if i == len(runs) - 1 else "0")
             if variable:
-                env[variable] = switch
+                env[variable] = value
             done = subprocess.run([sys.executable, __file__, "cold"], env=env, check=True,
                                   capture_output=True, text=True)
         for line in done.stdout.splitlines():
@@ -229,8 +227,7 @@ def _cold_processes(args) -> None:
                     and "important use case" not in line and line != "softmax.":
                 print("   " + line)
     labels = [label for label in ("eagerc", off_label) if label in results]
-    print(f"{'op':<14} {'kernels':>7} " + " ".join(f"{label[:14] + ' s':>16} {'g++ s':>6} {'reused':>6}"
-                                                  for label in labels))
+    print(f"{'op':<14} {'kernels':>7} " + " ".join(f"{label[:16] + ' s':>18} {'g++ s':>6}" for label in labels))
     per_kernel = {label: [] for label in labels}
     for op in COLD_OPS:
         cells = []
@@ -238,11 +235,10 @@ def _cold_processes(args) -> None:
             runs_of = [r[op] for r in results[label]]
             first = statistics.median(r[0] for r in runs_of)
             glue = statistics.median(r[2] for r in runs_of)
-            reused = sum(r[3] > 0 for r in runs_of)
             kernels = runs_of[0][1]
             if kernels:
                 per_kernel[label].append(first / kernels)
-            cells.append(f"{first:>16.2f} {glue:>6.2f} {reused:>3}/{len(runs_of)}")
+            cells.append(f"{first:>18.2f} {glue:>6.2f}")
         print(f"{op:<14} {kernels:>7} " + " ".join(cells))
     for label in labels:
         print(f"median per kernel, {label}: {statistics.median(per_kernel[label]):.2f} s over "
@@ -250,20 +246,21 @@ def _cold_processes(args) -> None:
 
 
 def bench_cold_model(args) -> None:
-    """A model's first forward in override mode (batch 1) in fresh processes with empty
-    eagerc and Inductor caches, after one warm-up compile (the process's one-time costs):
-    seconds, compiles, and how many wrapper builds reused a compiled object (glue_objects).
-    With --ab SWITCH, processes with SWITCH on and off alternate (`--rounds` of each, at
-    most 2). --keep DIR: each process's compiled wrapper programs as DIR/<model>-<n>.tgz."""
+    """A model's first forward in override mode (batch 1, TF32 off) in fresh processes with
+    empty eagerc and Inductor caches, after one warm-up compile (the process's one-time
+    costs): seconds, compiles, and which header the wrappers built on (glue_prelude). With
+    --ab SWITCH, processes with SWITCH's A and B values alternate (`--rounds` of each, at
+    most 2)."""
     if os.environ.get("_EAGERC_COLD_CHILD") == "1":
-        from eagerc.compile import glue_objects
+        from eagerc.compile import glue_prelude
 
+        torch.backends.cuda.matmul.allow_tf32 = False
+        torch.backends.cudnn.allow_tf32 = False
         x = torch.randn(8, device=DEV)
         with eagerc.enabled(DEV, ops=["aten::neg"]):
             torch.neg(x)
-        name = args.models
         torch.manual_seed(0)
-        model, inputs = build_model(name, 1)
+        model, inputs = build_model(args.models, 1)
         with torch.no_grad():
             want = _first_tensor(model(**inputs))
             before = eagerc.stats()["compiles"]
@@ -273,36 +270,32 @@ def bench_cold_model(args) -> None:
             if DEV == "cuda":
                 torch.cuda.synchronize()
             seconds = time.perf_counter() - t0
-        err = (got - want).abs().max().item()
+        err = ((got - want).abs().max() / want.abs().max()).item()
         print("RESULT " + json.dumps({"seconds": seconds, "compiles": eagerc.stats()["compiles"] - before,
-                                      "err": err, **glue_objects.counts}), flush=True)
+                                      "err": err, **glue_prelude.counts}), flush=True)
         return
-    variable, off_label = AB_SWITCHES.get(args.ab or "", ("", ""))
-    modes = ["1", "0"] * max(1, min(args.rounds, 2)) if args.ab else ["1"]
-    print(f"{'model':<10} {'objects':>8} {'first forward s':>16} {'compiles':>8} {'reused':>7} "
-          f"{'compiled':>8} {'max err':>9}")
+    variable, on, off, off_label = AB_SWITCHES.get(args.ab or "", ("", "", "", ""))
+    modes = [on, off] * max(1, min(args.rounds, 2)) if args.ab else [on]
+    print(f"{'model':<10} {'wrappers on':>17} {'first forward s':>16} {'compiles':>8} {'lean':>5} "
+          f"{'full':>5} {'fallback':>8} {'rel err':>9}")
     for name in args.models.split(","):
-        for i, switch in enumerate(modes):
+        for value in modes:
             with tempfile.TemporaryDirectory() as fresh:
                 env = dict(os.environ, _EAGERC_COLD_CHILD="1", EAGERC_CACHE_DIR=f"{fresh}/eagerc",
                            TORCHINDUCTOR_CACHE_DIR=f"{fresh}/inductor")
                 if variable:
-                    env[variable] = switch
+                    env[variable] = value
                 done = subprocess.run([sys.executable, __file__, "cold-model", "--models", name],
                                       env=env, capture_output=True, text=True)
-                if args.keep and os.path.isdir(f"{fresh}/eagerc/glue-objects"):
-                    os.makedirs(args.keep, exist_ok=True)
-                    subprocess.run(["tar", "czf", f"{args.keep}/{name}-{i}.tgz", "--exclude=*.o", "-C",
-                                    f"{fresh}/eagerc", "glue-objects"], check=False)
             results = [json.loads(line[len("RESULT "):]) for line in done.stdout.splitlines()
                        if line.startswith("RESULT ")]
             if not results:
                 print(f"{name:<10} FAILED: {(done.stderr or done.stdout)[-600:]}", flush=True)
                 continue
             r = results[0]
-            label = "off" if switch == "0" and variable else "on"
-            print(f"{name:<10} {label:>8} {r['seconds']:>16.1f} {r['compiles']:>8} {r['hits']:>7} "
-                  f"{r['compiled']:>8} {r['err']:>9.1e}", flush=True)
+            label = off_label if variable and value == off else "eagerc's default"
+            print(f"{name:<10} {label:>17} {r['seconds']:>16.1f} {r['compiles']:>8} {r['lean']:>5} "
+                  f"{r['slim']:>5} {r['fallback']:>8} {r['err']:>9.1e}", flush=True)
 
 
 # ------------------------------------------------------------------ models
@@ -478,9 +471,8 @@ def main() -> None:
     parser.add_argument("--batches", default="1,32")
     parser.add_argument("--profile", action="store_true",
                         help="device-models: native vs device; models: torch.compile vs capture")
-    parser.add_argument("--keep", help="cold-model: keep each process's wrapper programs here")
     parser.add_argument("--ab", choices=sorted(AB_SWITCHES),
-                        help="cold: alternate processes with this build switch on and off")
+                        help="cold, cold-model: alternate processes with this build switch's two values")
     args = parser.parse_args()
     print(f"torch {torch.__version__}, {torch.cuda.get_device_name(0) if DEV == 'cuda' else DEV}")
     {"large": bench_large, "cold": bench_cold, "cold-model": bench_cold_model, "models": bench_models,

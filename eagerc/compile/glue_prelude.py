@@ -19,6 +19,8 @@ import re
 import subprocess
 import tempfile
 
+from eagerc.compile import lean_gpu_prelude
+
 # What every generated wrapper uses: RAII tensor handles and error checks (utils.h), the
 # C shims, device helpers, scalar_to_tensor, generic math, align(); Python.h only for the
 # import stub below (Inductor imports the built library as a module).
@@ -98,11 +100,13 @@ PyMODINIT_FUNC PyInit_{entry_func}(void) {{ return PyModule_Create(&eagerc_modul
 
 # Builds of this process that used the prelude, and those that fell back to Inductor's
 # header (tests read them: a silent fallback would only cost time).
-counts = {"slim": 0, "fallback": 0}
+counts = {"lean": 0, "slim": 0, "fallback": 0}
 _unusable: set = set()  # precompiled headers that failed to build in this process
 
 
-def prelude_text(devices) -> str:
+def prelude_text(devices, lean: bool = False) -> str:
+    if lean:
+        return lean_gpu_prelude.TEXT
     return _COMMON + "".join(_DEVICE_HEADERS[d] for d in sorted(devices))
 
 
@@ -157,15 +161,16 @@ def _header_dir() -> str:
         return os.path.join(tempfile.gettempdir(), "eagerc_precompiled_headers")
 
 
-def precompiled_prelude(flags: list, devices) -> str | None:
-    """Path of the prelude header whose precompiled form (path + ".gch", built here under a
-    file lock on first use) matches `flags`; None where it cannot be built."""
+def precompiled_prelude(flags: list, devices, lean: bool = False) -> str | None:
+    """Path of the prelude header (with `lean`, lean_gpu_prelude's) whose precompiled form
+    (path + ".gch", built here under a file lock on first use) matches `flags`; None where
+    it cannot be built."""
     import torch
     from torch.utils._filelock import FileLock
 
     from eagerc.compile.settings import cxx_compiler
 
-    text = prelude_text(devices)
+    text = prelude_text(devices, lean)
     key = hashlib.sha256(repr((text, flags, cxx_compiler(), torch.__version__,
                                getattr(torch.version, "git_version", ""))).encode()).hexdigest()[:24]
     if key in _unusable:
@@ -195,46 +200,42 @@ def source_file(command: str):
     return next((w for w in command.split() if w.endswith(".cpp")), None)
 
 
-def slim_command(command: str):
-    """`command` with the prelude force-included instead of Inductor's header, building a
-    copy of its source without the header line (written next to it); None where that is
-    not possible (switched off, not a generated wrapper, the header cannot be built)."""
-    if os.environ.get("EAGERC_GLUE_PRELUDE", "1") == "0":  # Inductor's header (A/B timing)
-        return None
+def slim_build(builder, command: str) -> bool:
+    """Build `builder` as `command` says, but with the prelude force-included instead of
+    Inductor's header: lean_gpu_prelude's where the wrapper fits it, else (or where that
+    build fails) this module's; False (nothing built) where neither is possible or builds."""
+    mode = os.environ.get("EAGERC_GLUE_PRELUDE", "1")
+    if mode == "0":  # Inductor's header (A/B timing); "full": this module's header only
+        return False
     forced = _FORCED_INCLUDE.search(command)
     source = source_file(command)
     if forced is None or source is None or not os.path.exists(source):
-        return None
+        return False
     with open(source) as f:
         slim = slim_source(f.read())
     if slim is None:
-        return None
+        return False
     code, devices = slim
-    header = precompiled_prelude(_compile_flags(command, source), devices)
-    if header is None:
-        return None
-    slim_path = source[:-len(".cpp")] + ".eagerc.cpp"
-    with open(slim_path, "w") as f:
-        f.write(code)
-    line = _PRECOMPILE_DEFINE.sub("", command.replace(forced.group(0), f"-include {header}"))
-    return " ".join(slim_path if w == source else w for w in line.split())
-
-
-def slim_build(builder, command: str, build=None) -> bool:
-    """Build `builder` as `command` says, but with the prelude force-included instead of
-    Inductor's header (slim_command), by `build(line)` if given (it may raise; False: build
-    as usual) else by the builder; False (nothing built) where that is not possible or fails."""
-    line = slim_command(command)
-    if line is None:
-        return False
+    attempts = [(False, code)]
+    if mode != "full" and lean_gpu_prelude.fits(code, devices):
+        attempts.insert(0, (True, lean_gpu_prelude.without_file_loader(code)))
     original = builder.get_command_line
-    builder.get_command_line = lambda: line
-    try:
-        if build is None or not build(line):
+    slim_path = source[:-len(".cpp")] + ".eagerc.cpp"
+    for lean, text in attempts:
+        header = precompiled_prelude(_compile_flags(command, source), devices, lean)
+        if header is None:
+            continue
+        with open(slim_path, "w") as f:
+            f.write(text)
+        line = _PRECOMPILE_DEFINE.sub("", command.replace(forced.group(0), f"-include {header}"))
+        line = " ".join(slim_path if w == source else w for w in line.split())
+        builder.get_command_line = lambda: line
+        try:
             builder.build()
-    except Exception:  # noqa: BLE001 - the original header decides
-        builder.get_command_line = original
-        counts["fallback"] += 1
-        return False
-    counts["slim"] += 1
-    return True
+        except Exception:  # noqa: BLE001 - the next header decides
+            builder.get_command_line = original
+            continue
+        counts["lean" if lean else "slim"] += 1
+        return True
+    counts["fallback"] += 1
+    return False

@@ -36,7 +36,7 @@ from eagerc.compile.boxed_int_lists import fix_boxed_int_lists
 from eagerc.compile.direct_alloc import direct_allocations
 from eagerc.compile.output_asserts import cheap_output_asserts
 from eagerc.compile.gpu_context import make_context_current
-from eagerc.compile import glue_objects, glue_prelude
+from eagerc.compile import glue_prelude
 from eagerc.compile.gpu_launch_types import fix_float_launch_params
 from eagerc.compile.guards import guard_source, range_checks
 from eagerc.compile.lock import compile_lock
@@ -199,21 +199,18 @@ _NO_DEBUG_INFO = re.compile(r"(?<!\S)-g[0-3]?(?!\S)")
 _stub_paths: dict = {}
 
 
-def _build_with(builder, rewrite, glue: bool = False) -> None:
-    """Build with the command line `rewrite(line)` gives; with `glue`, on eagerc's wrapper
-    header in place of Inductor's (glue_prelude) and through the cache of compiled glue
-    (glue_objects). Where such a build fails (an old linker refusing the stubs, say), as
-    given: the real build decides."""
+def _build_with(builder, rewrite, prelude: bool = False) -> None:
+    """Build with the command line `rewrite(line)` gives, and with `prelude` eagerc's
+    wrapper header in place of Inductor's (glue_prelude); where that build fails (an old
+    linker refusing the stubs, say), as given: the real build decides."""
     command = getattr(builder, "get_command_line", None)
     if command is not None:
         cheaper = rewrite(command())
-        if glue and glue_prelude.slim_build(builder, cheaper, build=glue_objects.build):
+        if prelude and glue_prelude.slim_build(builder, cheaper):
             return
         builder.get_command_line = lambda: cheaper
         try:
-            if not (glue and glue_objects.build(cheaper)):
-                builder.build()
-            return
+            return builder.build()
         except Exception:  # noqa: BLE001
             builder.get_command_line = command
     builder.build()
@@ -235,13 +232,12 @@ def _through_stubs(line: str) -> str:
 
 
 def _build_glue(builder) -> None:
-    """Compile and link a GPU wrapper (or a CPU graph of extern calls), as Inductor would
-    but cheaper: eagerc's prelude header (glue_prelude), -O1 (the wrapper only unpacks
-    handles and launches kernels; torch 2.13 builds it so itself), no debug info, -w,
-    libtorch linked through stubs (_through_stubs), and the compiled wrapper reused for
-    every op whose wrapper is the same program (glue_objects)."""
+    """Compile and link a GPU wrapper (or a CPU graph of extern calls) in one step, as
+    Inductor would but cheaper: eagerc's prelude header (glue_prelude), -O1 (the wrapper
+    only unpacks handles and launches kernels; torch 2.13 builds it so itself), no debug
+    info, -w, and libtorch linked through stubs (_through_stubs)."""
     _build_with(builder, lambda line: _through_stubs(_NO_DEBUG_INFO.sub("", _OPTIMIZE.sub("-O1", line))) + " -w",
-                glue=True)
+                prelude=True)
 
 
 def _link_through_stub(builder) -> None:

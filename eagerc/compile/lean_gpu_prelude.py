@@ -1,0 +1,185 @@
+"""A lean header for GPU wrappers that only launch Triton kernels: eagerc's own declarations
+of the few C shim functions such a wrapper calls and of the helpers it names, and nothing of
+torch's C++ headers.
+
+Why: on glue_prelude's header a GPU wrapper still pays for AOTI's ``shim.h``, which pulls
+torch's header-only C++ (BFloat16, Half, complex, Float8 types: ~0.45 s of g++ to parse,
+~60 MB precompiled), and for the generated file-path ``loadKernel`` overload's
+``std::filesystem`` (eagerc embeds every cubin, so it is dead code). Measured on the dev
+machine with a generated H100 wrapper (softmax): 0.24-0.29 s of g++ CPU time against
+0.36-0.41 s on glue_prelude's header; a cold GPU compile spends most of its time in that g++.
+
+Only wrappers that `fits` accepts use it: every shim function they name is declared here
+and they name nothing of torch's C++ API. Anything else (extern calls: cuBLAS, cuDNN,
+attention) builds on glue_prelude's header as before, and a lean build that fails anyway
+falls back to it too. The shim functions are torch's stable C ABI (declared extern "C",
+signatures as in ``aoti_torch/c/shim.h``); the helper classes mirror the member functions of
+AOTI's RAII handles that generated code calls.
+"""
+from __future__ import annotations
+
+import re
+
+# Shim functions declared below; dtype and device-type getters are matched by prefix.
+DECLARED = frozenset({
+    "aoti_torch_empty_strided", "aoti_torch_get_data_ptr", "aoti_torch_get_sizes",
+    "aoti_torch_get_strides", "aoti_torch_get_size", "aoti_torch_get_stride",
+    "aoti_torch_get_storage_offset", "aoti_torch_delete_tensor_object",
+    "aoti_torch__reinterpret_tensor", "aoti_torch_get_current_cuda_stream",
+    "aoti_torch_create_cuda_guard", "aoti_torch_cuda_guard_set_index",
+    "aoti_torch_delete_cuda_guard", "aoti_torch_create_cuda_stream_guard",
+    "aoti_torch_delete_cuda_stream_guard"})
+_GETTER = re.compile(r"aoti_torch_(dtype|device_type)_\w+$")
+_DTYPES = ("float8_e5m2", "float8_e4m3fn", "float8_e5m2fnuz", "float8_e4m3fnuz", "bfloat16",
+           "float16", "float32", "float64", "uint8", "uint16", "uint32", "uint64", "int8",
+           "int16", "int32", "int64", "bool", "complex32", "complex64", "complex128")
+_SHIM_NAME = re.compile(r"\baoti_torch_\w+")
+# What only torch's headers define: a wrapper naming any of these is not lean.
+_TORCH_CPP = re.compile(r"\b(c10|at|torch)::|\bArrayRefTensor\b|\bscalar_to_tensor\b|"
+                        r"\bRAIIC10IValueHandle\b|\bMaybeOwning\w*|\bconvert_arrayref\w*|"
+                        r"\bthrow_exception\b|\bAOTI_RUNTIME_\w+|\bstd::filesystem\b")
+# The generated overload of loadKernel that reads a cubin file (Inductor's JIT wrapper).
+_FILE_LOADER = re.compile(r"static inline CUfunction loadKernel\(\s*std::string filePath")
+
+TEXT = """\
+#pragma once
+#include <array>
+#include <cstdint>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <utility>
+#include <vector>
+#include <Python.h>
+#include <cuda.h>
+#include <cuda_runtime_api.h>
+// eagerc's lean GPU wrapper header (eagerc/compile/lean_gpu_prelude.py).
+extern "C" {
+struct AtenTensorOpaque;
+using AtenTensorHandle = AtenTensorOpaque*;
+using AOTITorchError = int32_t;
+struct CUDAGuardOpaque;
+using CUDAGuardHandle = CUDAGuardOpaque*;
+struct CUDAStreamGuardOpaque;
+using CUDAStreamGuardHandle = CUDAStreamGuardOpaque*;
+AOTITorchError aoti_torch_empty_strided(int64_t ndim, const int64_t* sizes, const int64_t* strides,
+    int32_t dtype, int32_t device_type, int32_t device_index, AtenTensorHandle* result);
+AOTITorchError aoti_torch_get_data_ptr(AtenTensorHandle tensor, void** result);
+AOTITorchError aoti_torch_get_sizes(AtenTensorHandle tensor, int64_t** result);
+AOTITorchError aoti_torch_get_strides(AtenTensorHandle tensor, int64_t** result);
+AOTITorchError aoti_torch_get_size(AtenTensorHandle tensor, int64_t dim, int64_t* result);
+AOTITorchError aoti_torch_get_stride(AtenTensorHandle tensor, int64_t dim, int64_t* result);
+AOTITorchError aoti_torch_get_storage_offset(AtenTensorHandle tensor, int64_t* result);
+AOTITorchError aoti_torch_delete_tensor_object(AtenTensorHandle tensor);
+AOTITorchError aoti_torch__reinterpret_tensor(AtenTensorHandle self, int64_t ndim,
+    const int64_t* sizes, const int64_t* strides, int64_t storage_offset, AtenTensorHandle* result);
+AOTITorchError aoti_torch_get_current_cuda_stream(int32_t device_index, void** result);
+AOTITorchError aoti_torch_create_cuda_guard(int32_t device_index, CUDAGuardHandle* result);
+AOTITorchError aoti_torch_cuda_guard_set_index(CUDAGuardHandle guard, int32_t device_index);
+AOTITorchError aoti_torch_delete_cuda_guard(CUDAGuardHandle guard);
+AOTITorchError aoti_torch_create_cuda_stream_guard(void* stream, int32_t device_index,
+    CUDAStreamGuardHandle* result);
+AOTITorchError aoti_torch_delete_cuda_stream_guard(CUDAStreamGuardHandle guard);
+int32_t aoti_torch_device_type_cpu();
+int32_t aoti_torch_device_type_cuda();
+""" + "".join(f"int32_t aoti_torch_dtype_{d}();\n" for d in _DTYPES) + """\
+}
+#define AOTI_TORCH_SUCCESS 0
+[[noreturn]] inline void eagerc_shim_failed(const char* call, const char* file, int line) {
+  throw std::runtime_error(std::string(call) + " API call failed at " + file + ", line " + std::to_string(line));
+}
+#define AOTI_TORCH_ERROR_CODE_CHECK(call) \\
+  if ((call) != AOTI_TORCH_SUCCESS) { eagerc_shim_failed(#call, __FILE__, __LINE__); }
+#define CACHE_TORCH_DTYPE(name) static auto cached_torch_dtype_##name = aoti_torch_dtype_##name()
+#define CACHE_TORCH_DEVICE(name) static auto cached_torch_device_type_##name = aoti_torch_device_type_##name()
+// Owns a tensor handle (the tensor is deleted with it), as AOTI's RAIIAtenTensorHandle.
+class RAIIAtenTensorHandle {
+ public:
+  RAIIAtenTensorHandle() = default;
+  RAIIAtenTensorHandle(AtenTensorHandle handle) : handle_(handle) {}
+  RAIIAtenTensorHandle(const RAIIAtenTensorHandle&) = delete;
+  RAIIAtenTensorHandle& operator=(const RAIIAtenTensorHandle&) = delete;
+  RAIIAtenTensorHandle(RAIIAtenTensorHandle&& other) noexcept : handle_(other.release()) {}
+  RAIIAtenTensorHandle& operator=(RAIIAtenTensorHandle&& other) noexcept {
+    if (this != &other) { reset(); handle_ = other.release(); }
+    return *this;
+  }
+  ~RAIIAtenTensorHandle() { reset(); }
+  operator AtenTensorHandle() const { return handle_; }
+  AtenTensorHandle get() const { return handle_; }
+  AtenTensorHandle release() { AtenTensorHandle h = handle_; handle_ = nullptr; return h; }
+  void reset() { if (handle_ != nullptr) aoti_torch_delete_tensor_object(handle_); handle_ = nullptr; }
+  int64_t size(int64_t d) { int64_t v = 0; AOTI_TORCH_ERROR_CODE_CHECK(aoti_torch_get_size(handle_, d, &v)); return v; }
+  int64_t stride(int64_t d) { int64_t v = 0; AOTI_TORCH_ERROR_CODE_CHECK(aoti_torch_get_stride(handle_, d, &v)); return v; }
+  int64_t storage_offset() { int64_t v = 0; AOTI_TORCH_ERROR_CODE_CHECK(aoti_torch_get_storage_offset(handle_, &v)); return v; }
+  void* data_ptr() const { void* p = nullptr; AOTI_TORCH_ERROR_CODE_CHECK(aoti_torch_get_data_ptr(handle_, &p)); return p; }
+  int64_t* sizes() const { int64_t* p = nullptr; AOTI_TORCH_ERROR_CODE_CHECK(aoti_torch_get_sizes(handle_, &p)); return p; }
+  int64_t* strides() const { int64_t* p = nullptr; AOTI_TORCH_ERROR_CODE_CHECK(aoti_torch_get_strides(handle_, &p)); return p; }
+ private:
+  AtenTensorHandle handle_ = nullptr;
+};
+inline std::vector<RAIIAtenTensorHandle> steal_from_raw_handles_to_raii_handles(AtenTensorHandle* handles, size_t n) {
+  std::vector<RAIIAtenTensorHandle> owned;
+  owned.reserve(n);
+  for (size_t i = 0; i < n; ++i) { owned.emplace_back(handles[i]); handles[i] = nullptr; }
+  return owned;
+}
+inline AtenTensorHandle reinterpret_tensor_wrapper(AtenTensorHandle self, int64_t ndim,
+    const int64_t* sizes, const int64_t* strides, int64_t storage_offset) {
+  AtenTensorHandle result = nullptr;
+  AOTI_TORCH_ERROR_CODE_CHECK(aoti_torch__reinterpret_tensor(self, ndim, sizes, strides, storage_offset, &result));
+  return result;
+}
+inline void* get_data_ptr_wrapper(AtenTensorHandle tensor) {
+  void* p = nullptr; AOTI_TORCH_ERROR_CODE_CHECK(aoti_torch_get_data_ptr(tensor, &p)); return p;
+}
+[[maybe_unused]] inline int64_t align(int64_t nbytes) { return (nbytes + 64 - 1) & -64; }
+class AOTICudaGuard {
+ public:
+  explicit AOTICudaGuard(int32_t index) { AOTI_TORCH_ERROR_CODE_CHECK(aoti_torch_create_cuda_guard(index, &guard_)); }
+  void set_index(int32_t index) { AOTI_TORCH_ERROR_CODE_CHECK(aoti_torch_cuda_guard_set_index(guard_, index)); }
+  ~AOTICudaGuard() { if (guard_ != nullptr) aoti_torch_delete_cuda_guard(guard_); }
+  AOTICudaGuard(const AOTICudaGuard&) = delete;
+  AOTICudaGuard& operator=(const AOTICudaGuard&) = delete;
+ private:
+  CUDAGuardHandle guard_ = nullptr;
+};
+class AOTICudaStreamGuard {
+ public:
+  AOTICudaStreamGuard(cudaStream_t stream, int32_t index) {
+    AOTI_TORCH_ERROR_CODE_CHECK(aoti_torch_create_cuda_stream_guard(stream, index, &guard_));
+  }
+  ~AOTICudaStreamGuard() { if (guard_ != nullptr) aoti_torch_delete_cuda_stream_guard(guard_); }
+  AOTICudaStreamGuard(const AOTICudaStreamGuard&) = delete;
+  AOTICudaStreamGuard& operator=(const AOTICudaStreamGuard&) = delete;
+ private:
+  CUDAStreamGuardHandle guard_ = nullptr;
+};
+"""
+
+
+def fits(code: str, devices) -> bool:
+    """Whether `code` (a wrapper without its header line) should build on TEXT: a GPU wrapper
+    whose shim calls are all declared here and that names nothing of torch's C++ API (the
+    file-path loadKernel, dropped by `without_file_loader`, aside)."""
+    if set(devices) != {"cuda"}:
+        return False
+    names = set(_SHIM_NAME.findall(code))
+    if any(n not in DECLARED and not _GETTER.match(n) for n in names):
+        return False
+    return _TORCH_CPP.search(without_file_loader(code)) is None
+
+
+def without_file_loader(code: str) -> str:
+    """`code` without the generated loadKernel overload that reads a cubin file (its braces
+    matched); unchanged when it has none."""
+    match = _FILE_LOADER.search(code)
+    if match is None:
+        return code
+    start = code.index("{", match.end())
+    depth = 0
+    for i in range(start, len(code)):
+        depth += {"{": 1, "}": -1}.get(code[i], 0)
+        if depth == 0:
+            return code[:match.start()] + code[i + 1:]
+    return code
