@@ -172,3 +172,35 @@ def test_a_generated_gpu_wrapper_compiles_on_the_lean_header(tmp_path):
     symbols = subprocess.run(["nm", str(tmp_path / "wrapper.o")], capture_output=True, text=True).stdout
     assert " T eagerc_entry" in symbols and " T eagerc_guard" in symbols
     assert " U aoti_torch_empty_strided" in symbols and " U aoti_torch_get_current_cuda_stream" in symbols
+
+
+def test_a_lean_build_that_fails_is_built_on_the_full_prelude(tmp_path, monkeypatch):
+    # A GPU wrapper that fits the lean header but does not build on it: the full header
+    # builds it, with its code as generated (file-path loader included).
+    code = (DATA / "gpu_wrapper_softmax.cpp").read_text()
+    (tmp_path / "w.cpp").write_text(code)
+    monkeypatch.setattr(glue_prelude, "counts", {"lean": 0, "slim": 0, "fallback": 0})
+    monkeypatch.setattr(glue_prelude, "precompiled_prelude",
+                        lambda flags, devices, lean=False: f"/h/{'lean' if lean else 'full'}.h")
+    tried = []
+
+    class Builder:
+        def get_command_line(self):
+            return f"g++ {tmp_path}/w.cpp -include /inductor/cuda.h -o {tmp_path}/w.so -shared"
+
+        def build(self):
+            line = self.get_command_line()
+            tried.append((line, (tmp_path / "w.eagerc.cpp").read_text()))
+            if "/h/lean.h" in line:
+                raise RuntimeError("error: 'something' was not declared in this scope")
+
+    builder = Builder()
+    assert glue_prelude.slim_build(builder, builder.get_command_line())
+    assert [("/h/lean.h" in line, "std::string filePath" in text) for line, text in tried] == [
+        (True, False), (False, True)]
+    assert glue_prelude.counts == {"lean": 0, "slim": 1, "fallback": 0}
+    monkeypatch.setenv("EAGERC_GLUE_PRELUDE", "full")  # the switch: the full header at once
+    tried.clear()
+    builder = Builder()
+    assert glue_prelude.slim_build(builder, builder.get_command_line())
+    assert len(tried) == 1 and "/h/full.h" in tried[0][0]

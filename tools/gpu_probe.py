@@ -351,20 +351,25 @@ print("native_batch_norm eval save_mean: cpu", tuple(torch.ops.aten.native_batch
 """
 
 WRAPPERS = r"""
-import os, re, shutil, tarfile, time, torch, eagerc
+import logging, os, re, shutil, sys, tarfile, time, torch, eagerc
 import torch.nn.functional as F
-from eagerc.compile import inductor_wrapper as iw
+from eagerc.compile import glue_prelude, inductor_wrapper as iw
+# Why a wrapper did not build on eagerc's lean header (glue_prelude logs it at DEBUG).
+handler = logging.StreamHandler(sys.stdout)
+handler.addFilter(lambda r: "wrapper header could not build" in r.getMessage())
+logging.getLogger("eagerc").addHandler(handler)
+logging.getLogger("eagerc").setLevel(logging.DEBUG)
 # Every GPU wrapper eagerc builds: its source, its PCH header and its g++ command, for
 # studying what the g++ step costs away from the GPU machine.
 out = os.path.join(os.environ.get("OUT", "/tmp"), "wrappers")
 os.makedirs(out, exist_ok=True)
 built = []
 original = iw._build_with
-def recording(builder, rewrite):
+def recording(builder, rewrite, **how):
     command = rewrite(builder.get_command_line())
     t0 = time.perf_counter()
     try:
-        return original(builder, rewrite)
+        return original(builder, rewrite, **how)
     finally:
         built.append((command, time.perf_counter() - t0))
 iw._build_with = recording
@@ -389,7 +394,7 @@ for name, fn in cases.items():
             shutil.copy(pch.group(1), f"{out}/pch_{os.path.basename(pch.group(1))}")
         with open(f"{out}/{name}_{i}.cmd", "w") as f:
             f.write(command + "\n")
-        print(f"{name}: {seconds:.2f} s in all, wrapper {i} g++ {took:.2f} s")
+        print(f"{name}: {seconds:.2f} s in all, wrapper {i} g++ {took:.2f} s, builds so far {glue_prelude.counts}")
 with tarfile.open(out + ".tgz", "w:gz") as tar:
     tar.add(out, arcname="wrappers")
 shutil.rmtree(out)

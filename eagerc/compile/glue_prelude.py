@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import logging
 import os
 import re
 import subprocess
@@ -97,6 +98,8 @@ static PyMethodDef eagerc_methods[] = {{
 static struct PyModuleDef eagerc_module = {{PyModuleDef_HEAD_INIT, "{entry_func}", nullptr, -1, eagerc_methods}};
 PyMODINIT_FUNC PyInit_{entry_func}(void) {{ return PyModule_Create(&eagerc_module); }}
 """
+
+log = logging.getLogger("eagerc")
 
 # Builds of this process that used the prelude, and those that fell back to Inductor's
 # header (tests read them: a silent fallback would only cost time).
@@ -232,8 +235,11 @@ def slim_build(builder, command: str) -> bool:
         builder.get_command_line = lambda: line
         try:
             builder.build()
-        except Exception:  # noqa: BLE001 - the next header decides
+        except Exception as e:  # noqa: BLE001 - the next header decides
             builder.get_command_line = original
+            # Costs a compile each time: say why (the compiler's first error lines).
+            log.debug("eagerc: %s wrapper header could not build %s: %s", "lean" if lean else "full",
+                      source, "\n".join(str(e).splitlines()[-12:]))
             continue
         counts["lean" if lean else "slim"] += 1
         return True
