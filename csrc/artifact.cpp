@@ -59,7 +59,14 @@ c10::SmallVector<at::Tensor, 4> Artifact::run(const CallSignature& sig) const {
     in.push_back(reinterpret_cast<AtenTensorOpaque*>(handle));
   }
   c10::SmallVector<AtenTensorOpaque*, 4> out(num_outputs_, nullptr);
-  entry_(in.data(), out.data());
+  try {
+    entry_(in.data(), out.data());
+  } catch (const std::exception&) {
+    // The wrapper turns a failed allocation's error code into its own generic error (with
+    // a temporary file's name); the allocation's own exception is native eager's.
+    if (std::exception_ptr original = take_allocation_error()) std::rethrow_exception(original);
+    throw;
+  }
   c10::SmallVector<at::Tensor, 4> results;
   results.reserve(num_outputs_);
   for (AtenTensorOpaque* h : out) {

@@ -9,6 +9,16 @@
 
 namespace eagerc {
 
+namespace {
+thread_local std::exception_ptr tls_allocation_error;
+}  // namespace
+
+std::exception_ptr take_allocation_error() {
+  std::exception_ptr error;
+  std::swap(error, tls_allocation_error);
+  return error;
+}
+
 int32_t direct_empty_strided(int64_t ndim, const int64_t* sizes, const int64_t* strides,
                              int32_t dtype, int32_t device_type, int32_t device_index,
                              AtenTensorOpaque** out) {
@@ -32,11 +42,14 @@ int32_t direct_empty_strided(int64_t ndim, const int64_t* sizes, const int64_t* 
         return AOTI_TORCH_SUCCESS;
       }
     } catch (...) {
+      tls_allocation_error = std::current_exception();  // unless the shim succeeds below
     }
   }
   if (!own_allocator) {
-    return aoti_torch_empty_strided(ndim, sizes, strides, dtype, device_type, device_index,
-                                    reinterpret_cast<AtenTensorHandle*>(out));
+    const int32_t status = aoti_torch_empty_strided(ndim, sizes, strides, dtype, device_type,
+                                                    device_index, reinterpret_cast<AtenTensorHandle*>(out));
+    if (status == AOTI_TORCH_SUCCESS) tls_allocation_error = nullptr;
+    return status;
   }
   try {
     at::Tensor t = type == c10::DeviceType::CPU
@@ -47,6 +60,7 @@ int32_t direct_empty_strided(int64_t ndim, const int64_t* sizes, const int64_t* 
     *out = reinterpret_cast<AtenTensorOpaque*>(new at::Tensor(std::move(t)));
     return AOTI_TORCH_SUCCESS;
   } catch (...) {
+    tls_allocation_error = std::current_exception();
     return AOTI_TORCH_FAILURE;
   }
 }

@@ -11,6 +11,7 @@
 #pragma once
 
 #include <cstdint>
+#include <exception>
 
 struct AtenTensorOpaque;
 
@@ -19,6 +20,11 @@ namespace eagerc {
 int32_t direct_empty_strided(int64_t ndim, const int64_t* sizes, const int64_t* strides,
                              int32_t dtype, int32_t device_type, int32_t device_index,
                              AtenTensorOpaque** out);
+
+// The exception an allocation of this thread failed with (out of memory, say), taken: the
+// wrapper only sees an error code and throws its own generic error, which Artifact::run
+// replaces with this one, so the caller gets native eager's type and message. Null if none.
+std::exception_ptr take_allocation_error();
 
 // Hands direct_empty_strided to a loaded library that asks for it (dlopen handle).
 void offer_direct_allocation(void* library_handle);

@@ -7,6 +7,7 @@ compiles nothing, kernels ordered on the caller's current stream.
 """
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -252,3 +253,44 @@ def test_import_keeps_cuda_autograd_and_override_mode_trains(tmp_path):
     done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True,
                           timeout=600)
     assert done.returncode == 0 and "OK" in done.stdout, done.stdout[-1000:] + done.stderr[-4000:]
+
+
+_CUDA_OUT_OF_MEMORY = textwrap.dedent("""
+    import json, torch, eagerc
+    big = lambda: torch.abs(torch.zeros(1, device="cuda").expand(2**30))  # a 4 GB output
+    out = {}
+    with eagerc.enabled("cuda", ops=["aten::abs"]):
+        for n in (10**6, 10**7, 10**8):  # a kernel whose guard takes the big call's size
+            torch.abs(torch.zeros(1, device="cuda").expand(n))
+        abs_hits = lambda: sum(v["hits"] for k, v in eagerc.stats()["ops"].items() if k.startswith("aten::abs@"))
+        compiles, hits = eagerc.stats()["compiles"], abs_hits()
+        torch.cuda.set_per_process_memory_fraction(1 / 32)  # ~2.5 GB on an 80 GB GPU
+        errors = []
+        for _ in range(2):
+            try:
+                big()
+            except Exception as e:
+                errors.append([type(e).__name__, str(e)[:40]])
+        out["eagerc"] = errors
+        out["new hits"], out["new compiles"] = abs_hits() - hits, eagerc.stats()["compiles"] - compiles
+        out["next call"] = torch.abs(torch.full((5,), -2.0, device="cuda").expand(5)).tolist()
+    try:
+        big()
+    except Exception as e:
+        out["native"] = [type(e).__name__, str(e)[:40]]
+    print(json.dumps(out))
+""")
+
+
+def test_out_of_memory_inside_a_gpu_kernel_raises_cudas_error(tmp_path):
+    # The caching allocator's OutOfMemoryError, raised inside the compiled wrapper, reaches
+    # the caller as eager's (type and message), not as the wrapper's generic error or a crash.
+    env = dict(os.environ, EAGERC_CACHE_DIR=str(tmp_path / "cache"))
+    done = subprocess.run([sys.executable, "-c", _CUDA_OUT_OF_MEMORY], env=env,
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    out = json.loads(done.stdout.strip().splitlines()[-1])
+    assert out["native"][0] == "OutOfMemoryError" and "out of memory" in out["native"][1]
+    assert out["eagerc"] == [out["native"]] * 2 and out["new compiles"] == 0
+    assert out["new hits"] == 2  # the failing calls were hits: the kernel itself raised
+    assert out["next call"] == [2.0] * 5

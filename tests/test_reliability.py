@@ -332,3 +332,48 @@ def test_a_read_only_cache_serves_its_kernels(tmp_path):
     user = run([sys.executable, "-c", _READ_ONLY_USER], env)  # rebuilt in memory instead
     assert user.returncode == 0, user.stderr
     assert json.loads(user.stdout.strip().splitlines()[-1])["ops"]["aten::abs@CPU"]["compiles"] == 1
+
+
+_OUT_OF_MEMORY = textwrap.dedent("""
+    import json, resource, sys, torch, eagerc
+    device = sys.argv[1]
+    big = lambda: torch.abs(torch.zeros(1, device=device).expand(2**29))  # a 2 GB output
+    out = {}
+    with eagerc.enabled("cpu", ops=["aten::abs"]):
+        for n in (10**6, 10**7, 10**8):  # a kernel whose guard takes the big call's size
+            torch.abs(torch.zeros(1, device=device).expand(n))
+        abs_hits = lambda: sum(v["hits"] for k, v in eagerc.stats()["ops"].items() if k.startswith("aten::abs@"))
+        compiles, hits = eagerc.stats()["compiles"], abs_hits()
+        used = int(open("/proc/self/statm").read().split()[0]) * resource.getpagesize()
+        resource.setrlimit(resource.RLIMIT_AS, (used + 2**30, resource.RLIM_INFINITY))
+        errors = []
+        for _ in range(2):
+            try:
+                big()
+            except Exception as e:
+                errors.append([type(e).__name__, str(e)])
+        out["eagerc"] = errors
+        out["new hits"], out["new compiles"] = abs_hits() - hits, eagerc.stats()["compiles"] - compiles
+        out["next call"] = torch.abs(torch.full((5,), -2.0, device=device).expand(5)).tolist()
+    try:
+        torch.empty(2**29, device=device)  # the device's allocator, no compiled kernel
+    except Exception as e:
+        out["native"] = [type(e).__name__, str(e)]
+    print(json.dumps(out))
+""")
+
+
+@pytest.mark.parametrize("device", ["cpu", "eagerc"])
+def test_an_allocation_failing_inside_a_compiled_kernel_raises_eagers_error(tmp_path, device):
+    # The kernel's wrapper sees only an error code from the allocator and would raise its own
+    # generic error (naming a temporary file); eagerc raises the allocator's own, type and
+    # message, as eager does, and the process, the kernel and the next call are fine.
+    env = dict(os.environ, EAGERC_CACHE_DIR=str(tmp_path / "cache"))
+    done = subprocess.run([sys.executable, "-c", _OUT_OF_MEMORY, device], env=env,
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    out = json.loads(done.stdout.strip().splitlines()[-1])
+    assert "memory" in out["native"][1]
+    assert out["eagerc"] == [out["native"]] * 2 and out["new compiles"] == 0
+    assert out["new hits"] == 2  # the failing calls were hits: the kernel itself raised
+    assert out["next call"] == [2.0] * 5
