@@ -200,7 +200,8 @@ AB_SWITCHES = {"prelude": ("EAGERC_GLUE_PRELUDE", "1", "0", "Inductor's header")
 
 def _cold_processes(args) -> None:
     """Fresh processes with empty eagerc and Inductor caches: nothing is warm but what a
-    machine keeps (precompiled headers, the ISA probe's memo, bytecode). With --ab SWITCH:
+    machine keeps (precompiled headers, the ISA probe's memo, bytecode; Triton's cache is fresh
+    too). With --ab SWITCH:
     first a warm-up process (the machine's first builds its headers), then processes with
     SWITCH's A and B values (AB_SWITCHES), alternating, `--rounds` of each; per op the median
     first-call and wrapper-build seconds of each."""
@@ -214,6 +215,7 @@ def _cold_processes(args) -> None:
         with tempfile.TemporaryDirectory() as fresh:
             env = dict(os.environ, _EAGERC_COLD_CHILD="1", EAGERC_CACHE_DIR=f"{fresh}/eagerc",
                        TORCHINDUCTOR_CACHE_DIR=f"{fresh}/inductor",
+                       TRITON_CACHE_DIR=f"{fresh}/triton",
                        _EAGERC_COLD_WARMUP="1" if label == "warm-up" else "0",
                        _EAGERC_COLD_SIZES="1" if i == len(runs) - 1 else "0")
             if variable:
@@ -247,7 +249,7 @@ def _cold_processes(args) -> None:
 
 def bench_cold_model(args) -> None:
     """A model's first forward in override mode (batch 1, TF32 off) in fresh processes with
-    empty eagerc and Inductor caches, after one warm-up compile (the process's one-time
+    empty eagerc, Inductor and Triton caches, after one warm-up compile (the process's one-time
     costs): seconds, compiles, and which header the wrappers built on (glue_prelude). With
     --ab SWITCH, processes with SWITCH's A and B values alternate (`--rounds` of each, at
     most 2)."""
@@ -282,7 +284,7 @@ def bench_cold_model(args) -> None:
         for value in modes:
             with tempfile.TemporaryDirectory() as fresh:
                 env = dict(os.environ, _EAGERC_COLD_CHILD="1", EAGERC_CACHE_DIR=f"{fresh}/eagerc",
-                           TORCHINDUCTOR_CACHE_DIR=f"{fresh}/inductor")
+                           TORCHINDUCTOR_CACHE_DIR=f"{fresh}/inductor", TRITON_CACHE_DIR=f"{fresh}/triton")
                 if variable:
                     env[variable] = value
                 done = subprocess.run([sys.executable, __file__, "cold-model", "--models", name],

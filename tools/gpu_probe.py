@@ -387,7 +387,9 @@ for name, fn in cases.items():
     torch.cuda.synchronize()
     seconds = time.perf_counter() - t0
     for i, (command, took) in enumerate(built[start:]):
-        source = next(w for w in command.split() if w.endswith(".cpp"))
+        source = glue_prelude.source_file(command)
+        if source is None:  # a link step (CPU builds): no source of its own
+            continue
         pch = re.search(r"-include\s+(\S+)", command)
         shutil.copy(source, f"{out}/{name}_{i}.cpp")
         if pch and os.path.exists(pch.group(1)):
