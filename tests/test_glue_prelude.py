@@ -204,3 +204,34 @@ def test_a_lean_build_that_fails_is_built_on_the_full_prelude(tmp_path, monkeypa
     builder = Builder()
     assert glue_prelude.slim_build(builder, builder.get_command_line())
     assert len(tried) == 1 and "/h/full.h" in tried[0][0]
+
+
+# Wrappers Inductor generated on the H100 (tests/data/gpu_wrappers): which fit the lean
+# header (Triton kernels only) and which do not (an extern cuBLAS call).
+GPU_WRAPPERS = {"layer_norm": True, "embedding": True, "add_alpha": True, "cumsum": True,
+                "where": True, "sum_dim": True, "mm": False, "addmm": False}
+
+
+@pytest.mark.parametrize("name", sorted(GPU_WRAPPERS))
+def test_generated_gpu_wrappers_fit_the_lean_header_unless_they_call_externs(name):
+    code, devices = slim_source((DATA / "gpu_wrappers" / f"{name}.cpp").read_text())
+    assert lean_gpu_prelude.fits(code, devices) == GPU_WRAPPERS[name]
+
+
+@pytest.mark.skipif(_cuda_include() is None or shutil.which("g++") is None,
+                    reason="needs g++ and CUDA's headers (no GPU)")
+@pytest.mark.parametrize("name", sorted(n for n, lean in GPU_WRAPPERS.items() if lean))
+def test_generated_gpu_wrappers_that_fit_compile_on_the_lean_header(tmp_path, name):
+    # What fits must build: a wrapper that fits but fails costs a second compile (the
+    # layer_norm wrapper did, until the header declared wrap_with_raii_handle_if_needed).
+    code, devices = slim_source((DATA / "gpu_wrappers" / f"{name}.cpp").read_text())
+    (tmp_path / "kernel.cubin").write_bytes(b"\x7fELF a cubin")
+    for i in range(code.count(".incbin")):
+        code = code.replace(f"CUBIN_PATH_{i}", str(tmp_path / "kernel.cubin"))
+    (tmp_path / "lean.h").write_text(glue_prelude.prelude_text(devices, lean=True))
+    (tmp_path / "wrapper.cpp").write_text(lean_gpu_prelude.without_file_loader(code))
+    done = subprocess.run(
+        ["g++", "-std=c++17", "-c", "-fPIC", "-O1", "-w", "-I", sysconfig.get_paths()["include"],
+         "-I", _cuda_include(), "-include", str(tmp_path / "lean.h"), str(tmp_path / "wrapper.cpp"),
+         "-o", str(tmp_path / "wrapper.o")], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]

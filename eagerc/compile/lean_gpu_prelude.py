@@ -36,7 +36,8 @@ _DTYPES = ("float8_e5m2", "float8_e4m3fn", "float8_e5m2fnuz", "float8_e4m3fnuz",
 _SHIM_NAME = re.compile(r"\baoti_torch_\w+")
 # What only torch's headers define: a wrapper naming any of these is not lean.
 _TORCH_CPP = re.compile(r"\b(c10|at|torch)::|\bArrayRefTensor\b|\bscalar_to_tensor\b|"
-                        r"\bRAIIC10IValueHandle\b|\bMaybeOwning\w*|\bconvert_arrayref\w*|"
+                        r"\bRAIIC10IValueHandle\b|\bRAIIAtenRecordFunctionHandle\b|\bMaybeOwning\w*|"
+                        r"\bConstantHandle\b|\bassert_size_stride\b|\bconvert_arrayref\w*|"
                         r"\bthrow_exception\b|\bAOTI_RUNTIME_\w+|\bstd::filesystem\b")
 # The generated overload of loadKernel that reads a cubin file (Inductor's JIT wrapper).
 _FILE_LOADER = re.compile(r"static inline CUfunction loadKernel\(\s*std::string filePath")
@@ -132,6 +133,22 @@ inline AtenTensorHandle reinterpret_tensor_wrapper(AtenTensorHandle self, int64_
 }
 inline void* get_data_ptr_wrapper(AtenTensorHandle tensor) {
   void* p = nullptr; AOTI_TORCH_ERROR_CODE_CHECK(aoti_torch_get_data_ptr(tensor, &p)); return p;
+}
+// A buffer reused as a view of another (`auto buf3 = wrap_with_raii_handle_if_needed(...)`).
+inline RAIIAtenTensorHandle wrap_with_raii_handle_if_needed(AtenTensorHandle handle) { return RAIIAtenTensorHandle(handle); }
+inline AtenTensorHandle unwrap_raii_handle_if_needed(const RAIIAtenTensorHandle& handle) { return handle.get(); }
+template <class T>
+T& temporary_reference(T&& t) { return t; }
+// A kernel's global scratch memory: a 1-d tensor of `numel` elements kept in `owner`.
+template <typename DevicePtr>
+inline DevicePtr allocate_scratch_tensor(int64_t numel, int32_t dtype, int32_t device_type,
+                                         int32_t device_index, RAIIAtenTensorHandle& owner) {
+  if (numel <= 0) return 0;
+  const int64_t size[] = {numel}, stride[] = {1};
+  AtenTensorHandle handle = nullptr;
+  AOTI_TORCH_ERROR_CODE_CHECK(aoti_torch_empty_strided(1, size, stride, dtype, device_type, device_index, &handle));
+  owner = RAIIAtenTensorHandle(handle);
+  return reinterpret_cast<DevicePtr>(owner.data_ptr());
 }
 [[maybe_unused]] inline int64_t align(int64_t nbytes) { return (nbytes + 64 - 1) & -64; }
 class AOTICudaGuard {
