@@ -6,6 +6,7 @@ from __future__ import annotations
 import glob
 import importlib.util
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -155,21 +156,30 @@ def test_the_file_path_kernel_loader_is_dropped_whole():
     assert lean_gpu_prelude.without_file_loader(lean) == lean
 
 
-@pytest.mark.skipif(_cuda_include() is None or shutil.which("g++") is None,
-                    reason="needs g++ and CUDA's headers (no GPU)")
-def test_a_generated_gpu_wrapper_compiles_on_the_lean_header(tmp_path):
-    # Compiled to an object with no torch header at all: everything it names is declared.
-    code, devices = _generated_gpu_wrapper()
-    (tmp_path / "lean.h").write_text(glue_prelude.prelude_text(devices, lean=True))
+def _compile_on_the_lean_header(tmp_path, code: str, devices) -> Path:
+    """`code` (cubin paths CUBIN_PATH or CUBIN_PATH_<n>) compiled to an object on the lean
+    header with no torch header at all; its path."""
     (tmp_path / "kernel.cubin").write_bytes(b"\x7fELF a cubin")
-    code = code.replace("CUBIN_PATH", str(tmp_path / "kernel.cubin"))
+    code = re.sub(r"CUBIN_PATH(_\d+)?", str(tmp_path / "kernel.cubin"), code)
+    (tmp_path / "lean.h").write_text(glue_prelude.prelude_text(devices, lean=True))
     (tmp_path / "wrapper.cpp").write_text(lean_gpu_prelude.without_file_loader(code))
     done = subprocess.run(
         ["g++", "-std=c++17", "-c", "-fPIC", "-O1", "-w", "-I", sysconfig.get_paths()["include"],
          "-I", _cuda_include(), "-include", str(tmp_path / "lean.h"), str(tmp_path / "wrapper.cpp"),
          "-o", str(tmp_path / "wrapper.o")], capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
-    symbols = subprocess.run(["nm", str(tmp_path / "wrapper.o")], capture_output=True, text=True).stdout
+    return tmp_path / "wrapper.o"
+
+
+needs_cuda_headers = pytest.mark.skipif(_cuda_include() is None or shutil.which("g++") is None,
+                                        reason="needs g++ and CUDA's headers (no GPU)")
+
+
+@needs_cuda_headers
+def test_a_generated_gpu_wrapper_compiles_on_the_lean_header(tmp_path):
+    # Everything it names is declared: entry and guard defined, the shims left to libtorch.
+    obj = _compile_on_the_lean_header(tmp_path, *_generated_gpu_wrapper())
+    symbols = subprocess.run(["nm", str(obj)], capture_output=True, text=True).stdout
     assert " T eagerc_entry" in symbols and " T eagerc_guard" in symbols
     assert " U aoti_torch_empty_strided" in symbols and " U aoti_torch_get_current_cuda_stream" in symbols
 
@@ -218,20 +228,9 @@ def test_generated_gpu_wrappers_fit_the_lean_header_unless_they_call_externs(nam
     assert lean_gpu_prelude.fits(code, devices) == GPU_WRAPPERS[name]
 
 
-@pytest.mark.skipif(_cuda_include() is None or shutil.which("g++") is None,
-                    reason="needs g++ and CUDA's headers (no GPU)")
+@needs_cuda_headers
 @pytest.mark.parametrize("name", sorted(n for n, lean in GPU_WRAPPERS.items() if lean))
 def test_generated_gpu_wrappers_that_fit_compile_on_the_lean_header(tmp_path, name):
     # What fits must build: a wrapper that fits but fails costs a second compile (the
     # layer_norm wrapper did, until the header declared wrap_with_raii_handle_if_needed).
-    code, devices = slim_source((DATA / "gpu_wrappers" / f"{name}.cpp").read_text())
-    (tmp_path / "kernel.cubin").write_bytes(b"\x7fELF a cubin")
-    for i in range(code.count(".incbin")):
-        code = code.replace(f"CUBIN_PATH_{i}", str(tmp_path / "kernel.cubin"))
-    (tmp_path / "lean.h").write_text(glue_prelude.prelude_text(devices, lean=True))
-    (tmp_path / "wrapper.cpp").write_text(lean_gpu_prelude.without_file_loader(code))
-    done = subprocess.run(
-        ["g++", "-std=c++17", "-c", "-fPIC", "-O1", "-w", "-I", sysconfig.get_paths()["include"],
-         "-I", _cuda_include(), "-include", str(tmp_path / "lean.h"), str(tmp_path / "wrapper.cpp"),
-         "-o", str(tmp_path / "wrapper.o")], capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stderr[-3000:]
+    _compile_on_the_lean_header(tmp_path, *slim_source((DATA / "gpu_wrappers" / f"{name}.cpp").read_text()))

@@ -53,28 +53,7 @@ _CUDA = """\
 #include <cuda.h>
 #include <cuda_runtime_api.h>
 #include <torch/csrc/inductor/aoti_torch/generated/c_shim_cuda.h>
-class AOTICudaGuard {
- public:
-  explicit AOTICudaGuard(int32_t index) { AOTI_TORCH_ERROR_CODE_CHECK(aoti_torch_create_cuda_guard(index, &guard_)); }
-  void set_index(int32_t index) { AOTI_TORCH_ERROR_CODE_CHECK(aoti_torch_cuda_guard_set_index(guard_, index)); }
-  ~AOTICudaGuard() { if (guard_ != nullptr) aoti_torch_delete_cuda_guard(guard_); }
-  AOTICudaGuard(const AOTICudaGuard&) = delete;
-  AOTICudaGuard& operator=(const AOTICudaGuard&) = delete;
- private:
-  CUDAGuardHandle guard_ = nullptr;
-};
-class AOTICudaStreamGuard {
- public:
-  AOTICudaStreamGuard(cudaStream_t stream, int32_t index) {
-    AOTI_TORCH_ERROR_CODE_CHECK(aoti_torch_create_cuda_stream_guard(stream, index, &guard_));
-  }
-  ~AOTICudaStreamGuard() { if (guard_ != nullptr) aoti_torch_delete_cuda_stream_guard(guard_); }
-  AOTICudaStreamGuard(const AOTICudaStreamGuard&) = delete;
-  AOTICudaStreamGuard& operator=(const AOTICudaStreamGuard&) = delete;
- private:
-  CUDAStreamGuardHandle guard_ = nullptr;
-};
-"""
+""" + lean_gpu_prelude.CUDA_GUARDS
 _DEVICE_HEADERS = {"cpu": "", "cuda": _CUDA}
 
 # The header line a generated wrapper starts with, one per device it computes on.

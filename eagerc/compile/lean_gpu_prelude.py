@@ -42,6 +42,33 @@ _TORCH_CPP = re.compile(r"\b(c10|at|torch)::|\bArrayRefTensor\b|\bscalar_to_tens
 # The generated overload of loadKernel that reads a cubin file (Inductor's JIT wrapper).
 _FILE_LOADER = re.compile(r"static inline CUfunction loadKernel\(\s*std::string filePath")
 
+# The device and stream guards generated GPU code names: RAII over the shims' guard calls (torch's
+# own, in utils_cuda.h, come with cuda_runtime.h and the fp16/bf16/fp8 headers). Shared with
+# glue_prelude's full header.
+CUDA_GUARDS = """\
+class AOTICudaGuard {
+ public:
+  explicit AOTICudaGuard(int32_t index) { AOTI_TORCH_ERROR_CODE_CHECK(aoti_torch_create_cuda_guard(index, &guard_)); }
+  void set_index(int32_t index) { AOTI_TORCH_ERROR_CODE_CHECK(aoti_torch_cuda_guard_set_index(guard_, index)); }
+  ~AOTICudaGuard() { if (guard_ != nullptr) aoti_torch_delete_cuda_guard(guard_); }
+  AOTICudaGuard(const AOTICudaGuard&) = delete;
+  AOTICudaGuard& operator=(const AOTICudaGuard&) = delete;
+ private:
+  CUDAGuardHandle guard_ = nullptr;
+};
+class AOTICudaStreamGuard {
+ public:
+  AOTICudaStreamGuard(cudaStream_t stream, int32_t index) {
+    AOTI_TORCH_ERROR_CODE_CHECK(aoti_torch_create_cuda_stream_guard(stream, index, &guard_));
+  }
+  ~AOTICudaStreamGuard() { if (guard_ != nullptr) aoti_torch_delete_cuda_stream_guard(guard_); }
+  AOTICudaStreamGuard(const AOTICudaStreamGuard&) = delete;
+  AOTICudaStreamGuard& operator=(const AOTICudaStreamGuard&) = delete;
+ private:
+  CUDAStreamGuardHandle guard_ = nullptr;
+};
+"""
+
 TEXT = """\
 #pragma once
 #include <array>
@@ -151,28 +178,7 @@ inline DevicePtr allocate_scratch_tensor(int64_t numel, int32_t dtype, int32_t d
   return reinterpret_cast<DevicePtr>(owner.data_ptr());
 }
 [[maybe_unused]] inline int64_t align(int64_t nbytes) { return (nbytes + 64 - 1) & -64; }
-class AOTICudaGuard {
- public:
-  explicit AOTICudaGuard(int32_t index) { AOTI_TORCH_ERROR_CODE_CHECK(aoti_torch_create_cuda_guard(index, &guard_)); }
-  void set_index(int32_t index) { AOTI_TORCH_ERROR_CODE_CHECK(aoti_torch_cuda_guard_set_index(guard_, index)); }
-  ~AOTICudaGuard() { if (guard_ != nullptr) aoti_torch_delete_cuda_guard(guard_); }
-  AOTICudaGuard(const AOTICudaGuard&) = delete;
-  AOTICudaGuard& operator=(const AOTICudaGuard&) = delete;
- private:
-  CUDAGuardHandle guard_ = nullptr;
-};
-class AOTICudaStreamGuard {
- public:
-  AOTICudaStreamGuard(cudaStream_t stream, int32_t index) {
-    AOTI_TORCH_ERROR_CODE_CHECK(aoti_torch_create_cuda_stream_guard(stream, index, &guard_));
-  }
-  ~AOTICudaStreamGuard() { if (guard_ != nullptr) aoti_torch_delete_cuda_stream_guard(guard_); }
-  AOTICudaStreamGuard(const AOTICudaStreamGuard&) = delete;
-  AOTICudaStreamGuard& operator=(const AOTICudaStreamGuard&) = delete;
- private:
-  CUDAStreamGuardHandle guard_ = nullptr;
-};
-"""
+""" + CUDA_GUARDS
 
 
 def fits(code: str, devices) -> bool:
