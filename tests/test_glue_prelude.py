@@ -138,11 +138,11 @@ def _generated_gpu_wrapper():
     return slim_source(code)
 
 
-def test_a_triton_only_gpu_wrapper_fits_the_lean_header_and_an_extern_one_does_not():
+def test_a_gpu_wrapper_fits_the_lean_header_unless_it_names_what_the_header_lacks():
     code, devices = _generated_gpu_wrapper()
     assert lean_gpu_prelude.fits(code, devices)
-    extern = code.replace("eagerc_empty_strided(2,", "aoti_torch_cuda_addmm_out(buf2, arg0_1); eagerc_empty_strided(2,")
-    assert not lean_gpu_prelude.fits(extern, devices)  # a shim the lean header does not declare
+    other = code.replace("eagerc_empty_strided(2,", "aoti_torch_proxy_executor_call_function(p, 0); eagerc_empty_strided(2,")
+    assert not lean_gpu_prelude.fits(other, devices)  # a shim the lean header does not declare
     assert not lean_gpu_prelude.fits(code.replace("int64_t s50", "c10::SymInt x; int64_t s50"), devices)
     assert not lean_gpu_prelude.fits(code, {"cpu"}) and not lean_gpu_prelude.fits(code, {"cpu", "cuda"})
 
@@ -216,20 +216,35 @@ def test_a_lean_build_that_fails_is_built_on_the_full_prelude(tmp_path, monkeypa
     assert len(tried) == 1 and "/h/full.h" in tried[0][0]
 
 
-# Wrappers Inductor generated on the H100 (tests/data/gpu_wrappers): which fit the lean
-# header (Triton kernels only) and which do not (an extern cuBLAS call).
+# Wrappers Inductor generated on the H100 (tests/data/gpu_wrappers): Triton kernels, and two
+# cuBLAS externs (mm, addmm) whose prototypes the lean header takes from torch's
+# c_shim_cuda.h (where this torch has the header).
 GPU_WRAPPERS = {"layer_norm": True, "embedding": True, "add_alpha": True, "cumsum": True,
-                "where": True, "sum_dim": True, "mm": False, "addmm": False}
+                "where": True, "sum_dim": True, "mm": True, "addmm": True}
+_EXTERNS = {"mm": "aoti_torch_cuda_mm_out", "addmm": "aoti_torch_cuda_addmm_out"}
+
+
+def _fits_here(name: str) -> bool:
+    return GPU_WRAPPERS[name] and _EXTERNS.get(name, "aoti_torch_cuda_mm_out") in lean_gpu_prelude._extern_declarations()
 
 
 @pytest.mark.parametrize("name", sorted(GPU_WRAPPERS))
-def test_generated_gpu_wrappers_fit_the_lean_header_unless_they_call_externs(name):
+def test_generated_gpu_wrappers_fit_the_lean_header(name):
     code, devices = slim_source((DATA / "gpu_wrappers" / f"{name}.cpp").read_text())
-    assert lean_gpu_prelude.fits(code, devices) == GPU_WRAPPERS[name]
+    assert lean_gpu_prelude.fits(code, devices) == (_fits_here(name) if name in _EXTERNS else GPU_WRAPPERS[name])
+
+
+def test_extern_prototypes_are_this_torchs():
+    externs = lean_gpu_prelude._extern_declarations()
+    if not externs:
+        pytest.skip("this torch has no c_shim_cuda.h")
+    assert externs["aoti_torch_cuda_mm_out"] == (
+        "AOTITorchError aoti_torch_cuda_mm_out(AtenTensorHandle out, AtenTensorHandle self, AtenTensorHandle mat2);")
+    assert lean_gpu_prelude.text().count("aoti_torch_cuda_") >= len(externs)
 
 
 @needs_cuda_headers
-@pytest.mark.parametrize("name", sorted(n for n, lean in GPU_WRAPPERS.items() if lean))
+@pytest.mark.parametrize("name", sorted(n for n in GPU_WRAPPERS if _fits_here(n)))
 def test_generated_gpu_wrappers_that_fit_compile_on_the_lean_header(tmp_path, name):
     # What fits must build: a wrapper that fits but fails costs a second compile (the
     # layer_norm wrapper did, until the header declared wrap_with_raii_handle_if_needed).

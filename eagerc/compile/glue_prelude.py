@@ -88,7 +88,7 @@ _unusable: set = set()  # precompiled headers that failed to build in this proce
 
 def prelude_text(devices, lean: bool = False) -> str:
     if lean:
-        return lean_gpu_prelude.TEXT
+        return lean_gpu_prelude.text()
     return _COMMON + "".join(_DEVICE_HEADERS[d] for d in sorted(devices))
 
 

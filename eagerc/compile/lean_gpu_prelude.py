@@ -1,5 +1,6 @@
-"""A lean header for GPU wrappers that only launch Triton kernels: eagerc's own declarations
-of the few C shim functions such a wrapper calls and of the helpers it names, and nothing of
+"""A lean header for GPU wrappers: eagerc's own declarations of the few C shim functions a
+wrapper calls to launch Triton kernels and of the helpers it names, the prototypes of the
+CUDA extern calls (copied from torch's generated c_shim_cuda.h, plain C), and nothing of
 torch's C++ headers.
 
 Why: on glue_prelude's header a GPU wrapper still pays for AOTI's ``shim.h``, which pulls
@@ -10,9 +11,8 @@ machine with a generated H100 wrapper (softmax): 0.24-0.29 s of g++ CPU time aga
 0.36-0.41 s on glue_prelude's header; a cold GPU compile spends most of its time in that g++.
 
 Only wrappers that `fits` accepts use it: every shim function they name is declared here
-and they name nothing of torch's C++ API. Anything else (extern calls: cuBLAS, cuDNN,
-attention) builds on glue_prelude's header as before, and a lean build that fails anyway
-falls back to it too. The shim functions are torch's stable C ABI (declared extern "C",
+and they name nothing of torch's C++ API. Anything else builds on glue_prelude's header as
+before, and a lean build that fails anyway falls back to it too. The shim functions are torch's stable C ABI (declared extern "C",
 signatures as in ``aoti_torch/c/shim.h``); the helper classes mirror the member functions of
 AOTI's RAII handles that generated code calls.
 """
@@ -69,7 +69,7 @@ class AOTICudaStreamGuard {
 };
 """
 
-TEXT = """\
+_OWN = """\
 #pragma once
 #include <array>
 #include <cstdint>
@@ -90,6 +90,8 @@ struct CUDAGuardOpaque;
 using CUDAGuardHandle = CUDAGuardOpaque*;
 struct CUDAStreamGuardOpaque;
 using CUDAStreamGuardHandle = CUDAStreamGuardOpaque*;
+struct AtenGeneratorOpaque;
+using AtenGeneratorHandle = AtenGeneratorOpaque*;
 AOTITorchError aoti_torch_empty_strided(int64_t ndim, const int64_t* sizes, const int64_t* strides,
     int32_t dtype, int32_t device_type, int32_t device_index, AtenTensorHandle* result);
 AOTITorchError aoti_torch_get_data_ptr(AtenTensorHandle tensor, void** result);
@@ -110,6 +112,7 @@ AOTITorchError aoti_torch_create_cuda_stream_guard(void* stream, int32_t device_
 AOTITorchError aoti_torch_delete_cuda_stream_guard(CUDAStreamGuardHandle guard);
 int32_t aoti_torch_device_type_cpu();
 int32_t aoti_torch_device_type_cuda();
+// @extern-prototypes@
 """ + "".join(f"int32_t aoti_torch_dtype_{d}();\n" for d in _DTYPES) + """\
 }
 #define AOTI_TORCH_SUCCESS 0
@@ -181,14 +184,55 @@ inline DevicePtr allocate_scratch_tensor(int64_t numel, int32_t dtype, int32_t d
 """ + CUDA_GUARDS
 
 
+# A CUDA extern's declaration in torch's generated c_shim_cuda.h (one line each), and the
+# words its parameter lists may use here (the handle types are declared above).
+_EXTERN_DECLARATION = re.compile(r"^AOTI_TORCH_EXPORT (AOTITorchError (aoti_torch_cuda_\w+)\(([^;]*)\);)$", re.M)
+_PARAMETER_TYPE = re.compile(r"^(const )?(AtenTensorHandle|AtenGeneratorHandle|char|double|int32_t|int64_t)\**$")
+
+
+def _extern_declarations() -> dict:
+    """{name: declaration} of the CUDA extern calls (cuBLAS, cuDNN, attention, ...) of this
+    torch's c_shim_cuda.h: plain C prototypes, copied into the lean header so that a wrapper
+    of extern calls builds on it too. Empty where the header is missing."""
+    global _EXTERNS
+    if _EXTERNS is None:
+        import os
+
+        import torch
+
+        path = os.path.join(os.path.dirname(torch.__file__), "include", "torch", "csrc", "inductor",
+                            "aoti_torch", "generated", "c_shim_cuda.h")
+        try:
+            with open(path) as f:
+                header = f.read()
+        except OSError:
+            header = ""
+        _EXTERNS = {}
+        for declaration, name, params in _EXTERN_DECLARATION.findall(header):
+            types = [p.strip().rsplit(" ", 1)[0] for p in params.split(",") if p.strip()]
+            if all(_PARAMETER_TYPE.match(t.replace(" *", "*")) for t in types):
+                _EXTERNS[name] = declaration
+    return _EXTERNS
+
+
+_EXTERNS = None
+
+
+def text() -> str:
+    """The lean header: eagerc's own part and this torch's CUDA extern declarations."""
+    externs = "".join(d + "\n" for d in _extern_declarations().values())
+    return _OWN.replace("// @extern-prototypes@\n", externs, 1)
+
+
 def fits(code: str, devices) -> bool:
-    """Whether `code` (a wrapper without its header line) should build on TEXT: a GPU wrapper
-    whose shim calls are all declared here and that names nothing of torch's C++ API (the
-    file-path loadKernel, dropped by `without_file_loader`, aside)."""
+    """Whether `code` (a wrapper without its header line) should build on the lean header: a
+    GPU wrapper whose shim calls are all declared there and that names nothing of torch's C++
+    API (the file-path loadKernel, dropped by `without_file_loader`, aside)."""
     if set(devices) != {"cuda"}:
         return False
     names = set(_SHIM_NAME.findall(code))
-    if any(n not in DECLARED and not _GETTER.match(n) for n in names):
+    externs = _extern_declarations()
+    if any(n not in DECLARED and n not in externs and not _GETTER.match(n) for n in names):
         return False
     return _TORCH_CPP.search(without_file_loader(code)) is None
 
