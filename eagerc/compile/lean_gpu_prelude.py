@@ -6,15 +6,16 @@ torch's C++ headers.
 Why: on glue_prelude's header a GPU wrapper still pays for AOTI's ``shim.h``, which pulls
 torch's header-only C++ (BFloat16, Half, complex, Float8 types: ~0.45 s of g++ to parse,
 ~60 MB precompiled), and for the generated file-path ``loadKernel`` overload's
-``std::filesystem`` (eagerc embeds every cubin, so it is dead code). Measured on the dev
-machine with a generated H100 wrapper (softmax): 0.24-0.29 s of g++ CPU time against
-0.36-0.41 s on glue_prelude's header; a cold GPU compile spends most of its time in that g++.
+``std::filesystem`` (eagerc embeds every cubin, so it is dead code). g++ CPU time of
+generated H100 wrappers on the dev machine: softmax 0.24-0.29 s against 0.36-0.41 s on
+glue_prelude's header, mm 0.17 against 0.27 s. On the H100 a cold compile's median fell
+from 1.14 to 0.80 s per kernel (docs/benchmarks.md, CUDA session 12).
 
 Only wrappers that `fits` accepts use it: every shim function they name is declared here
 and they name nothing of torch's C++ API. Anything else builds on glue_prelude's header as
-before, and a lean build that fails anyway falls back to it too. The shim functions are torch's stable C ABI (declared extern "C",
-signatures as in ``aoti_torch/c/shim.h``); the helper classes mirror the member functions of
-AOTI's RAII handles that generated code calls.
+before, and a lean build that fails anyway falls back to it too. The shim functions are
+torch's stable C ABI (extern "C", signatures as in ``aoti_torch/c/shim.h``); the helper
+classes mirror the member functions of AOTI's RAII handles that generated code calls.
 """
 from __future__ import annotations
 
