@@ -56,7 +56,8 @@ if [ "$what" = probe ]; then
   for mode in "$@"; do
     # One file per probe, stderr included (the device tool brings back 8 files a call).
     python3 tools/gpu_probe.py "$mode" 2>&1 | grep -v "Warn\|warnings.warn" > "$OUT/probe_$mode.txt"
-    echo "== probe $mode"; head -120 "$OUT/probe_$mode.txt"
+    status=${PIPESTATUS[0]}  # the probe's own exit status, not grep's
+    echo "== probe $mode (exit $status)" | tee -a "$OUT/probe_$mode.txt"; head -120 "$OUT/probe_$mode.txt"
   done
 fi
 if [ "$what" = bench ]; then
