@@ -198,6 +198,13 @@ AB_SWITCHES = {"prelude": ("EAGERC_GLUE_PRELUDE", "1", "0", "Inductor's header")
                "lean": ("EAGERC_GLUE_PRELUDE", "1", "full", "full prelude")}
 
 
+def _fresh_caches(directory: str) -> dict:
+    """The environment of a cold child process: empty eagerc, Inductor and Triton caches
+    under `directory`."""
+    return dict(os.environ, _EAGERC_COLD_CHILD="1", EAGERC_CACHE_DIR=f"{directory}/eagerc",
+                TORCHINDUCTOR_CACHE_DIR=f"{directory}/inductor", TRITON_CACHE_DIR=f"{directory}/triton")
+
+
 def _cold_processes(args) -> None:
     """Fresh processes with empty eagerc and Inductor caches: nothing is warm but what a
     machine keeps (precompiled headers, the ISA probe's memo, bytecode; Triton's cache is fresh
@@ -213,9 +220,7 @@ def _cold_processes(args) -> None:
     for i, (label, value) in enumerate(runs):
         print(f"== process {i}: {label}", flush=True)
         with tempfile.TemporaryDirectory() as fresh:
-            env = dict(os.environ, _EAGERC_COLD_CHILD="1", EAGERC_CACHE_DIR=f"{fresh}/eagerc",
-                       TORCHINDUCTOR_CACHE_DIR=f"{fresh}/inductor",
-                       TRITON_CACHE_DIR=f"{fresh}/triton",
+            env = dict(_fresh_caches(fresh),
                        _EAGERC_COLD_WARMUP="1" if label == "warm-up" else "0",
                        _EAGERC_COLD_SIZES="1" if i == len(runs) - 1 else "0")
             if variable:
@@ -283,8 +288,7 @@ def bench_cold_model(args) -> None:
     for name in args.models.split(","):
         for value in modes:
             with tempfile.TemporaryDirectory() as fresh:
-                env = dict(os.environ, _EAGERC_COLD_CHILD="1", EAGERC_CACHE_DIR=f"{fresh}/eagerc",
-                           TORCHINDUCTOR_CACHE_DIR=f"{fresh}/inductor", TRITON_CACHE_DIR=f"{fresh}/triton")
+                env = _fresh_caches(fresh)
                 if variable:
                     env[variable] = value
                 done = subprocess.run([sys.executable, __file__, "cold-model", "--models", name],

@@ -19,6 +19,8 @@ classes mirror the member functions of AOTI's RAII handles that generated code c
 """
 from __future__ import annotations
 
+import functools
+import os
 import re
 
 # Shim functions declared below; dtype and device-type getters are matched by prefix.
@@ -191,32 +193,26 @@ _EXTERN_DECLARATION = re.compile(r"^AOTI_TORCH_EXPORT (AOTITorchError (aoti_torc
 _PARAMETER_TYPE = re.compile(r"^(const )?(AtenTensorHandle|AtenGeneratorHandle|char|double|int32_t|int64_t)\**$")
 
 
+@functools.cache
 def _extern_declarations() -> dict:
     """{name: declaration} of the CUDA extern calls (cuBLAS, cuDNN, attention, ...) of this
     torch's c_shim_cuda.h: plain C prototypes, copied into the lean header so that a wrapper
     of extern calls builds on it too. Empty where the header is missing."""
-    global _EXTERNS
-    if _EXTERNS is None:
-        import os
+    import torch
 
-        import torch
-
-        path = os.path.join(os.path.dirname(torch.__file__), "include", "torch", "csrc", "inductor",
-                            "aoti_torch", "generated", "c_shim_cuda.h")
-        try:
-            with open(path) as f:
-                header = f.read()
-        except OSError:
-            header = ""
-        _EXTERNS = {}
-        for declaration, name, params in _EXTERN_DECLARATION.findall(header):
-            types = [p.strip().rsplit(" ", 1)[0] for p in params.split(",") if p.strip()]
-            if all(_PARAMETER_TYPE.match(t.replace(" *", "*")) for t in types):
-                _EXTERNS[name] = declaration
-    return _EXTERNS
-
-
-_EXTERNS = None
+    path = os.path.join(os.path.dirname(torch.__file__), "include", "torch", "csrc", "inductor",
+                        "aoti_torch", "generated", "c_shim_cuda.h")
+    try:
+        with open(path) as f:
+            header = f.read()
+    except OSError:
+        header = ""
+    externs = {}
+    for declaration, name, params in _EXTERN_DECLARATION.findall(header):
+        types = [p.strip().rsplit(" ", 1)[0] for p in params.split(",") if p.strip()]
+        if all(_PARAMETER_TYPE.match(t.replace(" *", "*")) for t in types):
+            externs[name] = declaration
+    return externs
 
 
 def text() -> str:
