@@ -54,6 +54,34 @@ def test_new_sizes_reuse_one_kernel(fresh_cache):
     assert s["hits"] == len(inputs) - 1
 
 
+def test_triton_only_kernels_launch_from_a_plan(fresh_cache):
+    # No per-op C++ for these (eagerc/compile/launch_plan.py): each compile is one plan,
+    # and the plan's guard and launches serve other sizes and alpha values exactly.
+    from eagerc.compile import plan_build
+
+    ops = ["aten::add.Tensor", "aten::_softmax", "aten::native_layer_norm", "aten::sum.dim_IntList",
+           "aten::where.self", "aten::cumsum"]
+    calls = [lambda x, y: torch.add(x, y, alpha=0.5), lambda x, y: torch.softmax(x, 1),
+             lambda x, y: F.layer_norm(x, (x.shape[1],)), lambda x, y: x.sum(1),
+             lambda x, y: torch.where(x > y, x, y), lambda x, y: torch.cumsum(x, 0)]
+    before = plan_build.counts["plan"]
+    for rows in (37, 5, 300):
+        x, y = torch.randn(rows, 91, device=DEV), torch.randn(rows, 91, device=DEV)
+        expected = [fn(x, y) for fn in calls]
+        with eagerc.enabled(DEV, ops=ops):
+            got = [fn(x, y) for fn in calls]
+        for g, want in zip(got, expected):
+            assert_close(g, want)
+    compiles = eagerc.stats()["compiles"]
+    assert compiles >= len(ops) and eagerc.stats()["fallbacks"] == 0
+    assert plan_build.counts["plan"] - before == compiles, plan_build.reasons
+    expected = torch.add(x, y, alpha=-0.25)
+    with eagerc.enabled(DEV, ops=ops):
+        got = torch.add(x, y, alpha=-0.25)
+    assert_close(got, expected)
+    assert eagerc.stats()["compiles"] == compiles  # alpha is a runtime input of the plan
+
+
 @pytest.mark.parametrize("first, alphas", [
     (5, (2, -3, 7)),                 # 0 and 1 are signature classes
     # Floats too: the launcher's float parameters are doubles (eagerc/compile/

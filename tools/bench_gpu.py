@@ -1,9 +1,9 @@
 """eagerc on CUDA against native CUDA eager, same process (run on the GPU machine).
 
     python tools/bench_gpu.py large            # 8192x8192 fp32: kernel time per op, bandwidth
-    python tools/bench_gpu.py cold [--ab prelude|lean --rounds N]  # cold compile per op
+    python tools/bench_gpu.py cold [--ab prelude|lean|plan --rounds N]  # cold compile per op
                                                # (fresh caches), new sizes
-    python tools/bench_gpu.py cold-model [--models ...] [--ab prelude|lean --rounds N]
+    python tools/bench_gpu.py cold-model [--models ...] [--ab prelude|lean|plan --rounds N]
                                                # a model's first forward with fresh caches
     python tools/bench_gpu.py models [--models bert,gpt2,resnet50] [--batches 1,32]
     python tools/bench_gpu.py device-models [--models ...] [--batches ...]
@@ -147,7 +147,7 @@ def bench_cold(args) -> None:
     if os.environ.get("_EAGERC_COLD_CHILD") != "1":
         _cold_processes(args)
         return
-    from eagerc.compile import glue_prelude, inductor_wrapper
+    from eagerc.compile import glue_prelude, inductor_wrapper, plan_build
 
     glue = []  # seconds of each wrapper build (the g++ step of a GPU compile)
     build_glue = inductor_wrapper._build_glue
@@ -180,9 +180,9 @@ def bench_cold(args) -> None:
         seconds[name] = (time.perf_counter() - t0, after["compiles"] - before["compiles"],
                          sum(glue[builds:]))
     print("RESULT " + json.dumps(seconds), flush=True)
-    print(f"wrapper builds on eagerc's lean GPU header: {glue_prelude.counts['lean']}, on its full "
-          f"header: {glue_prelude.counts['slim']}, fell back to Inductor's: "
-          f"{glue_prelude.counts['fallback']}", flush=True)
+    print(f"wrappers from a launch plan: {plan_build.counts['plan']}; built on eagerc's lean GPU header: "
+          f"{glue_prelude.counts['lean']}, on its full header: {glue_prelude.counts['slim']}, fell back to "
+          f"Inductor's: {glue_prelude.counts['fallback']}; why no plan: {dict(plan_build.reasons)}", flush=True)
     if os.environ.get("_EAGERC_COLD_SIZES") == "1":
         before = eagerc.stats()["compiles"]
         with eagerc.enabled(DEV):
@@ -195,7 +195,8 @@ def bench_cold(args) -> None:
 
 # What `--ab` compares: (variable, value in A processes, value in B processes, B's label).
 AB_SWITCHES = {"prelude": ("EAGERC_GLUE_PRELUDE", "1", "0", "Inductor's header"),
-               "lean": ("EAGERC_GLUE_PRELUDE", "1", "full", "full prelude")}
+               "lean": ("EAGERC_GLUE_PRELUDE", "1", "full", "full prelude"),
+               "plan": ("EAGERC_GPU_LAUNCHER", "1", "0", "wrappers by g++")}
 
 
 def _fresh_caches(directory: str) -> dict:
@@ -259,7 +260,7 @@ def bench_cold_model(args) -> None:
     --ab SWITCH, processes with SWITCH's A and B values alternate (`--rounds` of each, at
     most 2)."""
     if os.environ.get("_EAGERC_COLD_CHILD") == "1":
-        from eagerc.compile import glue_prelude
+        from eagerc.compile import glue_prelude, plan_build
 
         torch.backends.cuda.matmul.allow_tf32 = False
         torch.backends.cudnn.allow_tf32 = False
@@ -279,11 +280,12 @@ def bench_cold_model(args) -> None:
             seconds = time.perf_counter() - t0
         err = ((got - want).abs().max() / want.abs().max()).item()
         print("RESULT " + json.dumps({"seconds": seconds, "compiles": eagerc.stats()["compiles"] - before,
-                                      "err": err, **glue_prelude.counts}), flush=True)
+                                      "err": err, **glue_prelude.counts, **plan_build.counts,
+                                      "reasons": dict(plan_build.reasons)}), flush=True)
         return
     variable, on, off, off_label = AB_SWITCHES.get(args.ab or "", ("", "", "", ""))
     modes = [on, off] * max(1, min(args.rounds, 2)) if args.ab else [on]
-    print(f"{'model':<10} {'wrappers on':>17} {'first forward s':>16} {'compiles':>8} {'lean':>5} "
+    print(f"{'model':<10} {'wrappers on':>17} {'first forward s':>16} {'compiles':>8} {'plan':>5} {'lean':>5} "
           f"{'full':>5} {'fallback':>8} {'rel err':>9}")
     for name in args.models.split(","):
         for value in modes:
@@ -300,8 +302,8 @@ def bench_cold_model(args) -> None:
                 continue
             r = results[0]
             label = off_label if variable and value == off else "eagerc's default"
-            print(f"{name:<10} {label:>17} {r['seconds']:>16.1f} {r['compiles']:>8} {r['lean']:>5} "
-                  f"{r['slim']:>5} {r['fallback']:>8} {r['err']:>9.1e}", flush=True)
+            print(f"{name:<10} {label:>17} {r['seconds']:>16.1f} {r['compiles']:>8} {r['plan']:>5} {r['lean']:>5} "
+                  f"{r['slim']:>5} {r['fallback']:>8} {r['err']:>9.1e}  no plan: {r['reasons']}", flush=True)
 
 
 # ------------------------------------------------------------------ models

@@ -36,7 +36,7 @@ from eagerc.compile.boxed_int_lists import fix_boxed_int_lists
 from eagerc.compile.direct_alloc import direct_allocations
 from eagerc.compile.output_asserts import cheap_output_asserts
 from eagerc.compile.gpu_context import make_context_current
-from eagerc.compile import glue_prelude
+from eagerc.compile import glue_prelude, plan_build
 from eagerc.compile.gpu_launch_types import fix_float_launch_params
 from eagerc.compile.guards import guard_source, range_checks
 from eagerc.compile.lock import compile_lock
@@ -235,7 +235,12 @@ def _build_glue(builder) -> None:
     """Compile and link a GPU wrapper (or a CPU graph of extern calls) in one step, as
     Inductor would but cheaper: eagerc's prelude header (glue_prelude), -O1 (the wrapper
     only unpacks handles and launches kernels; torch 2.13 builds it so itself), no debug
-    info, -w, and libtorch linked through stubs (_through_stubs)."""
+    info, -w, and libtorch linked through stubs (_through_stubs). A GPU wrapper whose
+    kernels are all Triton's is not compiled at all: its launch plan is linked with the
+    plan launcher (plan_build)."""
+    command = getattr(builder, "get_command_line", None)
+    if command is not None and plan_build.try_build(builder, _through_stubs(command())):
+        return
     _build_with(builder, lambda line: _through_stubs(_NO_DEBUG_INFO.sub("", _OPTIMIZE.sub("-O1", line))) + " -w",
                 prelude=True)
 

@@ -58,7 +58,7 @@ def inductor_overrides() -> list:
 BUILD_RECIPE = "cpu-build-v2:separate-O1-wrapper:no-input-asserts:torch-cpu-link-stub:glue-prelude-v1"
 # And a GPU graph: the wrapper (glue) at -O1 on eagerc's header (the lean one where it fits:
 # compile/lean_gpu_prelude.py), linked through libtorch stubs.
-GPU_BUILD_RECIPE = "gpu-build-v4:O1-glue:no-debug-info:torch-link-stubs:glue-prelude-v1:lean-gpu-prelude-v2"
+GPU_BUILD_RECIPE = "gpu-build-v4:O1-glue:no-debug-info:torch-link-stubs:glue-prelude-v1:lean-gpu-prelude-v2:plan-launcher-v1"
 
 
 def cxx_compiler() -> str:

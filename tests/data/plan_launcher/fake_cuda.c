@@ -1,0 +1,53 @@
+/* Stands in for the CUDA driver, runtime and CUDA shims when tests/test_launch_plan.py runs
+ * eagerc's plan launcher on a machine without a GPU: each call is recorded for the test. */
+#include <stdint.h>
+#include <string.h>
+
+typedef struct {
+  unsigned grid[3], block[3], shared;
+  void* stream;
+  int64_t args[16];
+} FakeLaunch;
+
+FakeLaunch fake_launches[8];
+int fake_launch_count = 0;
+int fake_args_per_launch = 0;
+char fake_loaded_image[32];
+char fake_function_name[64];
+int fake_shared_attribute = -1;
+int fake_guard_device = -1;
+
+int cuModuleLoadData(void** module, const void* image) {
+  memcpy(fake_loaded_image, image, sizeof fake_loaded_image);
+  *module = (void*)0x1;
+  return 0;
+}
+int cuModuleGetFunction(void** function, void* module, const char* name) {
+  (void)module;
+  strncpy(fake_function_name, name, sizeof fake_function_name - 1);
+  *function = (void*)0x2;
+  return 0;
+}
+int cuFuncSetAttribute(void* function, int attribute, int value) {
+  (void)function;
+  if (attribute == 8) fake_shared_attribute = value;
+  return 0;
+}
+int cuLaunchKernel(void* f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz,
+                   unsigned shared, void* stream, void** params, void** extra) {
+  (void)f; (void)extra;
+  FakeLaunch* l = &fake_launches[fake_launch_count++ % 8];
+  l->grid[0] = gx, l->grid[1] = gy, l->grid[2] = gz;
+  l->block[0] = bx, l->block[1] = by, l->block[2] = bz;
+  l->shared = shared, l->stream = stream;
+  for (int i = 0; i < fake_args_per_launch && i < 16; ++i) memcpy(&l->args[i], params[i], 8);
+  return 0;
+}
+int cuGetErrorString(int error, const char** message) { (void)error; *message = "fake"; return 0; }
+int cuCtxGetCurrent(void** context) { *context = (void*)0x3; return 0; }
+int cudaGetDevice(int* device) { *device = 0; return 0; }
+int cudaSetDevice(int device) { (void)device; return 0; }
+int cudaFree(void* pointer) { (void)pointer; return 0; }
+int aoti_torch_get_current_cuda_stream(int32_t device, void** stream) { (void)device; *stream = (void*)0x5eed; return 0; }
+int aoti_torch_create_cuda_guard(int32_t device, void** guard) { fake_guard_device = device; *guard = (void*)0x6; return 0; }
+int aoti_torch_delete_cuda_guard(void* guard) { (void)guard; return 0; }

@@ -1,0 +1,218 @@
+"""Launch plans (eagerc/compile/launch_plan.py) read from real GPU wrappers, and the plan
+launcher (plan_launcher.cpp) that runs them, exercised without a GPU: the launcher is linked
+with a stand-in for the CUDA driver (tests/data/plan_launcher/fake_cuda.c) that records every
+launch, and its guard is compared with the C++ guard it replaces."""
+import ctypes
+import os
+import random
+import shutil
+import subprocess
+import sysconfig
+from pathlib import Path
+
+import pytest
+import sympy
+import torch
+
+from eagerc.compile import launch_plan, plan_build
+from eagerc.compile.cexpr import Compiler, Unsupported
+from eagerc.compile.guards import guard_source
+from torch.utils._sympy.functions import FloorDiv, Max, Min, Mod, PythonMod, ToFloat
+
+DATA = Path(__file__).parent / "data"
+WRAPPERS = DATA / "gpu_wrappers"
+pytestmark = pytest.mark.skipif(shutil.which("g++") is None, reason="needs g++")
+
+
+def _wrapper(name: str) -> str:
+    return (WRAPPERS / f"{name}.cpp").read_text()
+
+
+@pytest.mark.parametrize("name", ["add_alpha", "cumsum", "embedding", "layer_norm", "sum_dim", "where"])
+def test_every_triton_only_wrapper_has_a_plan(name):
+    plan = launch_plan.plan_of(_wrapper(name))
+    assert plan.startswith("eagerc-launch-plan 1\n")
+    assert sum(line.startswith("launch ") for line in plan.splitlines()) == 1
+    assert sum(line.startswith("check ") for line in plan.splitlines()) >= 5
+
+
+@pytest.mark.parametrize("name", ["mm", "addmm"])
+def test_a_wrapper_with_an_extern_call_has_none(name):
+    with pytest.raises(Unsupported, match="aoti_torch_cuda_"):
+        launch_plan.plan_of(_wrapper(name))
+
+
+def test_a_statement_the_plan_does_not_know_means_no_plan():
+    code = _wrapper("add_alpha").replace("    arg1_1.reset();\n", "    arg1_1.reset();\n    launch_missiles();\n")
+    with pytest.raises(Unsupported, match="launch_missiles"):
+        launch_plan.plan_of(code)
+    code = _wrapper("add_alpha").replace("uint32_t grid_1 = 1;", "uint32_t grid_1 = frobnicate(1);")
+    with pytest.raises(Unsupported, match="frobnicate"):
+        launch_plan.plan_of(code)
+
+
+def test_add_alphas_plan_says_what_its_wrapper_does():
+    lines = launch_plan.plan_of(_wrapper("add_alpha")).splitlines()
+    assert "kernel 0 0 0 triton_poi_fused_0" in lines
+    assert "item_i 0 2" in lines  # alpha, a lifted int scalar
+    assert "alloc 3 float32 cuda 0 2 r:2 r:3 r:3 ci:1" in lines  # [s50, s60], contiguous
+    assert "launch 0 4 0 r:4,ci:256,ci:1,-i,+i,ci:256,/i ci:1 ci:1 6 p:1 p:3 i64:r:1 i32:r:4 null null" in lines
+    assert lines.index("reset 1") < lines.index("out 0 3")
+
+
+# --- expressions: C++'s types and conversions -------------------------------------------
+
+def test_expressions_keep_cpps_types():
+    c = Compiler({"a": ("r:0", "i"), "x": ("f:0", "d")})
+    assert c.compile("a * 2 + 1") == "r:0,ci:2,*i,ci:1,+i"
+    assert c.compile("a / 2.0") == "r:0,i2d,cd:0x1.0000000000000p+1,/d"
+    assert c.compile("(a < x) && !a") == "r:0,i2d,f:0,<d,r:0,!,&&"
+    assert c.compile("x", "i") == "f:0,d2i"
+    with pytest.raises(Unsupported):
+        c.compile("x % 2")  # not C++
+    with pytest.raises(Unsupported):
+        c.compile("a ? 1 : 2")
+
+
+# --- the launcher, linked with a stand-in for CUDA ----------------------------------------
+
+def _link(tmp_path: Path, plan: str, cubins=()) -> ctypes.CDLL:
+    flags = ["g++", "-std=c++17", "-fPIC", "-I", sysconfig.get_paths()["include"]]
+    launcher = plan_build.launcher_object(flags)
+    assert launcher is not None
+    (tmp_path / "x.plan").write_text(plan)
+    (tmp_path / "x.plan.s").write_text(plan_build.assembly(str(tmp_path / "x.plan"), list(cubins)))
+    torch_lib = os.path.join(os.path.dirname(torch.__file__), "lib")
+    library = tmp_path / f"x{len(list(tmp_path.glob('*.so')))}.so"
+    subprocess.run(["g++", "-shared", "-fPIC", launcher, str(tmp_path / "x.plan.s"),
+                    "-x", "c", str(DATA / "plan_launcher" / "fake_cuda.c"), "-x", "none", "-o", str(library), f"-L{torch_lib}",
+                    "-ltorch_cpu", "-lc10", f"-Wl,-rpath,{torch_lib}"], check=True, capture_output=True)
+    return ctypes.CDLL(str(library))
+
+
+def _run(lib, inputs, num_outputs: int, args_per_launch: int):
+    ctypes.c_int.in_dll(lib, "fake_args_per_launch").value = args_per_launch
+    # AtenTensorHandles (new at::Tensor objects) travel through Python as capsules.
+    api = ctypes.pythonapi
+    api.PyCapsule_GetPointer.restype, api.PyCapsule_GetPointer.argtypes = ctypes.c_void_p, [ctypes.py_object, ctypes.c_char_p]
+    api.PyCapsule_New.restype, api.PyCapsule_New.argtypes = ctypes.py_object, [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p]
+    handles = [api.PyCapsule_GetPointer(c, None) for c in torch._C._aoti.unsafe_alloc_void_ptrs_from_tensors(inputs)]
+    ins = (ctypes.c_void_p * len(handles))(*handles)
+    outs = (ctypes.c_void_p * num_outputs)()
+    lib.eagerc_entry(ins, outs)
+    assert all(h is None for h in ins)  # stolen, as the generated wrapper does
+    return torch._C._aoti.alloc_tensors_by_stealing_from_void_ptrs([api.PyCapsule_New(h, None, None) for h in outs])
+
+
+class _Launch(ctypes.Structure):
+    _fields_ = [("grid", ctypes.c_uint * 3), ("block", ctypes.c_uint * 3), ("shared", ctypes.c_uint),
+                ("stream", ctypes.c_void_p), ("args", ctypes.c_int64 * 16)]
+
+
+def _cubin(tmp_path: Path) -> str:
+    path = tmp_path / "k.cubin"
+    path.write_bytes(b"FAKE-CUBIN-BYTES")
+    return str(path)
+
+
+def _on_cpu(plan: str) -> str:
+    """The plan allocating host memory (this machine has no GPU; the steps are the same)."""
+    return "\n".join(line.replace(" cuda ", " cpu ") if line.startswith("alloc ") else line
+                     for line in plan.splitlines()) + "\n"
+
+
+def test_the_launcher_runs_add_alphas_plan(tmp_path):
+    lib = _link(tmp_path, _on_cpu(launch_plan.plan_of(_wrapper("add_alpha"))), [_cubin(tmp_path)])
+    x, other = torch.randn(37, 91), torch.randn(37, 91)
+    (out,) = _run(lib, [x, other, torch.tensor(3)], 1, 6)
+    assert out.shape == (37, 91) and out.stride() == (91, 1) and out.dtype == torch.float32
+    assert ctypes.c_int.in_dll(lib, "fake_launch_count").value == 1
+    assert ctypes.c_int.in_dll(lib, "fake_guard_device").value == 0
+    assert ctypes.string_at(ctypes.addressof(ctypes.c_char.in_dll(lib, "fake_loaded_image")), 16) == b"FAKE-CUBIN-BYTES"
+    assert ctypes.string_at(ctypes.addressof(ctypes.c_char.in_dll(lib, "fake_function_name"))) == b"triton_poi_fused_0"
+    launch = _Launch.in_dll(lib, "fake_launches")
+    assert list(launch.grid) == [(37 * 91 + 255) // 256, 1, 1] and list(launch.block) == [128, 1, 1]
+    assert launch.shared == 0 and launch.stream == 0x5EED
+    assert launch.args[0] == other.data_ptr() and launch.args[1] == out.data_ptr()
+    assert launch.args[2] == 3 and launch.args[3] == 37 * 91 and launch.args[4] == launch.args[5] == 0
+
+
+def test_the_launcher_makes_views_and_returns_every_output(tmp_path):
+    lib = _link(tmp_path, _on_cpu(launch_plan.plan_of(_wrapper("layer_norm"))), [_cubin(tmp_path)])
+    x = torch.randn(5, 64)
+    out, mean, rstd = _run(lib, [x], 3, 8)
+    assert out.shape == (5, 64) and mean.shape == (5, 1) and rstd.shape == (5, 1)
+    assert rstd.stride() == (1, 1)  # the view of a [5, 1] buffer with strides (1, 5)
+    launch = _Launch.in_dll(lib, "fake_launches")
+    assert launch.args[0] == rstd.data_ptr() and launch.args[1] == x.data_ptr()
+    assert launch.args[2] == mean.data_ptr() and launch.args[3] == out.data_ptr()
+    assert launch.args[4] == 5 and launch.args[5] == 64
+    assert list(launch.grid) == [1, 1, 1] and list(launch.block) == [64, 1, 1] and launch.shared == 32
+    assert ctypes.c_int.in_dll(lib, "fake_shared_attribute").value == 32
+
+
+def test_a_grid_of_zero_launches_nothing(tmp_path):
+    lib = _link(tmp_path, _on_cpu(launch_plan.plan_of(_wrapper("sum_dim"))), [_cubin(tmp_path)])
+    (out,) = _run(lib, [torch.randn(0, 7)], 1, 7)
+    assert out.shape == (0,)
+    assert ctypes.c_int.in_dll(lib, "fake_launch_count").value == 0
+
+
+def test_the_plans_guard_answers_as_the_cpp_guard(tmp_path):
+    """Differential: guards.py's C++ for terms of every kind, compiled by g++, against the
+    launcher's evaluation of the same text, on random sizes (negative, zero, large)."""
+    s0, s1, s2 = sympy.symbols("s0 s1 s2", integer=True)
+    f0 = sympy.Symbol("f0")
+    checks = [(3, s0 * s1), sympy.Eq(FloorDiv(s0, s1), 2), sympy.Ne(PythonMod(s0, s2), 1),
+              sympy.Lt(Mod(s0 + 7, s1), 3), sympy.Le(Max(s0, s1), 9), sympy.Ge(Min(s0, s2) - s1, -4),
+              sympy.Gt(ToFloat(s0) / 3, f0), sympy.Or(sympy.Eq(s0, 1), sympy.Gt(s1, s2)),
+              sympy.Not(sympy.Eq(s2 * 2, s0 + 1)), sympy.Le(s0 * s1, 2147483647)]
+    bindings = {"s0": ("i", 0), "s1": ("i", 1), "s2": ("i", 2), "f0": ("f", 0)}
+    source = guard_source(bindings, checks)
+    (tmp_path / "guard.cpp").write_text(source)
+    subprocess.run(["g++", "-shared", "-fPIC", "-O1", str(tmp_path / "guard.cpp"), "-o", str(tmp_path / "guard.so")],
+                   check=True, capture_output=True)
+    compiled = ctypes.CDLL(str(tmp_path / "guard.so"))
+    code = "\n" + source  # the plan reads the guard as it appears in a wrapper
+    plan = "eagerc-launch-plan 1\ninputs 0\nslots 0\nints 0\ndoubles 0\n" + "".join(
+        f"check {c}\n" for c in launch_plan._guard_checks(launch_plan._GUARD_BODY.search(code).group("body")))
+    planned = _link(tmp_path, plan)
+    rng = random.Random(0)
+    answers = set()
+    for _ in range(3000):
+        ints = [rng.choice([rng.randint(-9, 9), rng.randint(1, 4), rng.randint(-2 ** 40, 2 ** 40)]) for _ in range(4)]
+        floats = [rng.uniform(-5, 5)]
+        ints[1] = ints[1] or 5  # the divisors: C++'s guard divides by them (a size >= 2 in use)
+        ints[2] = ints[2] or -3
+        if rng.random() < 0.5:  # often on the equality checks' path
+            ints[3] = ints[0] * ints[1]
+        I, F = (ctypes.c_int64 * 4)(*ints), (ctypes.c_double * 1)(*floats)
+        want = compiled.eagerc_guard(I, F)
+        assert planned.eagerc_guard(I, F) == want, (ints, floats)
+        answers.add(want)
+    assert answers == {0, 1}
+
+
+def test_an_artifact_built_from_a_plan_exports_the_entry_points(tmp_path):
+    """plan_build.try_build on a real wrapper: the library a GPU build would load."""
+    code = _wrapper("where").replace("CUBIN_PATH_0", _cubin(tmp_path))
+    code += "\nPyMODINIT_FUNC PyInit_inductor_entry_cpp(void) { return nullptr; }\n"
+    source = tmp_path / "w.cpp"
+    source.write_text(code)
+    target = tmp_path / "w.so"
+
+    class Builder:
+        def get_target_file_path(self):
+            return str(target)
+
+    command = (f"g++ -std=c++17 -fPIC -I {sysconfig.get_paths()['include']} {source} -shared -o {target} "
+               f"-L{os.path.join(os.path.dirname(torch.__file__), 'lib')} -lc10")
+    before = plan_build.counts["plan"]
+    assert plan_build.try_build(Builder(), command)
+    assert plan_build.counts["plan"] == before + 1
+    symbols = subprocess.run(["nm", "-D", "--defined-only", str(target)], capture_output=True, text=True).stdout
+    for name in ("eagerc_entry", "eagerc_guard", "eagerc_set_allocator", "PyInit_inductor_entry_cpp"):
+        assert f" T {name}\n" in symbols
+    assert "eagerc_plan_text" not in symbols  # hidden: each artifact reads its own plan
+    headers = subprocess.run(["readelf", "-lW", str(target)], capture_output=True, text=True).stdout
+    assert "GNU_STACK" in headers and "RWE" not in headers.split("GNU_STACK")[1].splitlines()[0]
