@@ -10,6 +10,7 @@
 #   bash tools/gpu_check.sh tests          # both (more than one device call's 600 s: split it)
 #   bash tools/gpu_check.sh bench [ARGS]   # build + tools/bench_gpu.py ARGS
 #   bash tools/gpu_check.sh probe MODE     # build + tools/gpu_probe.py MODE (diagnostics)
+#   bash tools/gpu_check.sh hit [ARGS]     # build + tools/bench_hit.py --device cuda ARGS
 #   bash tools/gpu_check.sh coverage ARGS  # build + python -m eagerc.coverage --device cuda ARGS
 #   bash tools/gpu_check.sh with VAR=VALUE STEP  # one step with an extra environment variable
 #   bash tools/gpu_check.sh STEP + STEP ...  # several of these after one build
@@ -62,6 +63,10 @@ if [ "$what" = probe ]; then
 fi
 if [ "$what" = bench ]; then
   python3 tools/bench_gpu.py "$@" 2>&1 | grep -v "Warn\|warnings.warn" | tee "$OUT/bench_$1${TAG:-}.txt"
+fi
+if [ "$what" = hit ]; then
+  # Hit host time per op against native CUDA eager (tools/bench_hit.py).
+  python3 tools/bench_hit.py --device cuda "$@" 2>&1 | grep -v "Warn\|warnings.warn" | tee "$OUT/bench_hit.txt"
 fi
 if [ "$what" = coverage ]; then
   # The coverage report on CUDA (override mode): which ops compile, which are extern.

@@ -121,7 +121,7 @@ def try_build(builder, command: str) -> bool:
             f.write(assembly(base + ".plan", launch_plan.cubin_paths(code)))
     except Unsupported as e:
         counts["no_plan"] += 1
-        reasons[str(e).split("'")[0].strip()] += 1
+        reasons[str(e)[:160]] += 1
         log.debug("eagerc: no launch plan for %s: %s", source, e)
         return False
     launcher = launcher_object(glue_prelude._compile_flags(command, source))
