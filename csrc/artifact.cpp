@@ -20,6 +20,13 @@ Artifact::Artifact(std::string variant_id, const std::string& path, size_t num_o
   entry_ = reinterpret_cast<EntryFn>(dlsym(handle, "eagerc_entry"));
   TORCH_CHECK(guard_ && entry_, "eagerc: compiled kernel ", path,
               " lacks eagerc_guard/eagerc_entry; it was not built by this eagerc version.");
+  // A library that reads its kernels' launch plan from its own file (eagerc's plan
+  // launcher) says here whether it could: a broken one fails to load, and is rebuilt.
+  using LoadErrorFn = const char* (*)();
+  if (auto load_error = reinterpret_cast<LoadErrorFn>(dlsym(handle, "eagerc_load_error"))) {
+    const char* error = load_error();
+    TORCH_CHECK(error == nullptr, "eagerc: compiled kernel ", path, " is broken: ", error ? error : "");
+  }
   offer_direct_allocation(handle);
 }
 

@@ -76,17 +76,24 @@ def test_expressions_keep_cpps_types():
 
 # --- the launcher, linked with a stand-in for CUDA ----------------------------------------
 
-def _link(tmp_path: Path, plan: str, cubins=()) -> ctypes.CDLL:
-    flags = ["g++", "-std=c++17", "-fPIC", "-I", sysconfig.get_paths()["include"]]
-    launcher = plan_build.launcher_object(flags)
-    assert launcher is not None
-    (tmp_path / "x.plan").write_text(plan)
-    (tmp_path / "x.plan.s").write_text(plan_build.assembly(str(tmp_path / "x.plan"), list(cubins)))
+@pytest.fixture(scope="module")
+def launcher(tmp_path_factory):
+    """The plan launcher built as a GPU build builds it, but linked with the stand-in CUDA."""
+    directory = tmp_path_factory.mktemp("fake_cuda")
+    fake = directory / "fake_cuda.o"
+    subprocess.run(["gcc", "-c", "-fPIC", str(DATA / "plan_launcher" / "fake_cuda.c"), "-o", str(fake)],
+                   check=True, capture_output=True)
     torch_lib = os.path.join(os.path.dirname(torch.__file__), "lib")
+    path = plan_build.launcher_library(["g++", "-std=c++17", "-fPIC", "-I", sysconfig.get_paths()["include"]],
+                                       [str(fake), f"-L{torch_lib}", "-ltorch_cpu", "-lc10", f"-Wl,-rpath,{torch_lib}"])
+    assert path is not None
+    return Path(path).read_bytes()
+
+
+def _link(tmp_path: Path, launcher: bytes, plan: str, cubins=()) -> ctypes.CDLL:
+    """An artifact as plan_build.try_build writes it: the launcher, then the plan."""
     library = tmp_path / f"x{len(list(tmp_path.glob('*.so')))}.so"
-    subprocess.run(["g++", "-shared", "-fPIC", launcher, str(tmp_path / "x.plan.s"),
-                    "-x", "c", str(DATA / "plan_launcher" / "fake_cuda.c"), "-x", "none", "-o", str(library), f"-L{torch_lib}",
-                    "-ltorch_cpu", "-lc10", f"-Wl,-rpath,{torch_lib}"], check=True, capture_output=True)
+    library.write_bytes(launcher + plan_build.payload(plan, list(cubins)))
     return ctypes.CDLL(str(library))
 
 
@@ -121,8 +128,8 @@ def _on_cpu(plan: str) -> str:
                      for line in plan.splitlines()) + "\n"
 
 
-def test_the_launcher_runs_add_alphas_plan(tmp_path):
-    lib = _link(tmp_path, _on_cpu(launch_plan.plan_of(_wrapper("add_alpha"))), [_cubin(tmp_path)])
+def test_the_launcher_runs_add_alphas_plan(tmp_path, launcher):
+    lib = _link(tmp_path, launcher, _on_cpu(launch_plan.plan_of(_wrapper("add_alpha"))), [_cubin(tmp_path)])
     x, other = torch.randn(37, 91), torch.randn(37, 91)
     (out,) = _run(lib, [x, other, torch.tensor(3)], 1, 6)
     assert out.shape == (37, 91) and out.stride() == (91, 1) and out.dtype == torch.float32
@@ -137,8 +144,8 @@ def test_the_launcher_runs_add_alphas_plan(tmp_path):
     assert launch.args[2] == 3 and launch.args[3] == 37 * 91 and launch.args[4] == launch.args[5] == 0
 
 
-def test_the_launcher_makes_views_and_returns_every_output(tmp_path):
-    lib = _link(tmp_path, _on_cpu(launch_plan.plan_of(_wrapper("layer_norm"))), [_cubin(tmp_path)])
+def test_the_launcher_makes_views_and_returns_every_output(tmp_path, launcher):
+    lib = _link(tmp_path, launcher, _on_cpu(launch_plan.plan_of(_wrapper("layer_norm"))), [_cubin(tmp_path)])
     x = torch.randn(5, 64)
     out, mean, rstd = _run(lib, [x], 3, 8)
     assert out.shape == (5, 64) and mean.shape == (5, 1) and rstd.shape == (5, 1)
@@ -151,14 +158,14 @@ def test_the_launcher_makes_views_and_returns_every_output(tmp_path):
     assert ctypes.c_int.in_dll(lib, "fake_shared_attribute").value == 32
 
 
-def test_a_grid_of_zero_launches_nothing(tmp_path):
-    lib = _link(tmp_path, _on_cpu(launch_plan.plan_of(_wrapper("sum_dim"))), [_cubin(tmp_path)])
+def test_a_grid_of_zero_launches_nothing(tmp_path, launcher):
+    lib = _link(tmp_path, launcher, _on_cpu(launch_plan.plan_of(_wrapper("sum_dim"))), [_cubin(tmp_path)])
     (out,) = _run(lib, [torch.randn(0, 7)], 1, 7)
     assert out.shape == (0,)
     assert ctypes.c_int.in_dll(lib, "fake_launch_count").value == 0
 
 
-def test_the_plans_guard_answers_as_the_cpp_guard(tmp_path):
+def test_the_plans_guard_answers_as_the_cpp_guard(tmp_path, launcher):
     """Differential: guards.py's C++ for terms of every kind, compiled by g++, against the
     launcher's evaluation of the same text, on random sizes (negative, zero, large)."""
     s0, s1, s2 = sympy.symbols("s0 s1 s2", integer=True)
@@ -176,7 +183,7 @@ def test_the_plans_guard_answers_as_the_cpp_guard(tmp_path):
     code = "\n" + source  # the plan reads the guard as it appears in a wrapper
     plan = "eagerc-launch-plan 1\ninputs 0\nslots 0\nints 0\ndoubles 0\n" + "".join(
         f"check {c}\n" for c in launch_plan._guard_checks(launch_plan._GUARD_BODY.search(code).group("body")))
-    planned = _link(tmp_path, plan)
+    planned = _link(tmp_path, launcher, plan)
     rng = random.Random(0)
     answers = set()
     for _ in range(3000):
@@ -193,7 +200,7 @@ def test_the_plans_guard_answers_as_the_cpp_guard(tmp_path):
     assert answers == {0, 1}
 
 
-def test_an_artifact_built_from_a_plan_exports_the_entry_points(tmp_path):
+def test_an_artifact_built_from_a_plan_is_the_launcher_and_its_plan(tmp_path):
     """plan_build.try_build on a real wrapper: the library a GPU build would load."""
     code = _wrapper("where").replace("CUBIN_PATH_0", _cubin(tmp_path))
     code += "\nPyMODINIT_FUNC PyInit_inductor_entry_cpp(void) { return nullptr; }\n"
@@ -210,9 +217,28 @@ def test_an_artifact_built_from_a_plan_exports_the_entry_points(tmp_path):
     before = plan_build.counts["plan"]
     assert plan_build.try_build(Builder(), command)
     assert plan_build.counts["plan"] == before + 1
+    data = target.read_bytes()
+    assert data.endswith(b"EAGERCP1") and b"FAKE-CUBIN-BYTES" in data and b"triton_poi_fused_0" in data
     symbols = subprocess.run(["nm", "-D", "--defined-only", str(target)], capture_output=True, text=True).stdout
-    for name in ("eagerc_entry", "eagerc_guard", "eagerc_set_allocator", "PyInit_inductor_entry_cpp"):
+    for name in ("eagerc_entry", "eagerc_guard", "eagerc_set_allocator", "eagerc_load_error",
+                 "PyInit_inductor_entry_cpp"):
         assert f" T {name}\n" in symbols
-    assert "eagerc_plan_text" not in symbols  # hidden: each artifact reads its own plan
     headers = subprocess.run(["readelf", "-lW", str(target)], capture_output=True, text=True).stdout
     assert "GNU_STACK" in headers and "RWE" not in headers.split("GNU_STACK")[1].splitlines()[0]
+
+
+def test_each_artifact_runs_its_own_plan_and_a_broken_one_says_so(tmp_path, launcher):
+    lib_load_error = lambda lib: ctypes.CFUNCTYPE(ctypes.c_char_p)(("eagerc_load_error", lib))()  # noqa: E731
+    a = _link(tmp_path, launcher, _on_cpu(launch_plan.plan_of(_wrapper("sum_dim"))), [_cubin(tmp_path)])
+    b = _link(tmp_path, launcher, _on_cpu(launch_plan.plan_of(_wrapper("layer_norm"))), [_cubin(tmp_path)])
+    assert lib_load_error(a) is None and lib_load_error(b) is None
+    (total,) = _run(a, [torch.randn(6, 64)], 1, 7)
+    out, mean, rstd = _run(b, [torch.randn(6, 64)], 3, 8)
+    assert total.shape == (6,) and out.shape == (6, 64)
+    assert bytes(ctypes.string_at(ctypes.addressof(ctypes.c_char.in_dll(a, "fake_function_name")))) == b"triton_red_fused_0"
+    truncated = tmp_path / "truncated.so"
+    truncated.write_bytes(launcher + plan_build.payload("eagerc-launch-plan 1\n", [])[:-3])
+    assert b"no plan appended" in lib_load_error(ctypes.CDLL(str(truncated)))
+    garbled = tmp_path / "garbled.so"
+    garbled.write_bytes(launcher + plan_build.payload("eagerc-launch-plan 1\nlaunch 0 zz\n", []))
+    assert b"unreadable launch plan" in lib_load_error(ctypes.CDLL(str(garbled)))

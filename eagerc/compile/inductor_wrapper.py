@@ -239,7 +239,7 @@ def _build_glue(builder) -> None:
     kernels are all Triton's is not compiled at all: its launch plan is linked with the
     plan launcher (plan_build)."""
     command = getattr(builder, "get_command_line", None)
-    if command is not None and plan_build.try_build(builder, _through_stubs(command())):
+    if command is not None and plan_build.try_build(builder, command()):
         return
     _build_with(builder, lambda line: _through_stubs(_NO_DEBUG_INFO.sub("", _OPTIMIZE.sub("-O1", line))) + " -w",
                 prelude=True)

@@ -1,8 +1,11 @@
 // eagerc's plan launcher: the entry and guard of a GPU artifact whose kernels are all
 // Triton's, reading what to do from a launch plan (eagerc/compile/launch_plan.py) instead
-// of being a generated C++ wrapper. Compiled once per machine (plan_build.py); each such
-// artifact is this object linked with its plan text and cubins (assembled data, no C++),
-// so every artifact has its own copy of the statics below.
+// of being a generated C++ wrapper. Built once per machine as a shared library
+// (plan_build.py); an artifact is a copy of that library with its plan text and cubins
+// appended after the ELF image (the loader ignores bytes past it), which this code reads
+// back from its own file when the library is loaded. So an op's build is a file write: no
+// compiler and no linker run per op, and each artifact, a file of its own, is loaded as a
+// library of its own with its own copy of the statics below.
 //
 // The calls and their order are those of the generated wrapper the plan was read from:
 // the AOTI C shims (allocation through the pointer eagerc's loader may replace, views,
@@ -12,11 +15,14 @@
 // CUDA's headers (a test builds and runs it on a machine without CUDA).
 #include <Python.h>
 
+#include <dlfcn.h>
+
 #include <atomic>
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <limits>
 #include <mutex>
 #include <sstream>
@@ -70,10 +76,6 @@ CUresult cuCtxGetCurrent(CUctx_st** context);
 int cudaGetDevice(int* device);
 int cudaSetDevice(int device);
 int cudaFree(void* pointer);
-
-// The artifact's own data (plan_build.py assembles it): the plan's text and its cubins.
-__attribute__((visibility("hidden"))) extern const char eagerc_plan_text[];
-__attribute__((visibility("hidden"))) extern const unsigned char* const eagerc_plan_cubins[];
 }
 
 namespace {
@@ -142,6 +144,73 @@ struct Plan {
   std::vector<Expr> checks;
   std::mutex load;
 };
+
+// The artifact's own data, appended to this library's file by plan_build.py, as
+// little-endian uint64 words and bytes: the plan's size, the number of cubins, each cubin's
+// size, the plan text, the cubins, then the size of all the appended bytes (these two last
+// words included) and the magic "EAGERCP1".
+struct Payload {
+  std::string plan;
+  std::vector<void*> cubins;  // 64-byte aligned copies, as the cubins' ELF headers want
+  std::string error;          // why it could not be read (raised at the first call)
+};
+
+void payload_anchor() {}
+
+Payload* read_payload() {
+  auto* p = new Payload();
+  try {
+    Dl_info info{};
+    if (dladdr(reinterpret_cast<void*>(&payload_anchor), &info) == 0 || info.dli_fname == nullptr)
+      throw std::runtime_error("dladdr found no file");
+    std::ifstream file(info.dli_fname, std::ios::binary | std::ios::ate);
+    const auto end = static_cast<uint64_t>(file.tellg());
+    uint64_t tail[2] = {0, 0};
+    if (!file || end < 16) throw std::runtime_error("unreadable file");
+    file.seekg(static_cast<std::streamoff>(end - 16));
+    file.read(reinterpret_cast<char*>(tail), 16);
+    if (!file || std::memcmp(&tail[1], "EAGERCP1", 8) != 0) throw std::runtime_error("no plan appended");
+    if (tail[0] < 32 || tail[0] > end) throw std::runtime_error("bad size");
+    std::vector<char> bytes(tail[0] - 16);
+    file.seekg(static_cast<std::streamoff>(end - tail[0]));
+    file.read(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+    if (!file) throw std::runtime_error("truncated");
+    uint64_t at = 0;
+    auto word = [&] {
+      if (at + 8 > bytes.size()) throw std::runtime_error("truncated header");
+      uint64_t w;
+      std::memcpy(&w, bytes.data() + at, 8);
+      at += 8;
+      return w;
+    };
+    const uint64_t plan_size = word(), n = word();
+    if (n > 4096) throw std::runtime_error("bad cubin count");
+    std::vector<uint64_t> sizes(n);
+    for (uint64_t& size : sizes) size = word();
+    if (plan_size > bytes.size() - at) throw std::runtime_error("bad plan size");
+    p->plan.assign(bytes.data() + at, plan_size);
+    at += plan_size;
+    for (uint64_t size : sizes) {
+      if (size > bytes.size() - at) throw std::runtime_error("bad cubin size");
+      void* copy = std::aligned_alloc(64, (size + 1 + 63) / 64 * 64);
+      std::memcpy(copy, bytes.data() + at, size);
+      static_cast<char*>(copy)[size] = 0;
+      p->cubins.push_back(copy);
+      at += size;
+    }
+  } catch (const std::exception& e) {
+    p->error = e.what();
+  }
+  return p;
+}
+
+// Read when the library is loaded, while its file is surely there (a cache may replace or
+// prune files later); a failure is kept and raised by the first call, never at dlopen.
+Payload& payload() {
+  static Payload* p = read_payload();
+  return *p;
+}
+__attribute__((constructor)) void read_payload_at_load() { payload(); }
 
 [[noreturn]] void bad_plan(const std::string& what) {
   throw std::runtime_error("eagerc: unreadable launch plan (" + what + ")");
@@ -322,7 +391,10 @@ Plan* parse_plan(const char* text) {
 }
 
 Plan& plan() {
-  static Plan* parsed = parse_plan(eagerc_plan_text);  // thread-safe once (C++11 statics)
+  static Plan* parsed = [] {  // thread-safe once (C++11 statics)
+    if (!payload().error.empty()) throw std::runtime_error("eagerc: launch plan not found: " + payload().error);
+    return parse_plan(payload().plan.c_str());
+  }();
   return *parsed;
 }
 
@@ -455,7 +527,8 @@ CUfunc_st* function_of(Plan& p, Kernel& k) {
   function = k.function.load(std::memory_order_relaxed);
   if (function == nullptr) {
     CUmod_st* module = nullptr;
-    driver_check(cuModuleLoadData(&module, eagerc_plan_cubins[k.cubin]));
+    if (k.cubin >= static_cast<int64_t>(payload().cubins.size())) bad_plan("cubin index");
+    driver_check(cuModuleLoadData(&module, payload().cubins[k.cubin]));
     driver_check(cuModuleGetFunction(&function, module, k.name.c_str()));
     if (k.shared > 0) driver_check(cuFuncSetAttribute(function, kMaxDynamicSharedAttribute, static_cast<int>(k.shared)));
     k.function.store(function, std::memory_order_release);
@@ -560,6 +633,21 @@ void run(AtenTensorHandle* inputs, AtenTensorHandle* outputs) {
 // The loader (csrc/direct_alloc.cpp) points allocations at eagerc's direct allocation.
 EAGERC_EXPORT void eagerc_set_allocator(void* fn) {
   empty_strided = reinterpret_cast<decltype(empty_strided)>(fn);
+}
+
+// Checked by the loader (csrc/artifact.cpp) right after dlopen: a plan that is missing or
+// unreadable makes the artifact fail to load, so the cache rebuilds it, instead of
+// failing at every call.
+EAGERC_EXPORT const char* eagerc_load_error() {
+  static const std::string error = [] {
+    try {
+      plan();
+      return std::string();
+    } catch (const std::exception& e) {
+      return std::string(e.what());
+    }
+  }();
+  return error.empty() ? nullptr : error.c_str();
 }
 
 EAGERC_EXPORT void eagerc_entry(AtenTensorHandle* inputs, AtenTensorHandle* outputs) { run(inputs, outputs); }
