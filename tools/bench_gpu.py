@@ -264,6 +264,22 @@ def bench_cold_model(args) -> None:
 
         torch.backends.cuda.matmul.allow_tf32 = False
         torch.backends.cudnn.allow_tf32 = False
+        if os.environ.get("_EAGERC_COLD_VERBOSE") == "1":  # gpu_check.sh cold-child: progress
+            import logging
+            import threading
+
+            logging.basicConfig(format="%(asctime)s %(message)s")
+            logging.getLogger("eagerc").setLevel(logging.DEBUG)
+
+            def progress():
+                while True:
+                    time.sleep(5)
+                    st = eagerc.stats()
+                    print(f"progress {time.strftime('%X')}: compiles {st['compiles']} hits {st['hits']} "
+                          f"misses {st['misses']} fallbacks {st['fallbacks']} plans {plan_build.counts}",
+                          file=sys.stderr, flush=True)
+
+            threading.Thread(target=progress, daemon=True).start()
         x = torch.randn(8, device=DEV)
         with eagerc.enabled(DEV, ops=["aten::neg"]):
             torch.neg(x)

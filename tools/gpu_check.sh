@@ -11,6 +11,7 @@
 #   bash tools/gpu_check.sh bench [ARGS]   # build + tools/bench_gpu.py ARGS
 #   bash tools/gpu_check.sh probe MODE     # build + tools/gpu_probe.py MODE (diagnostics)
 #   bash tools/gpu_check.sh hit [ARGS]     # build + tools/bench_hit.py --device cuda ARGS
+#   bash tools/gpu_check.sh cold-child M   # build + model M's first forward, progress, stacks
 #   bash tools/gpu_check.sh coverage ARGS  # build + python -m eagerc.coverage --device cuda ARGS
 #   bash tools/gpu_check.sh with VAR=VALUE STEP  # one step with an extra environment variable
 #   bash tools/gpu_check.sh STEP + STEP ...  # several of these after one build
@@ -63,6 +64,15 @@ if [ "$what" = probe ]; then
 fi
 if [ "$what" = bench ]; then
   python3 tools/bench_gpu.py "$@" 2>&1 | grep -v "Warn\|warnings.warn" | tee "$OUT/bench_$1${TAG:-}.txt"
+fi
+if [ "$what" = cold-child ]; then
+  # One model's first forward (override mode, fresh caches) in the foreground, with its
+  # progress every 5 s and every thread's stack if it runs past EAGERC_CHILD_TIMEOUT.
+  fresh=$(mktemp -d)
+  _EAGERC_COLD_CHILD=1 _EAGERC_COLD_VERBOSE=1 EAGERC_CACHE_DIR=$fresh/eagerc TORCHINDUCTOR_CACHE_DIR=$fresh/inductor \
+    TRITON_CACHE_DIR=$fresh/triton PYTHONFAULTHANDLER=1 timeout -s ABRT "${EAGERC_CHILD_TIMEOUT:-150}" \
+    python3 tools/bench_gpu.py cold-model --models "$1" 2>&1 | grep -v "Warn\|warnings.warn" > "$OUT/cold_child_$1.txt"
+  echo "== cold-child $1 (exit ${PIPESTATUS[0]})"; tail -80 "$OUT/cold_child_$1.txt"
 fi
 if [ "$what" = hit ]; then
   # Hit host time per op against native CUDA eager (tools/bench_hit.py).

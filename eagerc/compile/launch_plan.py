@@ -16,7 +16,7 @@ The plan is text, one step per line (plan_launcher.cpp reads it once per library
     eagerc-launch-plan 1
     inputs N | slots S | ints R | doubles D      sizes of the launcher's tables
     kernel K CUBIN SHM NAME                      kernel K: cubin CUBIN's function NAME
-    item_i R IN | item_d R IN                    register R = scalar input IN
+    item_i R SLOT | item_d R SLOT                register R = the scalar in SLOT (0-dim, host)
     seti R E | setd R E                          register R = expression E (cexpr's form)
     device IDX                                   the device guard (and a current context)
     alloc SLOT DTYPE DEVTYPE IDX NDIM E*NDIM E*NDIM   a buffer: sizes then strides
@@ -229,10 +229,12 @@ class _Body:
         m = re.fullmatch(rf"(int64_t|double) ({_NAME});", line)
         if m:
             return  # declared here, read by the next statement (item)
-        m = re.fullmatch(rf"AOTI_TORCH_ERROR_CODE_CHECK\(eagerc_item_(int64|float64)\(inputs\[(\d+)\], &({_NAME})\)\);", line)
-        if m and int(m.group(2)) < self.inputs:
+        m = re.fullmatch(rf"AOTI_TORCH_ERROR_CODE_CHECK\(eagerc_item_(int64|float64)\((?:inputs\[(\d+)\]|({_NAME}))"
+                         rf", &({_NAME})\)\);", line)
+        if m and (m.group(3) or int(m.group(2)) < self.inputs):
             kind = "i" if m.group(1) == "int64" else "d"
-            self.steps.append(f"item_{kind} {self.register(m.group(3), kind)} {m.group(2)}")
+            slot = self.slot(m.group(3)) if m.group(3) else int(m.group(2))
+            self.steps.append(f"item_{kind} {self.register(m.group(4), kind)} {slot}")
             return
         m = re.fullmatch(rf"(int64_t|double) ({_NAME}) = (.+);", line)
         if m:

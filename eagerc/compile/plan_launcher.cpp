@@ -327,7 +327,7 @@ Plan* parse_plan(const char* text) {
       if (k == "item_i" || k == "item_d") {
         s.kind = k == "item_i" ? Kind::ItemI : Kind::ItemD;
         s.a = checked(num(1), k == "item_i" ? plan->ints : plan->doubles, "register");
-        s.b = checked(num(2), plan->inputs, "input");
+        s.b = checked(num(2), plan->slots, "slot");
       } else if (k == "seti" || k == "setd") {
         s.kind = k == "seti" ? Kind::SetI : Kind::SetD;
         s.a = checked(num(1), k == "seti" ? plan->ints : plan->doubles, "register");
