@@ -19,6 +19,7 @@
 # EAGERC_GPU_WORKERS (pytest-xdist workers, default 4), EAGERC_GPU_SKIP_SOLO=1 (skip the
 # fresh-process test that runs alone after the others).
 # Budget: each new process pays ~70 s for its first CUDA compile (docs/benchmarks.md).
+# Filters are line-buffered: a step killed by the device call's time limit keeps its lines.
 set -uo pipefail
 OUT=${OUT:-/tmp/eagerc-gpu-out}
 mkdir -p "$OUT"
@@ -57,13 +58,13 @@ fi
 if [ "$what" = probe ]; then
   for mode in "$@"; do
     # One file per probe, stderr included (the device tool brings back 8 files a call).
-    python3 tools/gpu_probe.py "$mode" 2>&1 | grep -v "Warn\|warnings.warn" > "$OUT/probe_$mode.txt"
+    python3 tools/gpu_probe.py "$mode" 2>&1 | grep --line-buffered -v "Warn\|warnings.warn" > "$OUT/probe_$mode.txt"
     status=${PIPESTATUS[0]}  # the probe's own exit status, not grep's
     echo "== probe $mode (exit $status)" | tee -a "$OUT/probe_$mode.txt"; head -120 "$OUT/probe_$mode.txt"
   done
 fi
 if [ "$what" = bench ]; then
-  python3 tools/bench_gpu.py "$@" 2>&1 | grep -v "Warn\|warnings.warn" | tee "$OUT/bench_$1${TAG:-}.txt"
+  python3 tools/bench_gpu.py "$@" 2>&1 | grep --line-buffered -v "Warn\|warnings.warn" | tee "$OUT/bench_$1${TAG:-}.txt"
 fi
 if [ "$what" = cold-child ]; then
   # One model's first forward (override mode, fresh caches) in the foreground, with its
@@ -71,12 +72,12 @@ if [ "$what" = cold-child ]; then
   fresh=$(mktemp -d)
   _EAGERC_COLD_CHILD=1 _EAGERC_COLD_VERBOSE=1 EAGERC_CACHE_DIR=$fresh/eagerc TORCHINDUCTOR_CACHE_DIR=$fresh/inductor \
     TRITON_CACHE_DIR=$fresh/triton PYTHONFAULTHANDLER=1 timeout -s ABRT "${EAGERC_CHILD_TIMEOUT:-150}" \
-    python3 tools/bench_gpu.py cold-model --models "$1" 2>&1 | grep -v "Warn\|warnings.warn" > "$OUT/cold_child_$1.txt"
+    python3 tools/bench_gpu.py cold-model --models "$1" 2>&1 | grep --line-buffered -v "Warn\|warnings.warn" > "$OUT/cold_child_$1.txt"
   echo "== cold-child $1 (exit ${PIPESTATUS[0]})"; tail -80 "$OUT/cold_child_$1.txt"
 fi
 if [ "$what" = hit ]; then
   # Hit host time per op against native CUDA eager (tools/bench_hit.py).
-  python3 tools/bench_hit.py --device cuda "$@" 2>&1 | grep -v "Warn\|warnings.warn" | tee "$OUT/bench_hit.txt"
+  python3 tools/bench_hit.py --device cuda "$@" 2>&1 | grep --line-buffered -v "Warn\|warnings.warn" | tee "$OUT/bench_hit.txt"
 fi
 if [ "$what" = coverage ]; then
   # The coverage report on CUDA (override mode): which ops compile, which are extern.
