@@ -5,6 +5,7 @@ launch, and its guard is compared with the C++ guard it replaces."""
 import ctypes
 import os
 import random
+import re
 import shutil
 import subprocess
 import sysconfig
@@ -37,9 +38,31 @@ def test_every_triton_only_wrapper_has_a_plan(name):
 
 
 @pytest.mark.parametrize("name", ["mm", "addmm"])
-def test_a_wrapper_with_an_extern_call_has_none(name):
-    with pytest.raises(Unsupported, match="aoti_torch_cuda_"):
-        launch_plan.plan_of(_wrapper(name))
+def test_cublas_externs_are_plan_steps_and_other_externs_are_not(name):
+    plan = launch_plan.plan_of(_wrapper(name))
+    assert f"extern aoti_torch_cuda_{name}_out " in plan and "launch " not in plan
+    other = _wrapper(name).replace(f"aoti_torch_cuda_{name}_out(", "aoti_torch_cuda_convolution(")
+    with pytest.raises(Unsupported, match="aoti_torch_cuda_convolution"):
+        launch_plan.plan_of(other)
+
+
+def test_the_launchers_externs_are_declared_as_torch_declares_them():
+    from eagerc.compile import lean_gpu_prelude
+
+    header = lean_gpu_prelude._extern_declarations()  # this torch's c_shim_cuda.h
+    if not header:
+        pytest.skip("this torch has no c_shim_cuda.h")
+    ours = dict(re.findall(r"AOTITorchError (aoti_torch_cuda_\w+)\(([^;]*)\);",
+                           Path(plan_build.LAUNCHER_SOURCE).read_text()))
+    assert set(ours) == set(launch_plan.EXTERNS)
+
+    def types(params: str) -> list:
+        return [" ".join(p.split()[:-1]) for p in params.replace("\n", " ").split(",")]
+
+    for name, kinds in launch_plan.EXTERNS.items():
+        theirs = re.search(r"\((.*)\)", header[name]).group(1)
+        assert types(ours[name]) == types(theirs), name
+        assert [{"AtenTensorHandle": "h", "double": "d", "int64_t": "i"}[t] for t in types(theirs)] == list(kinds)
 
 
 def test_a_statement_the_plan_does_not_know_means_no_plan():
@@ -168,6 +191,18 @@ def test_the_launcher_makes_views_and_returns_every_output(tmp_path, launcher):
     assert launch.args[4] == 5 and launch.args[5] == 64
     assert list(launch.grid) == [1, 1, 1] and list(launch.block) == [64, 1, 1] and launch.shared == 32
     assert ctypes.c_int.in_dll(lib, "fake_shared_attribute").value == 32
+
+
+def test_the_launcher_calls_cublas_externs(tmp_path, launcher):
+    lib = _link(tmp_path, launcher, _on_cpu(launch_plan.plan_of(_wrapper("addmm"))))
+    a = torch.randn(7, 7)
+    (out,) = _run(lib, [torch.randn(7, 7), torch.randn(7, 7), a], 1, 0)
+    assert out.shape == (7, 7) and out.stride() == (7, 1)
+    assert ctypes.string_at(ctypes.addressof(ctypes.c_char.in_dll(lib, "fake_extern"))) == b"addmm_out"
+    assert list((ctypes.c_double * 2).in_dll(lib, "fake_extern_scalars")) == [1.0, 1.0]
+    handles = list((ctypes.c_void_p * 4).in_dll(lib, "fake_extern_handles"))
+    assert all(handles) and handles[1] == handles[2] == handles[3] != handles[0]  # addmm(a, a, a) into a buffer
+    assert ctypes.c_int.in_dll(lib, "fake_launch_count").value == 0
 
 
 def test_a_grid_of_zero_launches_nothing(tmp_path, launcher):

@@ -25,6 +25,7 @@ The plan is text, one step per line (plan_launcher.cpp reads it once per library
     stream IDX                                   the current stream of device IDX
     launch K WARPS SHM GX GY GZ N ARG*N          ARG: p:SLOT, null, i32:E, i64:E, u32:E,
                                                  f32:E, f64:E
+    extern NAME N ARG*N                          one of EXTERNS; ARG: h:SLOT, i:E, d:E
     out I SLOT                                   output I = SLOT's handle
     check E                                      a guard term (all must be nonzero)
 """
@@ -51,6 +52,12 @@ _ARG_TYPES = {"int32_t": "i32", "int64_t": "i64", "uint32_t": "u32", "float": "f
 _DTYPE = re.compile(r"cached_torch_dtype_(\w+)$")
 _DEVICE_TYPE = re.compile(r"cached_torch_device_type_(cpu|cuda|privateuse1)$")
 _NAME = r"[A-Za-z_]\w*"
+# The extern calls a plan may make (cuBLAS through AOTI's CUDA shims, declared in
+# plan_launcher.cpp as in torch's c_shim_cuda.h): each argument's kind, h a tensor handle,
+# i an int64_t, d a double. Others (convolution, attention: optional and returned handles)
+# are compiled as before.
+EXTERNS = {"aoti_torch_cuda_mm_out": "hhh", "aoti_torch_cuda_bmm_out": "hhh",
+           "aoti_torch_cuda_addmm_out": "hhhhdd", "aoti_torch_cuda_baddbmm_out": "hhhhdd"}
 
 
 def plan_of(code: str) -> str:
@@ -306,6 +313,10 @@ class _Body:
         if m and m.group(1) in self.launchers:
             self.launch(self.launchers[m.group(1)], [a.strip() for a in m.group(2).split(",")])
             return
+        m = re.fullmatch(r"AOTI_TORCH_ERROR_CODE_CHECK\((aoti_torch_cuda_\w+)\((.*)\)\);", line)
+        if m and m.group(1) in EXTERNS:
+            self.extern(m.group(1), [a.strip() for a in m.group(2).split(",")])
+            return
         m = re.fullmatch(rf"({_NAME})\.reset\(\);", line)
         if m:
             self.steps.append(f"reset {self.slot(m.group(1))}")
@@ -315,6 +326,18 @@ class _Body:
             self.steps.append(f"out {m.group(1)} {self.slot(m.group(2))}")
             return
         raise Unsupported(f"statement {line!r}")
+
+    def extern(self, name: str, call_args: list) -> None:
+        kinds = EXTERNS[name]
+        if len(call_args) != len(kinds) or self.device is None:
+            raise Unsupported(f"call of {name} with {len(call_args)} arguments")
+        args = []
+        for kind, arg in zip(kinds, call_args):
+            if kind == "h":
+                args.append(f"h:{self.slot(arg)}")
+            else:
+                args.append(f"{kind}:{self.expr(arg, kind)}")
+        self.steps.append(" ".join(["extern", name, str(len(args)), *args]))
 
     def launch(self, launcher: _Launcher, call_args: list) -> None:
         if len(call_args) != len(launcher.params) or self.stream is None or self.device is None:

@@ -1,5 +1,5 @@
 // eagerc's plan launcher: the entry and guard of a GPU artifact whose kernels are all
-// Triton's, reading what to do from a launch plan (eagerc/compile/launch_plan.py) instead
+// Triton's (or cuBLAS's through AOTI's mm/addmm shims), reading what to do from a launch plan (eagerc/compile/launch_plan.py) instead
 // of being a generated C++ wrapper. Built once per machine as a shared library
 // (plan_build.py); an artifact is a copy of that library with its plan text and cubins
 // appended after the ELF image (the loader ignores bytes past it), which this code reads
@@ -51,6 +51,14 @@ AOTITorchError aoti_torch__reinterpret_tensor(AtenTensorHandle self, int64_t ndi
 AOTITorchError aoti_torch_get_current_cuda_stream(int32_t device_index, void** result);
 AOTITorchError aoti_torch_create_cuda_guard(int32_t device_index, CUDAGuardHandle* result);
 AOTITorchError aoti_torch_delete_cuda_guard(CUDAGuardHandle guard);
+// The extern calls a plan may make (launch_plan.EXTERNS), as torch's c_shim_cuda.h declares
+// them (tests/test_launch_plan.py compares).
+AOTITorchError aoti_torch_cuda_mm_out(AtenTensorHandle out, AtenTensorHandle self, AtenTensorHandle mat2);
+AOTITorchError aoti_torch_cuda_bmm_out(AtenTensorHandle out, AtenTensorHandle self, AtenTensorHandle mat2);
+AOTITorchError aoti_torch_cuda_addmm_out(AtenTensorHandle out, AtenTensorHandle self, AtenTensorHandle mat1,
+                                         AtenTensorHandle mat2, double beta, double alpha);
+AOTITorchError aoti_torch_cuda_baddbmm_out(AtenTensorHandle out, AtenTensorHandle self, AtenTensorHandle batch1,
+                                           AtenTensorHandle batch2, double beta, double alpha);
 int32_t aoti_torch_device_type_cpu();
 int32_t aoti_torch_device_type_cuda();
 int32_t aoti_torch_device_type_privateuse1();
@@ -117,8 +125,9 @@ union Value {
 };
 using Expr = std::vector<Op>;
 
-enum class Kind : uint8_t { ItemI, ItemD, SetI, SetD, Device, Alloc, View, Move, Reset, Stream, Launch, Out };
-enum class ArgKind : uint8_t { Pointer, Null, I32, I64, U32, F32, F64 };
+enum class Kind : uint8_t { ItemI, ItemD, SetI, SetD, Device, Alloc, View, Move, Reset, Stream, Launch, Extern, Out };
+enum class ArgKind : uint8_t { Pointer, Null, I32, I64, U32, F32, F64, Handle, Double };
+enum class Extern : uint8_t { MmOut, BmmOut, AddmmOut, BaddbmmOut };
 struct Arg {
   ArgKind kind;
   int64_t slot = 0;
@@ -349,6 +358,28 @@ Plan* parse_plan(const char* text) {
         s.kind = Kind::Reset, s.a = checked(num(1), plan->slots, "slot");
       } else if (k == "out") {
         s.kind = Kind::Out, s.a = num(1), s.b = checked(num(2), plan->slots, "slot");
+      } else if (k == "extern") {
+        s.kind = Kind::Extern;
+        const std::string& name = w.at(1);
+        const char* kinds;
+        if (name == "aoti_torch_cuda_mm_out") s.a = static_cast<int64_t>(Extern::MmOut), kinds = "hhh";
+        else if (name == "aoti_torch_cuda_bmm_out") s.a = static_cast<int64_t>(Extern::BmmOut), kinds = "hhh";
+        else if (name == "aoti_torch_cuda_addmm_out") s.a = static_cast<int64_t>(Extern::AddmmOut), kinds = "hhhhdd";
+        else if (name == "aoti_torch_cuda_baddbmm_out") s.a = static_cast<int64_t>(Extern::BaddbmmOut), kinds = "hhhhdd";
+        else bad_plan("extern " + name);
+        const int64_t n = num(2);
+        if (n != static_cast<int64_t>(std::strlen(kinds))) bad_plan("arguments of " + name);
+        for (int64_t i = 0; i < n; ++i) {
+          const std::string& a = w.at(3 + i);
+          if (a.size() < 3 || a[0] != kinds[i] || a[1] != ':') bad_plan(a);
+          Arg arg;
+          if (kinds[i] == 'h') {
+            arg.kind = ArgKind::Handle, arg.slot = checked(std::stoll(a.substr(2)), plan->slots, "slot");
+          } else {
+            arg.kind = ArgKind::Double, arg.value = parse_expr(a.substr(2), *plan);
+          }
+          s.args.push_back(std::move(arg));
+        }
       } else if (k == "launch") {
         s.kind = Kind::Launch, s.a = checked(num(1), plan->kernels.size(), "kernel");
         s.warps = num(2), s.shared = num(3);
@@ -560,11 +591,24 @@ void launch(Plan& p, const Step& s, Frame& f, const Env& env) {
       case ArgKind::U32: *static_cast<uint32_t*>(at) = static_cast<uint32_t>(eval(a.value, env).i); break;
       case ArgKind::F32: *static_cast<float*>(at) = static_cast<float>(eval(a.value, env).d); break;
       case ArgKind::F64: *static_cast<double*>(at) = eval(a.value, env).d; break;
+      case ArgKind::Handle:
+      case ArgKind::Double: bad_plan("an extern's argument in a launch");
     }
     params[i] = at;
   }
   driver_check(cuLaunchKernel(function, grid[0], grid[1], grid[2], 32 * static_cast<unsigned>(s.warps), 1, 1,
                               static_cast<unsigned>(s.shared), f.stream, params, nullptr));
+}
+
+void call_extern(const Step& s, const Frame& f, const Env& env) {
+  auto h = [&](size_t i) { return f.slot(s.args[i].slot); };
+  auto d = [&](size_t i) { return eval(s.args[i].value, env).d; };
+  switch (static_cast<Extern>(s.a)) {
+    case Extern::MmOut: EAGERC_CHECK(aoti_torch_cuda_mm_out(h(0), h(1), h(2))); break;
+    case Extern::BmmOut: EAGERC_CHECK(aoti_torch_cuda_bmm_out(h(0), h(1), h(2))); break;
+    case Extern::AddmmOut: EAGERC_CHECK(aoti_torch_cuda_addmm_out(h(0), h(1), h(2), h(3), d(4), d(5))); break;
+    case Extern::BaddbmmOut: EAGERC_CHECK(aoti_torch_cuda_baddbmm_out(h(0), h(1), h(2), h(3), d(4), d(5))); break;
+  }
 }
 
 void run(AtenTensorHandle* inputs, AtenTensorHandle* outputs) {
@@ -623,6 +667,7 @@ void run(AtenTensorHandle* inputs, AtenTensorHandle* outputs) {
         f.slots[s.a] = nullptr;
         break;
       case Kind::Launch: launch(p, s, f, env); break;
+      case Kind::Extern: call_extern(s, f, env); break;
       case Kind::Out: outputs[s.a] = f.slots[s.b], f.slots[s.b] = nullptr; break;
     }
   }

@@ -51,3 +51,22 @@ int cudaFree(void* pointer) { (void)pointer; return 0; }
 int aoti_torch_get_current_cuda_stream(int32_t device, void** stream) { (void)device; *stream = (void*)0x5eed; return 0; }
 int aoti_torch_create_cuda_guard(int32_t device, void** guard) { fake_guard_device = device; *guard = (void*)0x6; return 0; }
 int aoti_torch_delete_cuda_guard(void* guard) { (void)guard; return 0; }
+
+/* The extern calls a plan may make: record which, and the scalars. */
+char fake_extern[32];
+double fake_extern_scalars[2];
+void* fake_extern_handles[4];
+static int fake_extern_call(const char* name, void* a, void* b, void* c, void* d, double beta, double alpha) {
+  strncpy(fake_extern, name, sizeof fake_extern - 1);
+  fake_extern_handles[0] = a, fake_extern_handles[1] = b, fake_extern_handles[2] = c, fake_extern_handles[3] = d;
+  fake_extern_scalars[0] = beta, fake_extern_scalars[1] = alpha;
+  return 0;
+}
+int aoti_torch_cuda_mm_out(void* out, void* self, void* mat2) { return fake_extern_call("mm_out", out, self, mat2, 0, 0, 0); }
+int aoti_torch_cuda_bmm_out(void* out, void* self, void* mat2) { return fake_extern_call("bmm_out", out, self, mat2, 0, 0, 0); }
+int aoti_torch_cuda_addmm_out(void* out, void* self, void* m1, void* m2, double beta, double alpha) {
+  return fake_extern_call("addmm_out", out, self, m1, m2, beta, alpha);
+}
+int aoti_torch_cuda_baddbmm_out(void* out, void* self, void* b1, void* b2, double beta, double alpha) {
+  return fake_extern_call("baddbmm_out", out, self, b1, b2, beta, alpha);
+}
