@@ -56,15 +56,18 @@ def test_new_sizes_reuse_one_kernel(fresh_cache):
 
 def test_triton_only_kernels_launch_from_a_plan(fresh_cache):
     # No per-op C++ for these (eagerc/compile/launch_plan.py): each compile is one plan,
+    # Triton kernels and cuBLAS externs alike,
     # and the plan's guard and launches serve other sizes and alpha values exactly.
     from eagerc.compile import plan_build
 
     ops = ["aten::add.Tensor", "aten::_softmax", "aten::native_layer_norm", "aten::sum.dim_IntList",
-           "aten::where.self", "aten::cumsum"]
+           "aten::where.self", "aten::cumsum", "aten::mm", "aten::addmm"]
     calls = [lambda x, y: torch.add(x, y, alpha=0.5), lambda x, y: torch.softmax(x, 1),
              lambda x, y: F.layer_norm(x, (x.shape[1],)), lambda x, y: x.sum(1),
              lambda x, y: torch.where(x > y, x, y),
-             lambda x, y: torch.cumsum(x.round(), 0)]  # integers: exact in any summation order
+             lambda x, y: torch.cumsum(x.round(), 0),  # integers: exact in any summation order
+             lambda x, y: torch.mm(x, y.t()),  # cuBLAS through the plan's extern step
+             lambda x, y: torch.addmm(x[:, :7], x, y[:7].t(), beta=0.5, alpha=2.0)]
     before = plan_build.counts["plan"]
     for rows in (37, 5, 300):
         x, y = torch.randn(rows, 91, device=DEV), torch.randn(rows, 91, device=DEV)

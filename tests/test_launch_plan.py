@@ -79,11 +79,12 @@ def test_a_float_scalar_read_from_a_named_input_is_planned():
     code = _wrapper("add_alpha").replace(
         "    int64_t arg2_1;\n    AOTI_TORCH_ERROR_CODE_CHECK(eagerc_item_int64(inputs[2], &arg2_1));\n    int64_t s70 = arg2_1;\n",
         "    auto arg2_1 = std::move(inputs[2]);\n    double zuf0_raw;\n"
-        "    AOTI_TORCH_ERROR_CODE_CHECK(eagerc_item_float64(arg2_1, &zuf0_raw));\n    double s70 = zuf0_raw;\n")
+        "    AOTI_TORCH_ERROR_CODE_CHECK(eagerc_item_float64(arg2_1, &zuf0_raw));\n    auto zuf0 = zuf0_raw;\n"
+        "    double s70 = zuf0;\n")
     code = code.replace("    int64_t ks0,\n", "    double ks0,\n").replace("int64_t var_2 = ks0;", "double var_2 = ks0;")
     lines = launch_plan.plan_of(code).splitlines()
-    assert "item_d 0 2" in lines and "setd 1 f:0" in lines
-    assert any(line.startswith("launch ") and " f64:f:1 " in line for line in lines)
+    assert "item_d 0 2" in lines and "setd 1 f:0" in lines and "setd 2 f:1" in lines
+    assert any(line.startswith("launch ") and " f64:f:2 " in line for line in lines)
 
 
 def test_add_alphas_plan_says_what_its_wrapper_does():

@@ -249,6 +249,11 @@ class _Body:
             value = self.expr(m.group(3), kind)
             self.steps.append(f"set{kind} {self.register(m.group(2), kind)} {value}")
             return
+        m = re.fullmatch(rf"auto ({_NAME}) = ({_NAME});", line)
+        if m and (m.group(2) in self.ints or m.group(2) in self.doubles):  # a scalar's copy
+            kind = self.compiler().type_of(m.group(2))
+            self.steps.append(f"set{kind} {self.register(m.group(1), kind)} {self.expr(m.group(2), kind)}")
+            return
         m = re.fullmatch(rf"auto ({_NAME})_(size|stride) = \1\.(sizes|strides)\(\);", line)
         if m and m.group(2) + "s" == m.group(3):
             self.shapes[f"{m.group(1)}_{m.group(2)}"] = (m.group(2), self.slot(m.group(1)))
