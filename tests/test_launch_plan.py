@@ -104,6 +104,9 @@ def test_expressions_keep_cpps_types():
     assert c.compile("a / 2.0") == "r:0,i2d,cd:0x1.0000000000000p+1,/d"
     assert c.compile("(a < x) && !a") == "r:0,i2d,f:0,<d,r:0,!,&&"
     assert c.compile("x", "i") == "f:0,d2i"
+    # As Inductor printed a size in ResNet-50's max pool (seen on the H100).
+    assert (c.compile("c10::div_floor_integer(static_cast<int64_t>(1L + a), static_cast<int64_t>(2L))")
+            == c.compile("eagerc_floordiv(int64_t(1 + a), int64_t(2))") == "ci:1,r:0,+i,ci:2,fd")
     with pytest.raises(Unsupported):
         c.compile("x % 2")  # not C++
     with pytest.raises(Unsupported):
@@ -290,3 +293,25 @@ def test_each_artifact_runs_its_own_plan_and_a_broken_one_says_so(tmp_path, laun
     garbled = tmp_path / "garbled.so"
     garbled.write_bytes(launcher + plan_build.payload("eagerc-launch-plan 1\nlaunch 0 zz\n", []))
     assert b"unreadable launch plan" in lib_load_error(ctypes.CDLL(str(garbled)))
+
+
+def test_floor_division_is_c10s(tmp_path, launcher):
+    """The plan's floor division against c10::div_floor_integer itself (Inductor prints it
+    in sizes and grids), on random signs and magnitudes."""
+    (tmp_path / "c10.cpp").write_text('#include <c10/util/generic_math.h>\n'
+                                      'extern "C" int64_t floor_div(int64_t a, int64_t b) { return c10::div_floor_integer(a, b); }\n')
+    include = os.path.join(os.path.dirname(torch.__file__), "include")
+    subprocess.run(["g++", "-std=c++17", "-shared", "-fPIC", "-I", include, str(tmp_path / "c10.cpp"),
+                    "-o", str(tmp_path / "c10.so")], check=True, capture_output=True)
+    c10 = ctypes.CDLL(str(tmp_path / "c10.so"))
+    c10.floor_div.restype, c10.floor_div.argtypes = ctypes.c_int64, [ctypes.c_int64, ctypes.c_int64]
+    compiled = Compiler({}, {"I": lambda i: (f"I:{i}", "i")}).compile("c10::div_floor_integer(I[0], I[1]) == I[2]")
+    plan = _link(tmp_path, launcher, f"eagerc-launch-plan 1\ninputs 0\nslots 0\nints 0\ndoubles 0\ncheck {compiled}\n")
+    rng = random.Random(1)
+    for _ in range(2000):
+        a = rng.choice([rng.randint(-50, 50), rng.randint(-2 ** 50, 2 ** 50)])
+        b = rng.choice([rng.randint(1, 9), -rng.randint(1, 9), rng.randint(1, 2 ** 20)])
+        ints = (ctypes.c_int64 * 3)(a, b, c10.floor_div(a, b))
+        assert plan.eagerc_guard(ints, None) == 1, (a, b)
+        ints[2] += 1
+        assert plan.eagerc_guard(ints, None) == 0

@@ -4,7 +4,7 @@ launcher (plan_launcher.cpp).
 A GPU wrapper computes sizes, strides, grids and kernel arguments with plain C++ integer
 expressions (``s50*s60``, ``((xnumel + (256 - 1)) / (256))``), and eagerc's guard
 (guards.py) with comparisons, ``eagerc_floordiv``/``eagerc_mod``, ``std::max<double>`` and
-casts. This module parses exactly that subset, with C++'s types and conversions (int64_t and
+casts (Inductor's printer also writes ``c10::div_floor_integer`` and ``static_cast``). This module parses exactly that subset, with C++'s types and conversions (int64_t and
 double; a mixed operation is a double one), and writes it as one token: postfix operations
 joined by commas, e.g. ``r:0,r:1,*i``. Anything outside the subset raises Unsupported, and
 the wrapper is built with g++ as before.
@@ -19,7 +19,8 @@ class Unsupported(ValueError):
 
 
 _TOKEN = re.compile(r"\s*(?:(?P<num>\d+\.\d*(?:[eE][-+]?\d+)?|\d+[eE][-+]?\d+|\d+(?:LL|L)?)"
-                    r"|(?P<name>std::max<double>|std::min<double>|std::max|std::min|[A-Za-z_]\w*)"
+                    r"|(?P<name>std::max<double>|std::min<double>|std::max|std::min|c10::div_floor_integer"
+                    r"|static_cast<int64_t>|static_cast<double>|[A-Za-z_]\w*)"
                     r"|(?P<op>==|!=|<=|>=|&&|\|\||[-+*/%<>!()\[\],]))")
 
 # Binary operators by precedence, loosest first (C++'s order).
@@ -110,9 +111,12 @@ class Compiler:
             return [f"cd:{float(tok).hex()}"], "d"
         if tok == "INFINITY":
             return [f"cd:{float('inf').hex()}"], "d"
-        if tok in ("int64_t", "double") and self._peek() == "(":  # functional cast
-            code, kind = self._call_args(1)[0]
-            return _convert(code, kind, "i" if tok == "int64_t" else "d"), "i" if tok == "int64_t" else "d"
+        if tok in ("int64_t", "double", "static_cast<int64_t>", "static_cast<double>") and self._peek() == "(":
+            code, kind = self._call_args(1)[0]  # a cast
+            want = "i" if "int64_t" in tok else "d"
+            return _convert(code, kind, want), want
+        if tok == "c10::div_floor_integer":  # Inductor's C++ printer; floor division as eagerc_floordiv
+            tok = "eagerc_floordiv"
         if tok in ("eagerc_floordiv", "eagerc_mod"):
             (a, ak), (b, bk) = self._call_args(2)
             return _convert(a, ak, "i") + _convert(b, bk, "i") + ["fd" if tok == "eagerc_floordiv" else "pm"], "i"
