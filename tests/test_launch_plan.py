@@ -87,6 +87,24 @@ def test_a_float_scalar_read_from_a_named_input_is_planned():
     assert any(line.startswith("launch ") and " f64:f:2 " in line for line in lines)
 
 
+def test_a_plan_beyond_the_launchers_tables_is_not_made(monkeypatch):
+    # add_alpha's plan has 4 slots; a launcher taking 3 could not load it (it is compiled).
+    monkeypatch.setitem(launch_plan.LIMITS, "slots", 3)
+    with pytest.raises(Unsupported, match="4 slots"):
+        launch_plan.plan_of(_wrapper("add_alpha"))
+    monkeypatch.setitem(launch_plan.LIMITS, "slots", 64)
+    monkeypatch.setitem(launch_plan.LIMITS, "stack", 2)  # its grid needs a stack of 3
+    with pytest.raises(Unsupported, match="stack"):
+        launch_plan.plan_of(_wrapper("add_alpha"))
+
+
+def test_the_limits_are_the_launchers():
+    source = Path(plan_build.LAUNCHER_SOURCE).read_text()
+    for name, cpp in (("slots", "kMaxSlots"), ("ints", "kMaxInts"), ("doubles", "kMaxDoubles"),
+                      ("stack", "kMaxStack"), ("arguments", "kMaxArgs"), ("rank", "kMaxRank")):
+        assert f"{cpp} = {launch_plan.LIMITS[name]}" in source, name
+
+
 def test_add_alphas_plan_says_what_its_wrapper_does():
     lines = launch_plan.plan_of(_wrapper("add_alpha")).splitlines()
     assert "kernel 0 0 0 triton_poi_fused_0" in lines

@@ -77,7 +77,33 @@ def plan_of(code: str) -> str:
     header = [f"eagerc-launch-plan {VERSION}", f"inputs {body.inputs}", f"slots {body.slots}",
               f"ints {len(body.ints)}", f"doubles {len(body.doubles)}"]
     header += [f"kernel {k} {cubin} {shm} {name}" for name, (k, cubin, shm) in body.kernels.items()]
+    _within_limits({"slots": body.slots, "ints": len(body.ints), "doubles": len(body.doubles),
+                    "stack": max([body.deepest, *map(_depth, checks)]), "arguments": body.most_arguments,
+                    "rank": body.highest_rank})
     return "\n".join(header + body.steps + [f"check {c}" for c in checks]) + "\n"
+
+
+# The launcher's fixed table sizes (plan_launcher.cpp's kMax*): a plan beyond them would
+# not load, so such a wrapper is compiled instead.
+LIMITS = {"slots": 64, "ints": 256, "doubles": 64, "stack": 64, "arguments": 64, "rank": 64}
+
+
+def _within_limits(sizes: dict) -> None:
+    for name, size in sizes.items():
+        if size > LIMITS[name]:
+            raise Unsupported(f"a plan with {size} {name} (the launcher takes {LIMITS[name]})")
+
+
+def _depth(program: str) -> int:
+    """The stack depth a postfix program (cexpr's form) reaches."""
+    depth = deepest = 0
+    for op in program.split(","):
+        if ":" in op:
+            depth += 1
+        elif op not in ("!", "negi", "negd", "i2d", "d2i", "d2b"):
+            depth -= 1
+        deepest = max(deepest, depth)
+    return deepest
 
 
 def cubin_paths(code: str) -> list:
@@ -183,6 +209,7 @@ class _Body:
         self.steps = []
         self.device = None
         self.stream = None
+        self.deepest = self.most_arguments = self.highest_rank = 0  # checked against LIMITS
 
     def compiler(self) -> Compiler:
         names = {n: (f"r:{i}", "i") for n, i in self.ints.items()}
@@ -194,7 +221,9 @@ class _Body:
         return Compiler(names, arrays)
 
     def expr(self, text: str, want: str) -> str:
-        return self.compiler().compile(text, want)
+        code = self.compiler().compile(text, want)
+        self.deepest = max(self.deepest, _depth(code))
+        return code
 
     def slot(self, name: str) -> int:
         if name not in self.tensors:
@@ -214,6 +243,7 @@ class _Body:
         return f"{len(table) - 1}"
 
     def shape_exprs(self, ndim: int, sizes: str, strides: str) -> list:
+        self.highest_rank = max(self.highest_rank, ndim)
         exprs = []
         for array in (sizes, strides):
             values = self.arrays.get(array)
@@ -383,6 +413,7 @@ class _Body:
             else:
                 want = "d" if kind in ("f32", "f64") else "i"
                 args.append(f"{kind}:{self.expr(inline(value), want)}")
+        self.most_arguments = max(self.most_arguments, len(args))
         self.steps.append(" ".join(["launch", str(self.kernels[launcher.kernel][0]), str(launcher.warps),
                                     str(launcher.shm), *grid, str(len(args)), *args]))
 

@@ -88,7 +88,7 @@ int cudaFree(void* pointer);
 
 namespace {
 
-constexpr int kMaxSlots = 64, kMaxInts = 256, kMaxDoubles = 64, kMaxStack = 64, kMaxArgs = 64;
+constexpr int kMaxSlots = 64, kMaxInts = 256, kMaxDoubles = 64, kMaxStack = 64, kMaxArgs = 64, kMaxRank = 64;
 constexpr int kMaxDynamicSharedAttribute = 8;  // CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
 
 AOTITorchError (*empty_strided)(int64_t, const int64_t*, const int64_t*, int32_t, int32_t, int32_t,
@@ -346,11 +346,11 @@ Plan* parse_plan(const char* text) {
       } else if (k == "alloc") {
         s.kind = Kind::Alloc, s.a = checked(num(1), plan->slots, "slot"), s.b = dtype_of(w.at(2));
         s.device_type = device_type_of(w.at(3)), s.c = num(4);
-        const int64_t ndim = checked(num(5), 64, "rank");
+        const int64_t ndim = checked(num(5), kMaxRank + 1, "rank");
         for (int64_t i = 0; i < 2 * ndim; ++i) s.exprs.push_back(expr_at(6 + i));
       } else if (k == "view") {
         s.kind = Kind::View, s.a = checked(num(1), plan->slots, "slot"), s.b = checked(num(2), plan->slots, "slot");
-        const int64_t ndim = checked(num(3), 64, "rank");
+        const int64_t ndim = checked(num(3), kMaxRank + 1, "rank");
         for (int64_t i = 0; i < 2 * ndim + 1; ++i) s.exprs.push_back(expr_at(4 + i));
       } else if (k == "move") {
         s.kind = Kind::Move, s.a = checked(num(1), plan->slots, "slot"), s.b = checked(num(2), plan->slots, "slot");
@@ -384,7 +384,7 @@ Plan* parse_plan(const char* text) {
         s.kind = Kind::Launch, s.a = checked(num(1), plan->kernels.size(), "kernel");
         s.warps = num(2), s.shared = num(3);
         for (int i = 0; i < 3; ++i) s.exprs.push_back(expr_at(4 + i));
-        const int64_t n = checked(num(7), kMaxArgs, "argument count");
+        const int64_t n = checked(num(7), kMaxArgs + 1, "argument count");
         for (int64_t i = 0; i < n; ++i) {
           const std::string& a = w.at(8 + i);
           Arg arg;
@@ -617,7 +617,7 @@ void run(AtenTensorHandle* inputs, AtenTensorHandle* outputs) {
   Env env;
   env.ints = f.ints, env.doubles = f.doubles, env.frame = &f;
   for (int64_t i = 0; i < p.inputs; ++i) f.slots[i] = inputs[i], inputs[i] = nullptr;  // stolen
-  int64_t sizes[64], strides[64];
+  int64_t sizes[kMaxRank], strides[kMaxRank];
   for (const Step& s : p.steps) {
     switch (s.kind) {
       case Kind::ItemI:
