@@ -1,5 +1,5 @@
 """Launch plans (eagerc/compile/launch_plan.py) read from real GPU wrappers, and the plan
-launcher (plan_launcher.cpp) that runs them, exercised without a GPU: the launcher is linked
+launcher (eagerc/compile/plan_launcher/) that runs them, exercised without a GPU: the launcher is linked
 with a stand-in for the CUDA driver (tests/data/plan_launcher/fake_cuda.c) that records every
 launch, and its guard is compared with the C++ guard it replaces."""
 import ctypes
@@ -53,7 +53,7 @@ def test_the_launchers_externs_are_declared_as_torch_declares_them():
     if not header:
         pytest.skip("this torch has no c_shim_cuda.h")
     ours = dict(re.findall(r"AOTITorchError (aoti_torch_cuda_\w+)\(([^;]*)\);",
-                           Path(plan_build.LAUNCHER_SOURCE).read_text()))
+                           (Path(plan_build.LAUNCHER_DIR) / "abi.h").read_text()))
     assert set(ours) == set(launch_plan.EXTERNS)
 
     def types(params: str) -> list:
@@ -99,7 +99,7 @@ def test_a_plan_beyond_the_launchers_tables_is_not_made(monkeypatch):
 
 
 def test_the_limits_are_the_launchers():
-    source = Path(plan_build.LAUNCHER_SOURCE).read_text()
+    source = (Path(plan_build.LAUNCHER_DIR) / "plan.h").read_text()
     for name, cpp in (("slots", "kMaxSlots"), ("ints", "kMaxInts"), ("doubles", "kMaxDoubles"),
                       ("stack", "kMaxStack"), ("arguments", "kMaxArgs"), ("rank", "kMaxRank")):
         assert f"{cpp} = {launch_plan.LIMITS[name]}" in source, name

@@ -1,5 +1,5 @@
 """C++ arithmetic of generated wrappers and guards -> typed postfix programs for the plan
-launcher (plan_launcher.cpp).
+launcher (plan_launcher/).
 
 A GPU wrapper computes sizes, strides, grids and kernel arguments with plain C++ integer
 expressions (``s50*s60``, ``((xnumel + (256 - 1)) / (256))``), and eagerc's guard

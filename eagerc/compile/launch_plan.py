@@ -1,5 +1,5 @@
 """A GPU wrapper whose kernels are all Triton's -> a launch plan: the same steps as data,
-which eagerc's plan launcher (plan_launcher.cpp, compiled once per machine) runs.
+which eagerc's plan launcher (plan_launcher/, built once per machine) runs.
 
 Why: every op's wrapper used to be its own C++ file, compiled by g++ (0.3-0.4 s of a ~0.8 s
 cold compile on the H100, docs/benchmarks.md), and no two ops' wrappers are alike enough to
@@ -12,7 +12,7 @@ after eagerc's rewrites) statement by statement, with its guard, and writes each
 as one line of the plan. Any statement it does not know exactly makes it give up
 (Unsupported): that wrapper is compiled as before, so a plan never guesses.
 
-The plan is text, one step per line (plan_launcher.cpp reads it once per library):
+The plan is text, one step per line (plan_launcher/parse.cpp reads it once per library):
     eagerc-launch-plan 1
     inputs N | slots S | ints R | doubles D      sizes of the launcher's tables
     kernel K CUBIN SHM NAME                      kernel K: cubin CUBIN's function NAME
@@ -53,7 +53,7 @@ _DTYPE = re.compile(r"cached_torch_dtype_(\w+)$")
 _DEVICE_TYPE = re.compile(r"cached_torch_device_type_(cpu|cuda|privateuse1)$")
 _NAME = r"[A-Za-z_]\w*"
 # The extern calls a plan may make (cuBLAS through AOTI's CUDA shims, declared in
-# plan_launcher.cpp as in torch's c_shim_cuda.h): each argument's kind, h a tensor handle,
+# plan_launcher/abi.h as in torch's c_shim_cuda.h): each argument's kind, h a tensor handle,
 # i an int64_t, d a double. Others (convolution, attention: optional and returned handles)
 # are compiled as before.
 EXTERNS = {"aoti_torch_cuda_mm_out": "hhh", "aoti_torch_cuda_bmm_out": "hhh",
@@ -83,7 +83,7 @@ def plan_of(code: str) -> str:
     return "\n".join(header + body.steps + [f"check {c}" for c in checks]) + "\n"
 
 
-# The launcher's fixed table sizes (plan_launcher.cpp's kMax*): a plan beyond them would
+# The launcher's fixed table sizes (plan_launcher/plan.h's kMax*): a plan beyond them would
 # not load, so such a wrapper is compiled instead.
 LIMITS = {"slots": 64, "ints": 256, "doubles": 64, "stack": 64, "arguments": 64, "rank": 64}
 

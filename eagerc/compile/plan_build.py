@@ -22,7 +22,9 @@ from eagerc.compile.cexpr import Unsupported
 
 log = logging.getLogger("eagerc")
 
-LAUNCHER_SOURCE = os.path.join(os.path.dirname(__file__), "plan_launcher.cpp")
+LAUNCHER_DIR = os.path.join(os.path.dirname(__file__), "plan_launcher")
+LAUNCHER_SOURCES = sorted(os.path.join(LAUNCHER_DIR, f) for f in os.listdir(LAUNCHER_DIR)
+                          if f.endswith((".cpp", ".h")))
 # Builds of this process: from a plan, and wrappers that had none (with why, by reason).
 counts = {"plan": 0, "no_plan": 0}
 reasons: collections.Counter = collections.Counter()
@@ -44,9 +46,11 @@ def launcher_library(flags: list, libraries: list) -> str | None:
 
     from eagerc.compile.glue_prelude import _header_dir
 
-    with open(LAUNCHER_SOURCE, "rb") as f:
-        source = f.read()
-    key = hashlib.sha256(repr((source, flags, libraries, torch.__version__,
+    sources = []
+    for path in LAUNCHER_SOURCES:
+        with open(path, "rb") as f:
+            sources.append(f.read())
+    key = hashlib.sha256(repr((sources, flags, libraries, torch.__version__,
                                getattr(torch.version, "git_version", ""))).encode()).hexdigest()[:24]
     if key in _unusable:
         return None
@@ -59,7 +63,8 @@ def launcher_library(flags: list, libraries: list) -> str | None:
         with FileLock(os.path.join(directory, "locks", f"eagerc_plan_launcher_{key}.lock"), timeout=600):
             if not os.path.exists(path):
                 partial = f"{path}.{os.getpid()}.so"
-                subprocess.run([*flags, "-O2", "-fvisibility=hidden", "-w", "-shared", LAUNCHER_SOURCE,
+                units = [p for p in LAUNCHER_SOURCES if p.endswith(".cpp")]
+                subprocess.run([*flags, "-O2", "-fvisibility=hidden", "-w", "-shared", *units,
                                 "-o", partial, *libraries], check=True, capture_output=True, timeout=600)
                 os.replace(partial, path)  # others see it whole or not at all
     except (OSError, subprocess.SubprocessError) as e:
@@ -70,7 +75,7 @@ def launcher_library(flags: list, libraries: list) -> str | None:
 
 
 def payload(plan: str, cubins: list) -> bytes:
-    """What an artifact appends to the launcher (plan_launcher.cpp reads it back): the plan's
+    """What an artifact appends to the launcher (plan_launcher/payload.cpp reads it back): the plan's
     size, the number of cubins, their sizes, the plan, the cubins, the total size, a magic."""
     blobs = []
     for path in cubins:

@@ -1,0 +1,113 @@
+// eagerc's plan launcher, shared declarations: a launch plan as the launcher holds it
+// (parse.cpp reads the text launch_plan.py writes), the frame of one call, and the
+// expressions' evaluation (eval.cpp).
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <mutex>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "abi.h"
+
+namespace eagerc_launcher {
+
+constexpr int kMaxSlots = 64, kMaxInts = 256, kMaxDoubles = 64, kMaxStack = 64, kMaxArgs = 64, kMaxRank = 64;
+constexpr int kMaxDynamicSharedAttribute = 8;  // CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
+
+[[noreturn]] void bad_plan(const std::string& what);
+void shim_failed(const char* what);
+#define EAGERC_CHECK(call) \
+  if ((call) != 0) shim_failed(#call)
+
+// One operation of an expression (launch_plan.py / cexpr.py write them as text).
+enum class Code : uint8_t {
+  ConstInt, ConstDouble, Int, Double, GuardInt, GuardDouble, Size, Stride,
+  AddI, SubI, MulI, DivI, ModI, AddD, SubD, MulD, DivD, FloorDiv, PyMod, MaxI, MinI, MaxD, MinD,
+  EqI, NeI, LtI, LeI, GtI, GeI, EqD, NeD, LtD, LeD, GtD, GeD, And, Or, Not, NegI, NegD,
+  IntToDouble, DoubleToInt, DoubleToBool,
+};
+struct Op {
+  Code code;
+  int64_t a = 0, b = 0;  // a constant, a register, a slot and dimension
+  double d = 0;
+};
+union Value {
+  int64_t i;
+  double d;
+};
+using Expr = std::vector<Op>;
+
+enum class Kind : uint8_t { ItemI, ItemD, SetI, SetD, Device, Alloc, View, Move, Reset, Stream, Launch, Extern, Out };
+enum class ArgKind : uint8_t { Pointer, Null, I32, I64, U32, F32, F64, Handle, Double };
+enum class Extern : uint8_t { MmOut, BmmOut, AddmmOut, BaddbmmOut };
+struct Arg {
+  ArgKind kind;
+  int64_t slot = 0;
+  Expr value;
+};
+struct Step {
+  Kind kind;
+  int64_t a = 0, b = 0, c = 0;  // registers, slots, indices, dtype, device
+  int32_t device_type = 0;
+  std::vector<Expr> exprs;       // set: 1; alloc/view: sizes, strides (, offset); launch: grid
+  std::vector<Arg> args;         // launch
+  int64_t warps = 0, shared = 0;
+};
+struct Kernel {
+  int64_t cubin = 0, shared = 0;
+  std::string name;
+  std::atomic<CUfunc_st*> function{nullptr};
+};
+struct Plan {
+  int64_t inputs = 0, slots = 0, ints = 0, doubles = 0;
+  std::vector<Kernel*> kernels;
+  std::vector<Step> steps;
+  std::vector<Expr> checks;
+  std::mutex load;
+};
+
+// The plan of this library (parsed from its payload on first use; throws if it cannot be).
+Plan& plan();
+
+// The plan text and cubins appended to this library's file (payload.cpp).
+struct Payload {
+  std::string plan;
+  std::vector<void*> cubins;  // 64-byte aligned copies, as the cubins' ELF headers want
+  std::string error;          // why it could not be read (raised at the first call)
+};
+Payload& payload();
+
+// What one call holds; owned handles and the device guard are released however it ends.
+struct Frame {
+  AtenTensorHandle slots[kMaxSlots] = {};
+  int64_t ints[kMaxInts];
+  double doubles[kMaxDoubles];
+  CUstream_st* stream = nullptr;
+  CUDAGuardHandle guard = nullptr;
+  ~Frame() {
+    for (AtenTensorHandle& h : slots) {
+      if (h != nullptr) aoti_torch_delete_tensor_object(h);
+    }
+    if (guard != nullptr) aoti_torch_delete_cuda_guard(guard);
+  }
+  AtenTensorHandle slot(int64_t i) const {
+    if (slots[i] == nullptr) throw std::runtime_error("eagerc: launch plan reads a released tensor");
+    return slots[i];
+  }
+};
+
+// What expressions read: registers, the guard's arrays, the call's tensors.
+struct Env {
+  const int64_t* ints = nullptr;
+  const double* doubles = nullptr;
+  const int64_t* guard_ints = nullptr;
+  const double* guard_doubles = nullptr;
+  const Frame* frame = nullptr;
+};
+
+Value eval(const Expr& expr, const Env& env);
+
+}  // namespace eagerc_launcher

@@ -1,0 +1,205 @@
+// eagerc's plan launcher: the entry and guard of a GPU artifact whose kernels are all
+// Triton's (or cuBLAS's through AOTI's mm/addmm shims), reading what to do from a launch
+// plan (eagerc/compile/launch_plan.py) instead of being a generated C++ wrapper. Built once
+// per machine as a shared library from this folder (plan_build.py); an artifact is a copy
+// of that library with its plan text and cubins appended after the ELF image (the loader
+// ignores bytes past it), which payload.cpp reads back from its own file when the library
+// is loaded. So an op's build is a file write: no compiler and no linker run per op, and
+// each artifact, a file of its own, is loaded as a library of its own with its own copy of
+// the statics.
+//
+// The calls and their order are those of the generated wrapper the plan was read from:
+// the AOTI C shims (allocation through the pointer eagerc's loader may replace, views,
+// sizes, device guard, current stream), the CUDA driver's module load and launch, and
+// cuBLAS's out shims. This file runs a plan and exports the entry points.
+#include <Python.h>
+
+#include <cstdint>
+#include <cstring>
+#include <string>
+
+#include "plan.h"
+
+namespace eagerc_launcher {
+
+void shim_failed(const char* what) {
+  throw std::runtime_error(std::string(what) + " API call failed in eagerc's plan launcher");
+}
+
+AOTITorchError (*empty_strided)(int64_t, const int64_t*, const int64_t*, int32_t, int32_t, int32_t,
+                                AtenTensorHandle*) = aoti_torch_empty_strided;
+
+namespace {
+
+void driver_check(CUresult code) {
+  if (code == 0) return;
+  const char* message = nullptr;
+  if (cuGetErrorString(code, &message) != 0 || message == nullptr) message = "invalid error code!";
+  throw std::runtime_error(std::string("CUDA driver error: ") + message);
+}
+
+CUfunc_st* function_of(Plan& p, Kernel& k) {
+  CUfunc_st* function = k.function.load(std::memory_order_acquire);
+  if (function != nullptr) return function;
+  std::lock_guard<std::mutex> lock(p.load);
+  function = k.function.load(std::memory_order_relaxed);
+  if (function == nullptr) {
+    CUmod_st* module = nullptr;
+    if (k.cubin >= static_cast<int64_t>(payload().cubins.size())) bad_plan("cubin index");
+    driver_check(cuModuleLoadData(&module, payload().cubins[k.cubin]));
+    driver_check(cuModuleGetFunction(&function, module, k.name.c_str()));
+    if (k.shared > 0) driver_check(cuFuncSetAttribute(function, kMaxDynamicSharedAttribute, static_cast<int>(k.shared)));
+    k.function.store(function, std::memory_order_release);
+  }
+  return function;
+}
+
+void launch(Plan& p, const Step& s, Frame& f, const Env& env) {
+  uint32_t grid[3];
+  for (int i = 0; i < 3; ++i) grid[i] = static_cast<uint32_t>(eval(s.exprs[i], env).i);
+  if (grid[0] == 0 || grid[1] == 0 || grid[2] == 0) return;
+  CUfunc_st* function = function_of(p, *p.kernels[s.a]);
+  uint64_t storage[kMaxArgs];
+  void* params[kMaxArgs];
+  for (size_t i = 0; i < s.args.size(); ++i) {
+    const Arg& a = s.args[i];
+    storage[i] = 0;
+    void* at = &storage[i];
+    switch (a.kind) {
+      case ArgKind::Pointer: {
+        void* data = nullptr;
+        EAGERC_CHECK(aoti_torch_get_data_ptr(f.slot(a.slot), &data));
+        *static_cast<uint64_t*>(at) = reinterpret_cast<uintptr_t>(data);
+        break;
+      }
+      case ArgKind::Null: break;
+      case ArgKind::I32: *static_cast<int32_t*>(at) = static_cast<int32_t>(eval(a.value, env).i); break;
+      case ArgKind::I64: *static_cast<int64_t*>(at) = eval(a.value, env).i; break;
+      case ArgKind::U32: *static_cast<uint32_t*>(at) = static_cast<uint32_t>(eval(a.value, env).i); break;
+      case ArgKind::F32: *static_cast<float*>(at) = static_cast<float>(eval(a.value, env).d); break;
+      case ArgKind::F64: *static_cast<double*>(at) = eval(a.value, env).d; break;
+      case ArgKind::Handle:
+      case ArgKind::Double: bad_plan("an extern's argument in a launch");
+    }
+    params[i] = at;
+  }
+  driver_check(cuLaunchKernel(function, grid[0], grid[1], grid[2], 32 * static_cast<unsigned>(s.warps), 1, 1,
+                              static_cast<unsigned>(s.shared), f.stream, params, nullptr));
+}
+
+void call_extern(const Step& s, const Frame& f, const Env& env) {
+  auto h = [&](size_t i) { return f.slot(s.args[i].slot); };
+  auto d = [&](size_t i) { return eval(s.args[i].value, env).d; };
+  switch (static_cast<Extern>(s.a)) {
+    case Extern::MmOut: EAGERC_CHECK(aoti_torch_cuda_mm_out(h(0), h(1), h(2))); break;
+    case Extern::BmmOut: EAGERC_CHECK(aoti_torch_cuda_bmm_out(h(0), h(1), h(2))); break;
+    case Extern::AddmmOut: EAGERC_CHECK(aoti_torch_cuda_addmm_out(h(0), h(1), h(2), h(3), d(4), d(5))); break;
+    case Extern::BaddbmmOut: EAGERC_CHECK(aoti_torch_cuda_baddbmm_out(h(0), h(1), h(2), h(3), d(4), d(5))); break;
+  }
+}
+
+void run(AtenTensorHandle* inputs, AtenTensorHandle* outputs) {
+  Plan& p = plan();
+  Frame f;
+  Env env;
+  env.ints = f.ints, env.doubles = f.doubles, env.frame = &f;
+  for (int64_t i = 0; i < p.inputs; ++i) f.slots[i] = inputs[i], inputs[i] = nullptr;  // stolen
+  int64_t sizes[kMaxRank], strides[kMaxRank];
+  for (const Step& s : p.steps) {
+    switch (s.kind) {
+      case Kind::ItemI:
+      case Kind::ItemD: {
+        void* data = nullptr;
+        EAGERC_CHECK(aoti_torch_get_data_ptr(f.slot(s.b), &data));
+        if (s.kind == Kind::ItemI) f.ints[s.a] = *static_cast<const int64_t*>(data);
+        else f.doubles[s.a] = *static_cast<const double*>(data);
+        break;
+      }
+      case Kind::SetI: f.ints[s.a] = eval(s.exprs[0], env).i; break;
+      case Kind::SetD: f.doubles[s.a] = eval(s.exprs[0], env).d; break;
+      case Kind::Device: {
+        EAGERC_CHECK(aoti_torch_create_cuda_guard(static_cast<int32_t>(s.a), &f.guard));
+        // A thread that made no CUDA runtime call has no current context (gpu_context.py).
+        CUctx_st* context = nullptr;
+        if (cuCtxGetCurrent(&context) != 0 || context == nullptr) {
+          int device = 0;
+          cudaGetDevice(&device);
+          cudaSetDevice(device);
+          cudaFree(nullptr);
+        }
+        break;
+      }
+      case Kind::Stream:
+        EAGERC_CHECK(aoti_torch_get_current_cuda_stream(static_cast<int32_t>(s.a), reinterpret_cast<void**>(&f.stream)));
+        break;
+      case Kind::Alloc:
+      case Kind::View: {
+        const size_t ndim = (s.exprs.size() - (s.kind == Kind::View ? 1 : 0)) / 2;
+        for (size_t i = 0; i < ndim; ++i) sizes[i] = eval(s.exprs[i], env).i, strides[i] = eval(s.exprs[ndim + i], env).i;
+        AtenTensorHandle made = nullptr;
+        if (s.kind == Kind::Alloc) {
+          EAGERC_CHECK(empty_strided(static_cast<int64_t>(ndim), sizes, strides, static_cast<int32_t>(s.b),
+                                     s.device_type, static_cast<int32_t>(s.c), &made));
+        } else {
+          EAGERC_CHECK(aoti_torch__reinterpret_tensor(f.slot(s.b), static_cast<int64_t>(ndim), sizes, strides,
+                                                      eval(s.exprs[2 * ndim], env).i, &made));
+        }
+        if (f.slots[s.a] != nullptr) aoti_torch_delete_tensor_object(f.slots[s.a]);
+        f.slots[s.a] = made;
+        break;
+      }
+      case Kind::Move: std::swap(f.slots[s.a], f.slots[s.b]); break;
+      case Kind::Reset:
+        if (f.slots[s.a] != nullptr) aoti_torch_delete_tensor_object(f.slots[s.a]);
+        f.slots[s.a] = nullptr;
+        break;
+      case Kind::Launch: launch(p, s, f, env); break;
+      case Kind::Extern: call_extern(s, f, env); break;
+      case Kind::Out: outputs[s.a] = f.slots[s.b], f.slots[s.b] = nullptr; break;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace eagerc_launcher
+
+// The loader (csrc/direct_alloc.cpp) points allocations at eagerc's direct allocation.
+EAGERC_EXPORT void eagerc_set_allocator(void* fn) {
+  eagerc_launcher::empty_strided = reinterpret_cast<decltype(eagerc_launcher::empty_strided)>(fn);
+}
+
+// Checked by the loader (csrc/artifact.cpp) right after dlopen: a plan that is missing or
+// unreadable makes the artifact fail to load, so the cache rebuilds it, instead of
+// failing at every call.
+EAGERC_EXPORT const char* eagerc_load_error() {
+  static const std::string error = [] {
+    try {
+      eagerc_launcher::plan();
+      return std::string();
+    } catch (const std::exception& e) {
+      return std::string(e.what());
+    }
+  }();
+  return error.empty() ? nullptr : error.c_str();
+}
+
+EAGERC_EXPORT void eagerc_entry(AtenTensorHandle* inputs, AtenTensorHandle* outputs) { eagerc_launcher::run(inputs, outputs); }
+
+EAGERC_EXPORT int eagerc_guard(const int64_t* I, const double* F) {
+  eagerc_launcher::Env env;
+  env.guard_ints = I, env.guard_doubles = F;
+  for (const eagerc_launcher::Expr& check : eagerc_launcher::plan().checks) {
+    if (eval(check, env).i == 0) return 0;
+  }
+  return 1;
+}
+
+// Inductor imports the built library as a Python module; eagerc calls eagerc_entry.
+static PyObject* eagerc_not_from_python(PyObject*, PyObject*) {
+  PyErr_SetString(PyExc_RuntimeError, "eagerc's kernel holder calls this library, Python does not");
+  return nullptr;
+}
+static PyMethodDef eagerc_methods[] = {{"inductor_entry_cpp", eagerc_not_from_python, METH_VARARGS, ""},
+                                       {nullptr, nullptr, 0, nullptr}};
+static struct PyModuleDef eagerc_module = {PyModuleDef_HEAD_INIT, "inductor_entry_cpp", nullptr, -1, eagerc_methods};
+PyMODINIT_FUNC PyInit_inductor_entry_cpp(void) { return PyModule_Create(&eagerc_module); }
