@@ -1,5 +1,6 @@
-"""A GPU wrapper whose kernels are all Triton's -> a launch plan: the same steps as data,
-which eagerc's plan launcher (plan_launcher/, built once per machine) runs.
+"""A GPU wrapper whose kernels are all Triton's (or cuBLAS's mm family, EXTERNS) -> a launch
+plan: the same steps as data, which eagerc's plan launcher (plan_launcher/, built once per
+machine) runs.
 
 Why: every op's wrapper used to be its own C++ file, compiled by g++ (0.3-0.4 s of a ~0.8 s
 cold compile on the H100, docs/benchmarks.md), and no two ops' wrappers are alike enough to
@@ -7,7 +8,7 @@ share one (session 12: every pair differs in shapes, guard, tuning constants, ar
 Triton-only wrapper does is a short straight line of a dozen kinds of statement: take the
 inputs, read sizes and scalars, open the device guard, allocate buffers (sizes and strides
 from symbols), make views, fetch the current stream, launch kernels (grid, warps, shared
-memory, arguments), return outputs. This module reads that code (Inductor's JIT C++ wrapper
+memory, arguments) or call cuBLAS, return outputs. This module reads that code (Inductor's JIT C++ wrapper
 after eagerc's rewrites) statement by statement, with its guard, and writes each statement
 as one line of the plan. Any statement it does not know exactly makes it give up
 (Unsupported): that wrapper is compiled as before, so a plan never guesses.

@@ -3,7 +3,8 @@ built once per machine, compiler flags, libraries and torch) with the plan's tex
 cubins appended after its ELF image. No compiler or linker runs per op: a file write
 instead of a g++ run (0.3-0.7 s) or a link (~0.12 s on the H100).
 
-A wrapper launch_plan cannot read (an extern call, a statement it does not know) is built
+A wrapper launch_plan cannot read (an extern other than cuBLAS's mm family, a statement it
+does not know) is built
 as before (glue_prelude); so is every wrapper where the launcher cannot be built.
 ``EAGERC_GPU_LAUNCHER=0`` turns plans off (A/B timing).
 """
