@@ -25,7 +25,7 @@ Artifact::Artifact(std::string variant_id, const std::string& path, size_t num_o
   using LoadErrorFn = const char* (*)();
   if (auto load_error = reinterpret_cast<LoadErrorFn>(dlsym(handle, "eagerc_load_error"))) {
     const char* error = load_error();
-    TORCH_CHECK(error == nullptr, "eagerc: compiled kernel ", path, " is broken: ", error ? error : "");
+    TORCH_CHECK(error == nullptr, "eagerc: compiled kernel ", path, " is broken: ", error);
   }
   offer_direct_allocation(handle);
 }

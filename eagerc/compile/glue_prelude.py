@@ -87,7 +87,7 @@ log = logging.getLogger("eagerc")
 # Builds of this process that used the prelude, and those that fell back to Inductor's
 # header (tests read them: a silent fallback would only cost time).
 counts = {"lean": 0, "slim": 0, "fallback": 0}
-_unusable: set = set()  # precompiled headers that failed to build in this process
+_unusable: set = set()  # what built_once could not build in this process
 
 
 def prelude_text(devices, lean: bool = False) -> str:
@@ -136,6 +136,20 @@ def _compile_flags(command: str, source: str) -> list:
     return flags
 
 
+def link_words(command: str) -> list:
+    """The libraries and linker options of a compile-and-link command (_LINK_WORD's, the
+    output and the mode words -shared and -c aside): what _compile_flags leaves out."""
+    words, out, skip = command.split(), [], False
+    for word in words[1:]:
+        if skip:
+            skip = False
+        elif word == "-o":
+            skip = True
+        elif _LINK_WORD.match(word) and word not in ("-shared", "-c") and not word.endswith(".o"):
+            out.append(word)
+    return out
+
+
 def _header_dir() -> str:
     """Inductor's machine-wide directory of precompiled headers (they outlive its caches,
     as ours should), or one in the temporary directory."""
@@ -147,38 +161,52 @@ def _header_dir() -> str:
         return os.path.join(tempfile.gettempdir(), "eagerc_precompiled_headers")
 
 
+def built_once(name: str, build) -> str | None:
+    """Path of `name` in the machine-wide build directory (_header_dir), made on first use by
+    `build(partial)` (which writes a temporary path) under a file lock and then renamed, so
+    other processes see it whole or not at all; None where it cannot be built (remembered
+    for this process). Precompiled headers and the plan launcher (plan_build) are built so."""
+    from torch.utils._filelock import FileLock
+
+    if name in _unusable:
+        return None
+    directory = _header_dir()
+    path = os.path.join(directory, name)
+    if os.path.exists(path):
+        return path
+    try:
+        os.makedirs(os.path.join(directory, "locks"), exist_ok=True)
+        with FileLock(os.path.join(directory, "locks", f"{name}.lock"), timeout=600):
+            if not os.path.exists(path):
+                partial = f"{path}.{os.getpid()}.partial"
+                build(partial)
+                os.replace(partial, path)
+    except (OSError, subprocess.SubprocessError) as e:
+        log.debug("eagerc: %s could not be built: %s", name, getattr(e, "stderr", e))
+        _unusable.add(name)
+        return None
+    return path
+
+
 def precompiled_prelude(flags: list, devices, lean: bool = False) -> str | None:
     """Path of the prelude header (with `lean`, lean_gpu_prelude's) whose precompiled form
-    (path + ".gch", built here under a file lock on first use) matches `flags`; None where
-    it cannot be built."""
+    (path + ".gch", built_once) matches `flags`; None where it cannot be built."""
     import torch
-    from torch.utils._filelock import FileLock
 
     from eagerc.compile.settings import cxx_compiler
 
     text = prelude_text(devices, lean)
     key = hashlib.sha256(repr((text, flags, cxx_compiler(), torch.__version__,
                                getattr(torch.version, "git_version", ""))).encode()).hexdigest()[:24]
-    if key in _unusable:
-        return None
-    directory = _header_dir()
-    header = os.path.join(directory, f"eagerc_glue_{key}.h")
-    if os.path.exists(header + ".gch"):
-        return header
-    try:
-        os.makedirs(os.path.join(directory, "locks"), exist_ok=True)
-        with FileLock(os.path.join(directory, "locks", f"eagerc_glue_{key}.lock"), timeout=600):
-            if not os.path.exists(header + ".gch"):
-                with open(header, "w") as f:
-                    f.write(text)
-                partial = f"{header}.{os.getpid()}.gch"
-                subprocess.run([*flags, "-x", "c++-header", header, "-o", partial],
-                               check=True, capture_output=True, timeout=600)
-                os.replace(partial, header + ".gch")  # others see it whole or not at all
-    except (OSError, subprocess.SubprocessError):
-        _unusable.add(key)
-        return None
-    return header
+    header = os.path.join(_header_dir(), f"eagerc_glue_{key}.h")
+
+    def build(partial: str) -> None:
+        with open(header, "w") as f:
+            f.write(text)
+        subprocess.run([*flags, "-x", "c++-header", header, "-o", partial],
+                       check=True, capture_output=True, timeout=600)
+
+    return header if built_once(os.path.basename(header) + ".gch", build) else None
 
 
 def source_file(command: str):

@@ -236,8 +236,8 @@ def _build_glue(builder) -> None:
     Inductor would but cheaper: eagerc's prelude header (glue_prelude), -O1 (the wrapper
     only unpacks handles and launches kernels; torch 2.13 builds it so itself), no debug
     info, -w, and libtorch linked through stubs (_through_stubs). A GPU wrapper whose
-    kernels are all Triton's is not compiled at all: its launch plan is linked with the
-    plan launcher (plan_build)."""
+    kernels are all Triton's (or cuBLAS's mm family) is not compiled at all: its artifact
+    is the plan launcher with its launch plan appended (plan_build)."""
     command = getattr(builder, "get_command_line", None)
     if command is not None and plan_build.try_build(builder, command()):
         return

@@ -4,8 +4,8 @@ cubins appended after its ELF image. No compiler or linker runs per op: a file w
 instead of a g++ run (0.3-0.7 s) or a link (~0.12 s on the H100).
 
 A wrapper launch_plan cannot read (an extern other than cuBLAS's mm family, a statement it
-does not know) is built
-as before (glue_prelude); so is every wrapper where the launcher cannot be built.
+does not know) is built as before (glue_prelude); so is every wrapper where the launcher
+cannot be built.
 ``EAGERC_GPU_LAUNCHER=0`` turns plans off (A/B timing).
 """
 from __future__ import annotations
@@ -18,7 +18,7 @@ import re
 import struct
 import subprocess
 
-from eagerc.compile import launch_plan
+from eagerc.compile import glue_prelude, launch_plan
 from eagerc.compile.cexpr import Unsupported
 
 log = logging.getLogger("eagerc")
@@ -29,8 +29,6 @@ LAUNCHER_SOURCES = sorted(os.path.join(LAUNCHER_DIR, f) for f in os.listdir(LAUN
 # Builds of this process: from a plan, and wrappers that had none (with why, by reason).
 counts = {"plan": 0, "no_plan": 0}
 reasons: collections.Counter = collections.Counter()
-_unusable: set = set()  # launcher objects that failed to build in this process
-_LINK = re.compile(r"^(-l\S+|-L\S+|-Wl,\S+|\S+\.(so|a)(\.\d+)*)$")
 _BINDING = re.compile(r"PyMODINIT_FUNC PyInit_(\w+)\(")
 
 
@@ -40,12 +38,9 @@ def enabled() -> bool:
 
 def launcher_library(flags: list, libraries: list) -> str | None:
     """Path of the plan launcher compiled with `flags` (a wrapper's compile flags, compiler
-    first) and linked with `libraries` (its link words), built under a file lock on first
-    use; None where it cannot be built."""
+    first) and linked with `libraries` (its link words), built once per machine
+    (glue_prelude.built_once); None where it cannot be built."""
     import torch
-    from torch.utils._filelock import FileLock
-
-    from eagerc.compile.glue_prelude import _header_dir
 
     sources = []
     for path in LAUNCHER_SOURCES:
@@ -53,26 +48,13 @@ def launcher_library(flags: list, libraries: list) -> str | None:
             sources.append(f.read())
     key = hashlib.sha256(repr((sources, flags, libraries, torch.__version__,
                                getattr(torch.version, "git_version", ""))).encode()).hexdigest()[:24]
-    if key in _unusable:
-        return None
-    directory = _header_dir()
-    path = os.path.join(directory, f"eagerc_plan_launcher_{key}.so")
-    if os.path.exists(path):
-        return path
-    try:
-        os.makedirs(os.path.join(directory, "locks"), exist_ok=True)
-        with FileLock(os.path.join(directory, "locks", f"eagerc_plan_launcher_{key}.lock"), timeout=600):
-            if not os.path.exists(path):
-                partial = f"{path}.{os.getpid()}.so"
-                units = [p for p in LAUNCHER_SOURCES if p.endswith(".cpp")]
-                subprocess.run([*flags, "-O2", "-fvisibility=hidden", "-w", "-shared", *units,
-                                "-o", partial, *libraries], check=True, capture_output=True, timeout=600)
-                os.replace(partial, path)  # others see it whole or not at all
-    except (OSError, subprocess.SubprocessError) as e:
-        log.debug("eagerc: the plan launcher could not be built: %s", getattr(e, "stderr", e))
-        _unusable.add(key)
-        return None
-    return path
+    units = [p for p in LAUNCHER_SOURCES if p.endswith(".cpp")]
+
+    def build(partial: str) -> None:
+        subprocess.run([*flags, "-O2", "-fvisibility=hidden", "-w", "-shared", *units, "-o", partial, *libraries],
+                       check=True, capture_output=True, timeout=600)
+
+    return glue_prelude.built_once(f"eagerc_plan_launcher_{key}.so", build)
 
 
 def payload(plan: str, cubins: list) -> bytes:
@@ -88,25 +70,10 @@ def payload(plan: str, cubins: list) -> bytes:
     return body + struct.pack("<Q", len(body) + 16) + b"EAGERCP1"
 
 
-def link_words(command: str) -> list:
-    """The libraries and linker options of a compile-and-link command (its output aside)."""
-    words, out, skip = command.split(), [], False
-    for word in words[1:]:
-        if skip:
-            skip = False
-        elif word == "-o":
-            skip = True
-        elif _LINK.match(word):
-            out.append(word)
-    return out
-
-
 def try_build(builder, command: str) -> bool:
     """Build `builder`'s GPU wrapper (compiled and linked by `command`, as Inductor says:
     the launcher is built with its flags and libraries) from its launch plan; False
     (nothing built) where it has none or the launcher cannot be built."""
-    from eagerc.compile import glue_prelude
-
     source = glue_prelude.source_file(command)
     if not enabled() or source is None or not os.path.exists(source):
         return False
@@ -125,7 +92,7 @@ def try_build(builder, command: str) -> bool:
         reasons[str(e)[:160]] += 1
         log.debug("eagerc: no launch plan for %s: %s", source, e)
         return False
-    launcher = launcher_library(glue_prelude._compile_flags(command, source), link_words(command))
+    launcher = launcher_library(glue_prelude._compile_flags(command, source), glue_prelude.link_words(command))
     if launcher is None:
         return False
     with open(launcher, "rb") as f:
