@@ -65,7 +65,7 @@ def plan_of(code: str) -> str:
     """The launch plan of `code` (a GPU wrapper as eagerc compiles it: cubins embedded,
     eagerc_entry and eagerc_guard appended). Raises Unsupported where it has a statement
     the plan cannot say."""
-    cubins = [path for _, path in _CUBIN.findall(code)]
+    cubins = cubin_paths(code)
     entry = _ENTRY_BODY.search(code)
     guard = _GUARD_BODY.search(code)
     if entry is None or guard is None or _ENTRY_CALL not in code:
