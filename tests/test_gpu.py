@@ -68,7 +68,6 @@ def test_triton_only_kernels_launch_from_a_plan(fresh_cache):
              lambda x, y: torch.cumsum(x.round(), 0),  # integers: exact in any summation order
              lambda x, y: torch.mm(x, y.t()),  # cuBLAS through the plan's extern step
              lambda x, y: torch.addmm(x[:, :3], x, y[:3].t(), beta=0.5, alpha=2.0)]
-    before = plan_build.counts["plan"]
     for rows in (37, 5, 300):
         x, y = torch.randn(rows, 91, device=DEV), torch.randn(rows, 91, device=DEV)
         expected = [fn(x, y) for fn in calls]
@@ -78,7 +77,10 @@ def test_triton_only_kernels_launch_from_a_plan(fresh_cache):
             assert_close(g, want)
     compiles = eagerc.stats()["compiles"]
     assert compiles >= len(ops) and eagerc.stats()["fallbacks"] == 0
-    assert plan_build.counts["plan"] - before == compiles, plan_build.reasons
+    # Every stored artifact (content-addressed: one file per distinct build) is a plan. Not
+    # plan_build.counts: a wrapper another test process already built is not built again.
+    artifacts = list(fresh_cache.rglob("artifacts/*.so"))
+    assert artifacts and all(plan_build.is_plan_artifact(a.read_bytes()) for a in artifacts), plan_build.reasons
     expected = torch.add(x, y, alpha=-0.25)
     with eagerc.enabled(DEV, ops=ops):
         got = torch.add(x, y, alpha=-0.25)
@@ -204,17 +206,6 @@ def test_new_process_loads_self_contained_artifacts(fresh_cache, tmp_path):
     assert "LOADS 0" not in second.stdout
 
 
-@pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs two GPUs")
-def test_device_index_is_part_of_the_signature(fresh_cache):
-    xs = [torch.randn(8, 8, device=f"cuda:{i}") for i in (0, 1)]
-    with eagerc.enabled(DEV, ops=["aten::abs"]):
-        ys = [torch.abs(x) for x in xs]
-    for x, y in zip(xs, ys):
-        assert y.device == x.device
-        assert_close(y, x.abs())
-    assert op_stats("aten::abs@CUDA")["compiles"] == 2
-
-
 def test_captured_graphs_on_gpu_go_through_kernel_cache(fresh_cache, tmp_path):
     script = textwrap.dedent("""
         import torch, eagerc
@@ -296,7 +287,8 @@ _CUDA_OUT_OF_MEMORY = textwrap.dedent("""
             torch.abs(torch.zeros(1, device="cuda").expand(n))
         abs_hits = lambda: sum(v["hits"] for k, v in eagerc.stats()["ops"].items() if k.startswith("aten::abs@"))
         compiles, hits = eagerc.stats()["compiles"], abs_hits()
-        torch.cuda.set_per_process_memory_fraction(1 / 32)  # ~2.5 GB on an 80 GB GPU
+        # 2 GB, under the 4 GB output on any GPU (1/32 was 4.4 GB on an H200's 141 GB)
+        torch.cuda.set_per_process_memory_fraction(2**31 / torch.cuda.get_device_properties(0).total_memory)
         errors = []
         for _ in range(2):
             try:

@@ -30,6 +30,7 @@ LAUNCHER_SOURCES = sorted(os.path.join(LAUNCHER_DIR, f) for f in os.listdir(LAUN
 counts = {"plan": 0, "no_plan": 0}
 reasons: collections.Counter = collections.Counter()
 _BINDING = re.compile(r"PyMODINIT_FUNC PyInit_(\w+)\(")
+MAGIC = b"EAGERCP1"  # the payload's last 8 bytes (plan_launcher/payload.cpp)
 
 
 def enabled() -> bool:
@@ -67,7 +68,12 @@ def payload(plan: str, cubins: list) -> bytes:
     text = plan.encode()
     words = struct.pack(f"<{2 + len(blobs)}Q", len(text), len(blobs), *map(len, blobs))
     body = words + text + b"".join(blobs)
-    return body + struct.pack("<Q", len(body) + 16) + b"EAGERCP1"
+    return body + struct.pack("<Q", len(body) + 16) + MAGIC
+
+
+def is_plan_artifact(library: bytes) -> bool:
+    """Whether an artifact's bytes are the plan launcher with a plan appended."""
+    return library.endswith(MAGIC)
 
 
 def try_build(builder, command: str) -> bool:
