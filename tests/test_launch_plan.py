@@ -269,9 +269,13 @@ def test_the_plans_guard_answers_as_the_cpp_guard(tmp_path, launcher):
     assert answers == {0, 1}
 
 
-def test_an_artifact_built_from_a_plan_is_the_launcher_and_its_plan(tmp_path):
-    """plan_build.try_build on a real wrapper: the library a GPU build would load."""
-    code = _wrapper("where").replace("CUBIN_PATH_0", _cubin(tmp_path))
+@pytest.mark.parametrize("name, calls", [("where", []), ("mm", ["aoti_torch_cuda_mm_out"])])
+def test_an_artifact_built_from_a_plan_is_the_launcher_and_its_plan(tmp_path, name, calls):
+    """plan_build.try_build on a real wrapper: the library a GPU build would load. The
+    coverage report's externs are its plan's, not every extern the launcher can call."""
+    from eagerc.coverage import classify
+
+    code = _wrapper(name).replace("CUBIN_PATH_0", _cubin(tmp_path))
     code += "\nPyMODINIT_FUNC PyInit_inductor_entry_cpp(void) { return nullptr; }\n"
     source = tmp_path / "w.cpp"
     source.write_text(code)
@@ -287,7 +291,11 @@ def test_an_artifact_built_from_a_plan_is_the_launcher_and_its_plan(tmp_path):
     assert plan_build.try_build(Builder(), command)
     assert plan_build.counts["plan"] == before + 1
     data = target.read_bytes()
-    assert plan_build.is_plan_artifact(data) and b"FAKE-CUBIN-BYTES" in data and b"triton_poi_fused_0" in data
+    assert plan_build.is_plan_artifact(data) and plan_build.appended_plan(data) == launch_plan.plan_of(code)
+    assert b"aoti_torch_cuda_bmm_out" in data  # the launcher's own table of externs
+    assert classify.externs([target]) == calls
+    if name == "where":
+        assert b"FAKE-CUBIN-BYTES" in data and b"triton_poi_fused_0" in data
     symbols = subprocess.run(["nm", "-D", "--defined-only", str(target)], capture_output=True, text=True).stdout
     for name in ("eagerc_entry", "eagerc_guard", "eagerc_set_allocator", "eagerc_load_error",
                  "PyInit_inductor_entry_cpp"):

@@ -76,6 +76,23 @@ def is_plan_artifact(library: bytes) -> bool:
     return library.endswith(MAGIC)
 
 
+def appended_plan(library: bytes) -> str | None:
+    """The plan text appended to an artifact (payload's inverse); None where the artifact
+    is not a plan's or its payload is not readable. The launcher library itself names
+    every extern it can call, so what one artifact calls is in its plan alone."""
+    if not is_plan_artifact(library) or len(library) < 32:
+        return None
+    (total,) = struct.unpack_from("<Q", library, len(library) - 16)
+    start = len(library) - total
+    if total < 32 or start < 0:
+        return None
+    size, n = struct.unpack_from("<2Q", library, start)
+    begin = start + 16 + 8 * n
+    if begin + size > len(library) - 16:
+        return None
+    return library[begin:begin + size].decode(errors="replace")
+
+
 def try_build(builder, command: str) -> bool:
     """Build `builder`'s GPU wrapper (compiled and linked by `command`, as Inductor says:
     the launcher is built with its flags and libraries) from its launch plan; False

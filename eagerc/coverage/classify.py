@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import re
 
+from eagerc.compile import plan_build
+
 # From worst to best: an op's status is its worst sample's. Working statuses last.
 ORDER = ("crash", "timeout", "mismatch", "error", "compile_error", "unsupported_arg",
          "no_kernel", "aliased", "composite", "extern", "random", "pass", "runtime", "not_served",
@@ -57,6 +59,9 @@ def externs(artifact_paths) -> list:
                 data = f.read()
         except OSError:
             continue
+        plan = plan_build.appended_plan(data)
+        if plan is not None:
+            data = plan.encode()  # the launcher it is appended to names every extern it can call
         found |= {m.decode() for m in _EXTERN.findall(data)}
     return sorted(found - _NOT_EXTERN)
 
