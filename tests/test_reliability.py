@@ -79,8 +79,8 @@ def test_bad_input_raises_what_eager_raises(fresh_cache, mode, case):
 
 
 # Refusals that are properties of a signature the cases reach while building their inputs:
-# arange's out= overload in override mode (Inductor emits a resize_ shim call with one
-# argument too many, a C++ compile error on any machine).
+# arange's out= overload in override mode, into an empty out (a resize of an input, refused
+# while tracing: test_an_out_that_must_be_resized_is_filled_by_eager).
 _INPUT_REFUSALS = {"aten::arange.start_out"}
 
 
@@ -377,3 +377,20 @@ def test_an_allocation_failing_inside_a_compiled_kernel_raises_eagers_error(tmp_
     assert out["eagerc"] == [out["native"]] * 2 and out["new compiles"] == 0
     assert out["new hits"] == 2  # the failing calls were hits: the kernel itself raised
     assert out["next call"] == [2.0] * 5
+
+
+def test_an_out_that_must_be_resized_is_filled_by_eager(fresh_cache):
+    # Inductor's wrapper for these (resize_ of the out, then a copy into it) resizes the out
+    # and drops the copy: refused while tracing, before any C++ is compiled, and remembered.
+    calls = {"aten::eye.m_out": lambda o: torch.eye(3, 4, out=o),
+             "aten::arange.start_out": lambda o: torch.arange(2, 9, out=o)}
+    for name, fn in calls.items():
+        want = fn(torch.empty(0))
+        with eagerc.enabled("cpu", ops=list(calls)):
+            got = [fn(torch.empty(0)) for _ in range(2)]
+        for g in got:
+            assert torch.equal(g, want)
+        s = eagerc.stats()["ops"][f"{name}@CPU"]
+        assert (s["compiles"], s["misses"], s["fallbacks"]) == (0, 1, 2), s
+        assert list(s["fallback_reasons"]) == [
+            "an out= argument this call must resize (resize_.default of an input)"], s

@@ -162,6 +162,7 @@ def trace_op(op, args, layout, decompose=(), cpu: bool = True) -> Traced:
         gm = make_fx(fn, decomposition_table=_decompositions(decompose, cpu), tracing_mode="real")(*fakes)
         if torch.Tag.nondeterministic_seeded in op.tags:
             seed_random_ops(gm, fake_mode)
+    _refuse_resized_inputs(gm)
     outputs = next(n for n in gm.graph.nodes if n.op == "output").args[0]
     for out in outputs:
         val = out.meta.get("val") if hasattr(out, "meta") else None
@@ -175,3 +176,15 @@ def trace_op(op, args, layout, decompose=(), cpu: bool = True) -> Traced:
             # garbage. Complex inputs are refused by the signature already.
             raise CompileError(f"a complex output ({val.dtype})")
     return Traced(gm, fake_mode, shape_env, fakes, bindings, checks, len(outputs))
+
+
+def _refuse_resized_inputs(gm) -> None:
+    """An out= argument the call must resize (eye.m_out, arange.start_out into an empty
+    out) is left to eager's kernel: Inductor's wrapper for resize_(input) then copy_ into
+    it resizes the input and drops the copy (and torch 2.11-2.13 emit that resize_ shim
+    call with one argument too many, which no compiler accepts)."""
+    resizes = (torch.ops.aten.resize_.default, torch.ops.aten.resize_as_.default)
+    for node in gm.graph.nodes:
+        if node.op == "call_function" and node.target in resizes and node.args \
+                and getattr(node.args[0], "op", None) == "placeholder":
+            raise CompileError(f"an out= argument this call must resize ({node.target.__name__} of an input)")
