@@ -58,6 +58,11 @@ void put_int(KeyWriter& key, int64_t v) { key.raw(&v, sizeof(v)); }
 
 uint8_t size_class(int64_t v) { return v == 0 ? 0 : (v == 1 ? 1 : 2); }
 
+// A GPU tensor's size class: small (launch-bound), medium, large (bandwidth-bound).
+uint8_t gpu_size_class(int64_t numel) {
+  return numel < kParallelGrain ? 's' : (numel < (int64_t{1} << 22) ? 'm' : 'l');
+}
+
 // Where the runtime input being added comes from; `layout` is null on the hit path.
 struct Position {
   std::vector<RuntimeSlot>* layout = nullptr;
@@ -128,9 +133,17 @@ void add_tensor(const at::Tensor& t, CallSignature* sig, KeyWriter& key, int64_t
   // Vectorized and Triton loads assume 16-byte alignment when it holds.
   const bool aligned = (reinterpret_cast<uintptr_t>(t.data_ptr()) % 16) == 0;
   put_byte(key, aligned ? 'A' : 'U');
-  // Size classes exist for host C++ kernels (OpenMP or not); one GPU kernel serves
-  // every size, so a GPU tensor never counts towards the class.
-  if (!t.is_cuda()) *max_numel = std::max(*max_numel, t.numel());
+  if (t.is_cuda()) {
+    // A Triton kernel's launch configuration (block sizes, warps) is tuned at compile time
+    // on the call's sizes, and one tuned on a small call runs large ones slowly (H100,
+    // 8192x8192 fp32, tuned at 64x64 against tuned at 8192x8192: softmax 0.386 against
+    // 0.209 ms, sum(dim=0) 0.260 against 0.093: tools/bench_gpu_tuning.py). So each
+    // GPU tensor carries a coarse size class, and each class gets its own tuned kernel.
+    put_byte(key, gpu_size_class(t.numel()));
+  } else {
+    // Host C++ kernels: the call's largest tensor picks OpenMP or not (end_signature).
+    *max_numel = std::max(*max_numel, t.numel());
+  }
   pos.record(SlotKind::Tensor, static_cast<int64_t>(sig->ints.size()), dim);
   append_tensor_guard_values(t, &sig->ints);
   sig->inputs.push_back(RuntimeInput{&t, c10::Scalar()});
