@@ -13,8 +13,9 @@ broken ones with a log line instead of failing.
     True
 
 Modules: ``namespace`` (the key namespace), ``interface`` (the store ABC), ``disk`` and
-``remote`` (the tiers), ``layout`` (the folders on disk), ``records`` (variant records and
-atomic files), ``__main__`` (the CLI, ``python -m kernel_cache --help``).
+``remote`` (the tiers), ``tiered`` (the chain of tiers), ``layout`` (the folders on disk),
+``records`` (variant records and atomic files), ``remote_stats`` (counters the Redis tier
+keeps), ``__main__`` (the CLI, ``python -m kernel_cache --help``).
 """
 from __future__ import annotations
 
@@ -24,7 +25,8 @@ from kernel_cache.disk import DiskStore
 from kernel_cache.interface import Entry, KernelStore
 from kernel_cache.namespace import Namespace
 from kernel_cache.records import logger
-from kernel_cache.remote import RedisStore, TieredStore
+from kernel_cache.remote import RedisStore
+from kernel_cache.tiered import TieredStore
 
 ENV_REMOTE = "EAGERC_REMOTE_CACHE"
 
@@ -43,8 +45,9 @@ def open_store(namespace: Namespace, directory: str | None = None) -> KernelStor
     """The default store: the disk cache, plus a Redis tier when ``EAGERC_REMOTE_CACHE`` is set.
 
     ``directory`` defaults to ``$EAGERC_CACHE_DIR``, else ``~/.cache/eagerc``. A remote tier
-    that cannot be used (package missing, server down, unknown URL scheme) is reported with a
-    WARNING and left out: the local cache still works.
+    that cannot be used (package missing, unknown URL scheme) is reported with a WARNING and
+    left out: the local cache still works. A server that is down is reported once and tried
+    again with backoff (1 s, 2 s, ... 30 s), so one that comes back is used again.
 
         >>> import tempfile
         >>> store = open_store(Namespace(1, "2.13", "0.1", "cpu", "0"), tempfile.mkdtemp())
@@ -60,8 +63,10 @@ def open_store(namespace: Namespace, directory: str | None = None) -> KernelStor
                        url)
         return disk
     try:
-        remote = RedisStore(url, namespace=namespace, local_dir=disk.directory)
-    except (ImportError, ConnectionError) as exc:
+        # A server that is down now is tried again later (with backoff), not given up on.
+        remote = RedisStore(url, namespace=namespace, local_dir=disk.directory,
+                            require_server=False)
+    except ImportError as exc:
         logger.warning("remote cache disabled: %s", exc)
         return disk
     return TieredStore([disk, remote])

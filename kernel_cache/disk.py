@@ -25,11 +25,12 @@ import time
 import diskcache
 
 from kernel_cache.interface import Entry, KernelStore
-from kernel_cache.layout import ARTIFACT_SUFFIX, DIGEST_NAME, default_directory
+from kernel_cache.layout import (ARTIFACT_SUFFIX, DIGEST_NAME, default_directory,
+                                 namespace_problem)
 from kernel_cache.namespace import Namespace
 from kernel_cache.readonly import ReadOnlyIndex
-from kernel_cache.records import (atomic_write, check_key, describe_key, file_problem,
-                                  is_record, log_evicted, logger, make_record)
+from kernel_cache.records import (WarnOnce, atomic_write, check_key, describe_key, file_problem,
+                                  is_record, log_evicted, logger, make_record, os_error_cause)
 
 _INDEX_SETTINGS = {
     # diskcache culls by size by default; losing an index record silently would orphan its
@@ -78,6 +79,11 @@ class DiskStore(KernelStore):
         self._opened_id: tuple[int, int] | None = None
         self.read_only = False  # known once the index is open
         self.counters = {"hits": 0, "misses": 0, "adds": 0, "evicted": 0, "unusable": 0}
+        # What went wrong with the index since the last look (verify reports it).
+        self.index_problems: list[str] = []
+        self._warn = WarnOnce()
+        self._hits: diskcache.Cache | None = None  # per-key hit counts, opened on first hit
+        self._sweep_pending = False  # the index was replaced: its artifacts are orphans
 
     # -- the index -------------------------------------------------------------------------
 
@@ -93,9 +99,11 @@ class DiskStore(KernelStore):
             self._opened_id = self._index_file_id()
         if self._cache is None:
             os.makedirs(self.artifact_dir, exist_ok=True)
-            meta = os.path.join(self.root, "namespace.json")
-            if self.namespace is not None and not os.path.exists(meta):
-                atomic_write(meta, json.dumps(self.namespace.to_dict(), indent=1).encode())
+            if self.namespace is not None and namespace_problem(self.directory, self.digest):
+                # Missing, or garbage (a crash on a file system without atomic rename, a
+                # hand edit): this store knows the fields, so it writes them back.
+                atomic_write(os.path.join(self.root, "namespace.json"),
+                             json.dumps(self.namespace.to_dict(), indent=1).encode())
             try:
                 self._cache = diskcache.Cache(self._index_dir, **_INDEX_SETTINGS)
             except sqlite3.OperationalError:
@@ -104,6 +112,9 @@ class DiskStore(KernelStore):
                 self._reset_index(exc)
                 self._cache = diskcache.Cache(self._index_dir, **_INDEX_SETTINGS)
             self._opened_id = self._index_file_id()
+            if self._sweep_pending:
+                self._sweep_pending = False
+                self._sweep_orphans(self._cache)
         return self._cache
 
     def _index_file_id(self) -> tuple[int, int] | None:
@@ -116,10 +127,28 @@ class DiskStore(KernelStore):
     def _reset_index(self, exc: Exception) -> None:
         logger.warning("cache index %s is corrupt (%s); starting an empty one, entries will be "
                        "rebuilt", self._index_dir, exc)
+        self.index_problems.append(f"corrupt index replaced by an empty one ({exc})")
+        self._sweep_pending = True
         if self._cache is not None:
             self._cache.close()
             self._cache = None
         shutil.rmtree(self._index_dir, ignore_errors=True)
+
+    # Artifacts of a replaced index older than this are orphans; younger ones may belong to
+    # an add that could not reach the index and is about to load its file.
+    ORPHAN_MIN_AGE_S = 10.0
+
+    def _sweep_orphans(self, index: diskcache.Cache) -> None:
+        """After an index was replaced, the artifacts it referenced are referenced by nothing:
+        delete them now rather than at the next ``verify``."""
+        try:
+            removed = self._sweep(index, time.time() - self.ORPHAN_MIN_AGE_S)
+        except (sqlite3.Error, diskcache.Timeout, OSError) as exc:
+            logger.debug("orphaned artifacts of %s left for verify (%s)", self.root, exc)
+            return
+        if removed:
+            logger.warning("removed %d artifacts the replaced index of %s referenced", removed,
+                           self.root)
 
     def _guarded(self, action: str, fallback, fn):
         """Run ``fn(index)``; index trouble is logged and yields ``fallback``, never raises.
@@ -131,12 +160,15 @@ class DiskStore(KernelStore):
                 return fn(self._index())
             # Locked past the timeout, an I/O error, an unwritable folder: not worth a crash.
             except (sqlite3.OperationalError, diskcache.Timeout, OSError) as exc:
-                logger.warning("cache index %s unavailable while %s (%s); treating it as empty",
-                               self._index_dir, action, exc)
+                self.index_problems.append(f"index unavailable while {action} ({exc})")
+                self._warn(("index", os_error_cause(exc)),
+                           "cache index %s unavailable while %s (%s); treating it as empty",
+                           self._index_dir, action, exc)
                 self.close()  # reconnect next time, e.g. after the folder was deleted
                 return fallback
             except sqlite3.DatabaseError as exc:
                 if attempt:
+                    self.index_problems.append(f"index unreadable while {action} ({exc})")
                     return fallback
                 self._reset_index(exc)
         return fallback
@@ -171,14 +203,42 @@ class DiskStore(KernelStore):
     # -- KernelStore -----------------------------------------------------------------------
 
     def get(self, key: bytes) -> list[Entry]:
-        key = check_key(key)
+        entries = self._checked_entries(check_key(key))
+        self.counters["hits" if entries else "misses"] += 1
+        if entries:
+            self._count_hit(key)
+        return entries
+
+    def _checked_entries(self, key: bytes) -> list[Entry]:
         entries = []
         for record in self._guarded("reading", [], lambda index: self._records(index, key)):
             if file_problem(self.artifact_path(record["sha256"]), record) is None \
                     or not self._evict_broken(key, record):
                 entries.append(self._entry(key, record))
-        self.counters["hits" if entries else "misses"] += 1
         return entries
+
+    def _count_hit(self, key: bytes) -> None:
+        """Persistent per-key hit counts, for ``python -m kernel_cache list``; best effort (a
+        disk hit is one load per process, so this is one small write per kernel loaded)."""
+        if self.read_only:
+            return
+        try:
+            if self._hits is None:
+                self._hits = diskcache.Cache(os.path.join(self.root, "hits"), **_INDEX_SETTINGS)
+            self._hits.incr(key, retry=True)
+        except (sqlite3.Error, diskcache.Timeout, OSError) as exc:
+            logger.debug("hit count of %s not kept (%s)", describe_key(key), exc)
+
+    def hit_counts(self) -> dict[bytes, int]:
+        """Disk hits per key, over every process that used this cache."""
+        try:
+            if self._hits is None and not os.path.isdir(os.path.join(self.root, "hits")):
+                return {}
+            if self._hits is None:
+                self._hits = diskcache.Cache(os.path.join(self.root, "hits"), **_INDEX_SETTINGS)
+            return {key: self._hits.get(key, 0) for key in self._hits.iterkeys()}
+        except (sqlite3.Error, diskcache.Timeout, OSError):
+            return {}
 
     def _evict_broken(self, key: bytes, record: dict) -> bool:
         """Evict a variant whose artifact failed its check; False if it was repaired since."""
@@ -218,20 +278,27 @@ class DiskStore(KernelStore):
         self._index()
         if self.read_only:
             raise OSError(errno.EROFS, "the kernel cache is read-only", self.directory)
+        write_failed = []
 
         def store(index):
             # The file is written inside the transaction so an evict or clear in another
             # process cannot unlink it between our write and our record.
             with index.transact(retry=True):
-                atomic_write(path, bytes(artifact))
+                try:
+                    atomic_write(path, bytes(artifact))
+                except OSError as exc:  # the artifact's fault (disk full), not the index's
+                    write_failed.append(exc)
+                    return True
                 records = self._records(index, key)
                 if all(r["variant_id"] != record["variant_id"] for r in records):
-                    self._put_records(index, key, records + [record])
+                    self._put_records(index, key, records + [dict(record, added=time.time())])
             return True
 
-        if not self._guarded("adding", False, store):
+        if not self._guarded("adding", False, store) and not write_failed:
             # The caller can still load this artifact; it is just not indexed for next time.
             atomic_write(path, bytes(artifact))
+        if write_failed:
+            raise write_failed[0]
         self.counters["adds"] += 1
         return self._entry(key, record)
 
@@ -260,6 +327,11 @@ class DiskStore(KernelStore):
 
         if not self._guarded("clearing", False, wipe):
             self._remove_files(lambda name: True)  # the index was unusable: files still go
+        if not self.read_only:
+            shutil.rmtree(os.path.join(self.root, "hits"), ignore_errors=True)
+            if self._hits is not None:
+                self._hits.close()
+                self._hits = None
 
     def stats(self) -> dict:
         items = self.items()
@@ -271,6 +343,9 @@ class DiskStore(KernelStore):
         if self._cache is not None:
             self._cache.close()
             self._cache = None
+        if self._hits is not None:
+            self._hits.close()
+            self._hits = None
 
     # -- maintenance (used by the CLI) -----------------------------------------------------
 
@@ -280,17 +355,20 @@ class DiskStore(KernelStore):
             (key, self._records(index, key)) for key in index.iterkeys()])
 
     def verify(self) -> dict:
-        """Check every artifact, evict broken ones and delete stray files; returns counts."""
+        """Check every artifact, evict broken ones and delete stray files; returns counts,
+        and ``index_problems``: what kept the index from being read (empty when it was)."""
         before = dict(self.counters)
+        self.index_problems = []
         items = self.items()
         for key, _ in items:
-            self.get(key)
+            self._checked_entries(key)  # not a hit: verify is not a use
         checked = sum(len(records) for _, records in items)
         evicted = self.counters["evicted"] - before["evicted"]
         unusable = self.counters["unusable"] - before["unusable"]  # read-only: left in place
+        stray = 0 if self.read_only else self.collect_garbage()
         return {"checked": checked, "ok": checked - evicted - unusable, "evicted": evicted,
-                "unusable": unusable, "read_only": self.read_only,
-                "stray_files_removed": 0 if self.read_only else self.collect_garbage()}
+                "unusable": unusable, "read_only": self.read_only, "stray_files_removed": stray,
+                "index_problems": list(self.index_problems)}
 
     def collect_garbage(self, min_age_s: float = 60.0) -> int:
         """Remove artifacts no record references and temporary files left by a crash.
@@ -298,13 +376,13 @@ class DiskStore(KernelStore):
         Runs under the index lock, so no add is mid-write; ``min_age_s`` spares files an add
         wrote while the index was unavailable (those are in use but never indexed).
         """
-        def sweep(index):
-            with index.transact(retry=True):
-                keep = {sha + ARTIFACT_SUFFIX for sha in self._referenced(index)}
-                cutoff = time.time() - min_age_s
-                return self._remove_files(lambda name: name not in keep, older_than=cutoff)
+        return self._guarded("collecting garbage", 0,
+                             lambda index: self._sweep(index, time.time() - min_age_s))
 
-        return self._guarded("collecting garbage", 0, sweep)
+    def _sweep(self, index: diskcache.Cache, older_than: float) -> int:
+        with index.transact(retry=True):
+            keep = {sha + ARTIFACT_SUFFIX for sha in self._referenced(index)}
+            return self._remove_files(lambda name: name not in keep, older_than=older_than)
 
     def _referenced(self, index: diskcache.Cache) -> set[str]:
         return {r["sha256"] for key in index.iterkeys() for r in self._records(index, key)}

@@ -45,12 +45,43 @@ def list_namespaces(directory: str) -> list[str]:
 
 
 def namespace_fields(directory: str, digest: str) -> dict | None:
-    """The fields saved in ``namespace.json``, or None when absent or unreadable."""
+    """The fields saved in ``namespace.json``, or None when absent or broken
+    (:func:`namespace_problem` says which)."""
+    return None if namespace_problem(directory, digest) else _read_fields(directory, digest)
+
+
+def namespace_problem(directory: str, digest: str) -> str | None:
+    """What is wrong with a namespace's ``namespace.json``: None when it names this digest,
+    ``"no namespace.json"``, or ``"namespace.json is broken (...)"``.
+
+        >>> import tempfile
+        >>> root = tempfile.mkdtemp(); os.makedirs(os.path.join(root, "0123456789abcdef"))
+        >>> namespace_problem(root, "0123456789abcdef")
+        'no namespace.json'
+        >>> _ = open(os.path.join(root, "0123456789abcdef", "namespace.json"), "w").write("{x")
+        >>> namespace_problem(root, "0123456789abcdef")[:27]
+        'namespace.json is broken (n'
+    """
+    from kernel_cache.namespace import Namespace
+
     try:
-        with open(os.path.join(directory, digest, "namespace.json")) as f:
-            return json.load(f)
-    except (OSError, ValueError):
-        return None
+        fields = _read_fields(directory, digest)
+    except FileNotFoundError:
+        return "no namespace.json"
+    except (OSError, ValueError) as exc:
+        return f"namespace.json is broken ({type(exc).__name__}: {exc})"
+    try:
+        named = Namespace.from_dict(fields).digest()
+    except (TypeError, AttributeError) as exc:
+        return f"namespace.json is broken (not the fields of a namespace: {exc})"
+    if named != digest:
+        return f"namespace.json is broken (its fields are those of namespace {named})"
+    return None
+
+
+def _read_fields(directory: str, digest: str) -> dict:
+    with open(os.path.join(directory, digest, "namespace.json")) as f:
+        return json.load(f)
 
 
 def remove_namespace(directory: str, digest: str) -> None:

@@ -10,11 +10,13 @@ caller ``dlopen``s it.
 """
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import logging
 import os
 import tempfile
+import threading
 
 logger = logging.getLogger("eagerc.kernel_cache")
 
@@ -101,11 +103,58 @@ def log_evicted(key: bytes, variant_id: str, why: str,
                    why, action)
 
 
+class WarnOnce:
+    """One WARNING per cause for the life of this object; repeats of a cause go to DEBUG.
+
+    A full disk or a read-only cache fails every miss the same way: the first says so, the
+    rest would only bury other messages.
+    """
+
+    def __init__(self, log: logging.Logger = logger):
+        self._log = log
+        self._said: set = set()
+        self._lock = threading.Lock()
+
+    def __call__(self, cause, message: str, *args) -> bool:
+        """Log ``message % args``; True when it was the WARNING (the cause's first time)."""
+        with self._lock:
+            first = cause not in self._said
+            self._said.add(cause)
+        self._log.log(logging.WARNING if first else logging.DEBUG, message, *args)
+        return first
+
+
+def os_error_cause(exc: BaseException) -> str:
+    """A cause for :class:`WarnOnce`: the errno's name (``ENOSPC``), else the type's name."""
+    code = getattr(exc, "errno", None)
+    return errno.errorcode.get(code, type(exc).__name__) if code else type(exc).__name__
+
+
+def _file_mode() -> int:
+    """0666 less the umask, what ``open()`` would give: a cache warmed by one user serves
+    others as their umask allows (``mkstemp`` alone would leave every artifact 0600)."""
+    try:
+        with open("/proc/self/status") as f:  # Linux: read without changing it
+            for line in f:
+                if line.startswith("Umask:"):
+                    return 0o666 & ~int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    with _umask_lock:  # elsewhere: the only way to read it is to set it
+        mask = os.umask(0o022)
+        os.umask(mask)
+    return 0o666 & ~mask
+
+
+_umask_lock = threading.Lock()
+
+
 def atomic_write(path: str, data: bytes) -> None:
     """Write ``data`` to ``path`` so that readers see either nothing or all of it.
 
     The temporary file sits in the same directory, so ``os.replace`` is a rename within one
     file system (atomic on POSIX and Windows). On any failure the temporary file is removed.
+    The file gets the mode a plain ``open()`` would (0666 less the umask).
     """
     directory = os.path.dirname(path)
     # Cheap next to compiling a kernel, and it survives the folder being deleted under a
@@ -114,6 +163,8 @@ def atomic_write(path: str, data: bytes) -> None:
     fd, tmp = tempfile.mkstemp(dir=directory, prefix=".tmp-", suffix=".part")
     try:
         with os.fdopen(fd, "wb") as f:
+            if hasattr(os, "fchmod"):
+                os.fchmod(fd, _file_mode())
             f.write(data)
             f.flush()
             # Without fsync a power loss after the rename can leave a named but empty file.
