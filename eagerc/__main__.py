@@ -18,6 +18,9 @@ def main(argv=None) -> int:
     warm.add_argument("--workers", type=int, default=None, help="compile processes (default: one per core)")
     warm.add_argument("--device", default=None, help="device the model runs on (default: the model's)")
     args = parser.parse_args(argv)
+    from eagerc import _console
+
+    _console.log_to_console()  # compiles and progress reach stderr as they happen
     if args.command == "warm":
         from eagerc.warm.command import run_warm
 

@@ -40,6 +40,9 @@ def parser() -> argparse.ArgumentParser:
 
 def main(argv=None) -> int:
     args = parser().parse_args(argv)
+    from eagerc import _console
+
+    _console.log_to_console()  # progress lines where stderr is no terminal, warnings
     if args.device == "cuda":
         import torch
 

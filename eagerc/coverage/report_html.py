@@ -37,7 +37,7 @@ td.status{white-space:nowrap}
 
 _JS = r"""
 const DATA = JSON.parse(document.getElementById('coverage-data').textContent);
-const COLORS = DATA.colors, ORDER = DATA.order, SVG = 'http://www.w3.org/2000/svg';
+const COLORS = DATA.colors, ORDER = DATA.order, MAX_BARS = DATA.max_bars, SVG = 'http://www.w3.org/2000/svg';
 function el(tag, attrs, text) {
   const e = document.createElement(tag);
   for (const k in attrs || {}) e.setAttribute(k, attrs[k]);
@@ -78,10 +78,10 @@ function chart() {
     f.total++; f[r[3]] = (f[r[3]] || 0) + 1;
   }
   let fams = Object.keys(counts).sort((a, b) => counts[b].total - counts[a].total);
-  if (fams.length > 40) {
+  if (fams.length > MAX_BARS) {
     const other = {total: 0};
-    for (const f of fams.slice(39)) for (const k in counts[f]) other[k] = (other[k] || 0) + counts[f][k];
-    fams = fams.slice(0, 39); counts['(other)'] = other; fams.push('(other)');
+    for (const f of fams.slice(MAX_BARS - 1)) for (const k in counts[f]) other[k] = (other[k] || 0) + counts[f][k];
+    fams = fams.slice(0, MAX_BARS - 1); counts['(other)'] = other; fams.push('(other)');
   }
   const rowH = 18, left = 110, width = 640;
   const s = svg('svg', {width: left + width + 60, height: fams.length * rowH + 10, id: 'chart-svg'});
@@ -161,14 +161,27 @@ document.body.setAttribute('data-ready', 'yes');
 """
 
 
+# The chart's bars: past this many families, the smallest share one "(other)" bar.
+MAX_BARS = 40
+
+
+def chart_caption(families: int) -> str:
+    """What the family chart shows, in the numbers of this report."""
+    if families > MAX_BARS:
+        return (f"the {MAX_BARS - 1} largest of {families} families, then the other "
+                f"{families - MAX_BARS + 1} in one bar")
+    return f"all {families} {'family' if families == 1 else 'families'}"
+
+
 def render(report: dict) -> str:
     data = {
-        "order": list(ORDER), "colors": COLORS, "dtypes": report["dtypes"], "summary": report["summary"],
+        "order": list(ORDER), "colors": COLORS, "max_bars": MAX_BARS, "dtypes": report["dtypes"], "summary": report["summary"],
         "opinfo_summary": report.get("opinfo_summary", {}),
         "rows": [[op, fam, dtype, r["status"], (r.get("detail") or "")[:400]]
                  for op, fam, dtype, r in rows(report)],
     }
     payload = json.dumps(data).replace("</", "<\\/")
+    caption = chart_caption(len({row[1] for row in data["rows"]}))
     title = f"eagerc op coverage: {report['device']}"
     meanings = "".join(f"<li><b>{s}</b>: {report['statuses'].get(s, '')}</li>" for s in ORDER)
     return f"""<!DOCTYPE html>
@@ -178,7 +191,7 @@ def render(report: dict) -> str:
 <p>torch {report['torch_version']}, eagerc {report['eagerc_version']}; dtypes {', '.join(report['dtypes'])}
 {'(with backward samples)' if report['grad'] else ''}; {report['created']}</p>
 <h2>Summary (per ATen overload)</h2><div id="summary"></div>
-<h2>Status by op family</h2><p>Each bar is one family's overloads (100%), the number its size; the 39 largest families, then the rest.</p><div id="legend"></div><div id="chart"></div>
+<h2>Status by op family</h2><p>Each bar is one family's overloads (100%), the number its size; {caption}.</p><div id="legend"></div><div id="chart"></div>
 <h2>Ops</h2>
 <div class="controls"><select id="status"></select><select id="dtype"></select>
 <input id="search" type="search" placeholder="search op or family"><span id="shown"></span></div>

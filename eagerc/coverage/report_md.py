@@ -18,14 +18,29 @@ def reason_key(detail: str) -> str:
 
 
 def grouped_failures(report: dict, statuses=None) -> dict:
-    """status -> reason -> [(op, dtype)] for the statuses that are not working."""
-    skip = set(WORKING) | {"decomposed", "not_served"}
+    """status -> reason -> [(op, dtype)] for the statuses that are not working (no_sample
+    and decomposed are not tested, n/a, so not listed here)."""
+    skip = set(WORKING) | {"decomposed", "not_served", "no_sample"}
     statuses = statuses or [s for s in ORDER if s not in skip]
     groups = collections.defaultdict(lambda: collections.defaultdict(list))
     for op, _, dtype, record in rows(report):
         if record["status"] in statuses:
             groups[record["status"]][reason_key(record.get("detail", ""))].append((op, dtype))
     return groups
+
+
+def _by_reason(groups: dict) -> list:
+    out = []
+    for status, reasons in groups.items():
+        total = sum(len(v) for v in reasons.values())
+        out.append(f"### {status} ({total})\n")
+        for reason, items in sorted(reasons.items(), key=lambda kv: -len(kv[1])):
+            names = sorted({op for op, _ in items})
+            dtypes = sorted({d for _, d in items})
+            shown = ", ".join(f"`{n}`" for n in names[:40]) + (f" … {len(names) - 40} more" if len(names) > 40 else "")
+            out.append(f"- {reason} ({len(names)} ops; {', '.join(dtypes)}): {shown}")
+        out.append("")
+    return out
 
 
 def render(report: dict, comparison: str | None = None) -> str:
@@ -61,15 +76,12 @@ def render(report: dict, comparison: str | None = None) -> str:
     if comparison:
         out += ["## Compared with the previous report", "", comparison, ""]
     out += ["## Not working, by reason", ""]
-    for status, reasons in grouped_failures(report).items():
-        total = sum(len(v) for v in reasons.values())
-        out.append(f"### {status} ({total})\n")
-        for reason, items in sorted(reasons.items(), key=lambda kv: -len(kv[1])):
-            names = sorted({op for op, _ in items})
-            dtypes = sorted({d for _, d in items})
-            shown = ", ".join(f"`{n}`" for n in names[:40]) + (f" … {len(names) - 40} more" if len(names) > 40 else "")
-            out.append(f"- {reason} ({len(names)} ops; {', '.join(dtypes)}): {shown}")
-        out.append("")
+    out += _by_reason(grouped_failures(report)) or ["Every tested overload works.", ""]
+    untested = grouped_failures(report, ["no_sample"])
+    if untested:
+        out += ["## Not tested (n/a), by reason", "",
+                "No sample could be built, or CPU eager rejected every sample: nothing to compare with.", ""]
+        out += _by_reason(untested)
     mismatches = [(op, dtype, r) for op, _, dtype, r in rows(report) if r["status"] == "mismatch"]
     if mismatches:
         out += ["## Mismatches, one by one", ""]

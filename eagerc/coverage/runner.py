@@ -20,6 +20,7 @@ import time
 
 import torch
 
+from eagerc import _console
 from eagerc.coverage import enumerate as enum
 from eagerc.coverage.execute import CPU_STAGE
 from eagerc.coverage.samples import Plan, record_opinfo
@@ -64,14 +65,14 @@ def plan_for(dtype: str, grad: bool, wanted, out_dir: str, samples: int, log=pri
         covers = plan.wanted is None or (wanted is not None and set(wanted) <= plan.wanted)
         if covers and getattr(plan, "limit", samples) >= samples:
             return plan
-    progress = None
-    try:
-        from tqdm import tqdm
+    def progress(entries):
+        bar = _console.progress(len(entries), desc=f"coverage: OpInfo samples {dtype}", unit="entries",
+                                every=max(1, len(entries) // 10), leave=False)
+        for entry in entries:
+            yield entry
+            bar.update(1)
+        bar.close()
 
-        def progress(entries):
-            return tqdm(entries, desc=f"OpInfo samples {dtype}", unit="opinfo", leave=False)
-    except ImportError:
-        pass
     try:
         plan = record_opinfo(getattr(torch, dtype), grad, wanted=wanted, limit=samples,
                              progress=progress if show_progress else None)
@@ -168,14 +169,8 @@ def run_tasks(tasks: list, device: str, out_dir: str, workers: int, timeout: flo
         pending.put(t)
     lock = threading.Lock()
     results = open(os.path.join(out_dir, RESULTS), "a")
-    bar = None
-    if progress:
-        try:
-            from tqdm import tqdm
-
-            bar = tqdm(total=len(tasks), desc=f"coverage {device}", unit="op")
-        except ImportError:
-            pass
+    bar = _console.progress(len(tasks), desc=f"coverage {device}", unit="tasks",
+                            every=max(1, len(tasks) // 50)) if progress else None
 
     def write(record):
         with lock:

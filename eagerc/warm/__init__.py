@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import os
 import queue
-import sys
 import threading
 import time
 from typing import Any, Callable, Optional
@@ -92,12 +91,11 @@ def _replay_in_workers(calls, device_type: str, workers: int, collect) -> None:
 
 
 def _progress(total: int):
-    try:
-        from tqdm import tqdm
-    except ImportError:  # tqdm is a dependency; a bare environment still warms
-        return None
-    return tqdm(total=total, unit="call", desc="eagerc warm", disable=not sys.stderr.isatty(),
-                leave=False)
+    """A tqdm bar on a terminal, else about ten plain log lines (eagerc/_console.py)."""
+    from eagerc import _console
+
+    return _console.progress(total, desc="eagerc warm", unit="calls",
+                             every=max(1, total // 10), leave=False)
 
 
 def warm_cache(model: torch.nn.Module, *example_inputs, device: Optional[str] = None,

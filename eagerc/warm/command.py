@@ -2,8 +2,11 @@
 from __future__ import annotations
 
 import importlib
+import logging
 import os
 import sys
+
+log = logging.getLogger("eagerc")
 
 
 def load_factory(spec: str):
@@ -21,11 +24,15 @@ def load_factory(spec: str):
 def run_warm(spec: str, train: bool, workers, device) -> int:
     from eagerc.warm import warm_cache
 
+    log.info("eagerc warm: building the model (%s)", spec)
     made = load_factory(spec)()
     if not (isinstance(made, tuple) and len(made) == 2):
         raise SystemExit(f"{spec} must return (model, example_inputs)")
     model, inputs = made
     inputs = inputs if isinstance(inputs, (tuple, list)) else (inputs,)
+    log.info("eagerc warm: running the model on fake tensors to find its calls%s, then compiling "
+             "what the kernel cache lacks in %s", " (forward, backward, optimizer step)" if train else "",
+             "this process" if workers == 0 else f"{workers or os.cpu_count() or 1} worker processes")
     report = warm_cache(model, *inputs, device=device, train=train, workers=workers)
     print(report)
     return 0  # failed calls are listed; on an existing device they run its own kernels

@@ -1,4 +1,4 @@
-"""What warm_cache did, as data and as a table."""
+"""What warm_cache did, as data and as a table a reader can add up."""
 from __future__ import annotations
 
 import dataclasses
@@ -17,13 +17,30 @@ class WarmReport:
     workers: int = 0
     seconds: float = 0.0
 
+    @property
+    def calls_failed(self) -> int:
+        """Distinct calls with at least one failure (a call can fail for several reasons)."""
+        return len({(op, call) for op, call, _ in self.failed})
+
+    @property
+    def calls_compiled(self) -> int:
+        """Calls that compiled at least one kernel and did not fail: every replayed call is
+        exactly one of already cached, compiled, failed."""
+        return max(0, self.calls - self.cached - self.calls_failed)
+
     def __str__(self) -> str:
-        rows = [("device", self.device), ("ops found", self.ops_found),
-                ("calls replayed", self.calls), ("calls already cached", self.cached),
-                ("kernels compiled", self.compiled),
-                ("compiled by the confirming run", self.compiled_on_confirm),
-                ("failed", len(self.failed)),
-                ("workers", self.workers or "in process"), ("wall time", f"{self.seconds:.1f} s")]
+        rows = [("device", self.device),
+                ("ops found", f"{self.ops_found} distinct ATen ops, found by running the model on fake tensors"),
+                ("calls replayed", f"{self.calls} distinct calls (op + argument sizes/dtypes/strides) = "
+                                   f"{self.cached} already cached + {self.calls_compiled} compiled + "
+                                   f"{self.calls_failed} failed"),
+                ("kernels compiled", f"{self.compiled}, by the {self.calls_compiled} calls that compiled (a call is "
+                                     "replayed in both size classes, single-threaded and parallel, each "
+                                     "its own kernel)")]
+        if self.compiled_on_confirm:
+            rows.append(("kernels compiled by the confirming real run", self.compiled_on_confirm))
+        rows += [("workers", self.workers or "none (compiled in this process)"),
+                 ("wall time", f"{self.seconds:.1f} s")]
         width = max(len(k) for k, _ in rows)
         lines = ["eagerc.warm_cache"] + [f"  {k:<{width}}  {v}" for k, v in rows]
         if self.discovery_stopped:
