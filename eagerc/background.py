@@ -10,9 +10,12 @@ exists, and its own kernel compiles on a background thread:
 
 Such calls count as ``interim`` in ``eagerc.stats()``. The compile goes through the same
 compile/cache service (stored atomically, so a process that exits mid-compile leaves no
-broken entry); the next miss of that signature finds it in the store and from then on
-hits in L1. A background compile that does not produce a kernel is not retried in the
-background: the next miss decides in the foreground, with the call's real arguments.
+broken entry) and loads the kernel on the background thread. Only the holder's own thread
+can put a kernel into its C++ table (L1), so the kernel waits here, ready: the next call of
+that signature takes it without a store lookup and counts as a hit (the caller found its
+kernel ready; ``eagerc.stats()`` moves it from misses to hits), and later calls hit in L1.
+A background compile that does not produce a kernel is not retried in the background: the
+next miss decides in the foreground, with the call's real arguments.
 
 The background compile sees fresh tensors with the call's sizes, strides, offsets and
 dtypes (zero bytes, made without any dispatch), never the caller's tensors, which the
@@ -85,6 +88,7 @@ class BackgroundCompiler:
         self._queue: queue.Queue = queue.Queue()
         self._pending: set = set()
         self._given_up: set = set()
+        self._ready: dict = {}  # key -> (cache directory, loaded kernel), not yet in L1
         self._lock = threading.Lock()
         self._thread = None
         self._stopping = False
@@ -131,6 +135,24 @@ class BackgroundCompiler:
         """Until every queued compile has finished."""
         self._queue.join()
 
+    def keep_ready(self, key_id, kernel) -> None:
+        """A kernel this thread compiled (or loaded) for `key_id`, for its next miss."""
+        with self._lock:
+            self._ready[key_id] = (_cache_directory(), kernel)
+
+    def take_ready(self, key_id, known_variants=()):
+        """The kernel kept for `key_id`, once; None when there is none, when the kernel
+        cache directory changed since (a kernel of another cache is not this one's), or
+        when the caller's table holds that variant already (its guard failed)."""
+        with self._lock:
+            kept = self._ready.pop(key_id, None)
+        if kept is None:
+            return None
+        directory, kernel = kept
+        if directory != _cache_directory() or kernel.variant_id in known_variants:
+            return None
+        return kernel
+
     def is_pending(self, key_id) -> bool:
         with self._lock:
             return key_id in self._pending
@@ -155,6 +177,12 @@ class BackgroundCompiler:
     def pending(self) -> int:
         with self._lock:
             return len(self._pending)
+
+
+def _cache_directory() -> str:
+    from kernel_cache.layout import default_directory
+
+    return default_directory()
 
 
 _compiler = BackgroundCompiler()

@@ -143,6 +143,8 @@ def stats() -> dict:
                  "on_home_aliases": counters["on_home_aliases"],
                  "compiles": 0, "disk_loads": 0, "compile_seconds": 0.0, "background_compiles": 0}
         entry.update(py_side.get(name, {}))
+        ready = entry.pop("ready_on_miss", 0)  # took a kernel compiled in the background: a hit
+        entry["hits"], entry["misses"] = entry["hits"] + ready, entry["misses"] - ready
         per_op[name] = entry
     totals = {k: sum(v[k] for v in per_op.values())
               for k in ("hits", "misses", "compiles", "disk_loads", "fallbacks", "aliased", "interim",

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import torch
 
-from eagerc import _C, background
+from eagerc import _C, _stats, background
 from eagerc.aten_meta import overload_by_name
 from eagerc.cache import CacheKey, Compiled, Request, service
 from eagerc.compile.errors import (NOWHERE, ON_DISK, CompileError, EagerRaises, NeedsHostAliases,
@@ -35,9 +35,14 @@ def _compile(op, args, layout, target, parallel: bool) -> Compiled:
                     kernel.description, kernel.seconds)
 
 
-def _background_job(op, args, layout, target, parallel: bool, key: CacheKey, stat_key: str):
+def _load(entry):
+    return _C._load_artifact(entry.variant_id, entry.artifact_path, int(entry.metadata["num_outputs"]))
+
+
+def _background_job(op, args, layout, target, parallel: bool, key: CacheKey, stat_key: str, deferred_id):
     """The compile of one deferred miss, run on the background thread: True when the
-    store then holds a kernel, or a refusal that is a property of the signature."""
+    store then holds a kernel (loaded and kept for the key's next miss), or a refusal
+    that is a property of the signature."""
     def job() -> bool:
         def compile_call() -> Compiled:
             check_call(op, args, target)
@@ -45,11 +50,13 @@ def _background_job(op, args, layout, target, parallel: bool, key: CacheKey, sta
 
         _C._enter_activity()  # as inside a miss: ops the compile runs are native
         try:
-            result = service().get(Request(key=key, stat_key=stat_key, load=lambda entry: True,
+            result = service().get(Request(key=key, stat_key=stat_key, load=_load,
                                            compile=compile_call, skip_variants=frozenset()))
         finally:
             _C._exit_activity()
         refusal = result.refusal
+        if refusal is None:
+            background.compiler().keep_ready(deferred_id, result.value)
         # A recorded answer (a kernel, "run on CPU aliases", or a signature's refusal)
         # serves the next miss from the store; anything else is decided in the foreground.
         return (refusal is None or isinstance(refusal, NeedsHostAliases)
@@ -73,6 +80,10 @@ def resolve(request) -> "_C.MissAnswer":
     deferred_id = (stat_key, bytes(request.key), request.specialize_values)
     if background.compiler().is_pending(deferred_id):
         return _C.MissAnswer.interim()  # still compiling: no store lookup per call
+    ready = background.compiler().take_ready(deferred_id, request.known_variants)
+    if ready is not None:
+        _stats.count(stat_key, "ready_on_miss")  # a hit for the caller (eagerc/background.py)
+        return _C.MissAnswer.kernel(ready)
     eager_accepted = []  # set once compile_call has run eager on this call
     key = CacheKey("op", target, request.op_name, request.key)
 
@@ -88,18 +99,15 @@ def resolve(request) -> "_C.MissAnswer":
             background.compiler().defer(
                 deferred_id, stat_key,
                 _background_job(op, background.snapshot_args(args), layout, target,
-                                request.parallel, key, stat_key))
+                                request.parallel, key, stat_key, deferred_id))
         # A user error is eager's to report, and says nothing about the signature.
         check_call(op, args, target)
         eager_accepted.append(True)
         return _compile(op, args, layout, target, request.parallel)
 
-    def load(entry):
-        return _C._load_artifact(entry.variant_id, entry.artifact_path, int(entry.metadata["num_outputs"]))
-
     result = service().get(Request(
         key=key, stat_key=stat_key,
-        load=load, compile=compile_call, skip_variants=frozenset(request.known_variants)))
+        load=_load, compile=compile_call, skip_variants=frozenset(request.known_variants)))
     refusal = result.refusal
     if refusal is None:
         return _C.MissAnswer.kernel(result.value)

@@ -38,13 +38,15 @@ def test_override_mode_serves_natively_then_hits(background_cpu):
     eagerc.wait_compiles()
     s = eagerc.stats()["ops"]["aten::_softmax@CPU"]
     assert s["background_compiles"] == 1 and s["compiles"] == 1, s
-    second = torch.softmax(x, -1)                      # the stored kernel, into L1
+    second = torch.softmax(x, -1)                      # the kernel made ready, into L1: a hit
+    s = eagerc.stats()["ops"]["aten::_softmax@CPU"]
+    assert s["hits"] == 1 and s["misses"] == 1 and s["disk_loads"] == 0, s
     small = torch.randn(7, 50)
     before = _C._resolver_calls()
     third = torch.softmax(small, -1)                   # another size: a hit, no Python
     assert _C._resolver_calls() == before
     s = eagerc.stats()["ops"]["aten::_softmax@CPU"]
-    assert s["interim"] == 1 and s["disk_loads"] == 1 and s["hits"] >= 1
+    assert s["interim"] == 1 and s["disk_loads"] == 0 and s["hits"] == 2 and s["misses"] == 1, s
     # Scalars are runtime inputs in background mode too: one kernel for every alpha.
     sums = {alpha: torch.add(x, y, alpha=alpha) for alpha in (2.0, 3.5, -1.5)}
     eagerc.wait_compiles()
@@ -56,6 +58,24 @@ def test_override_mode_serves_natively_then_hits(background_cpu):
     assert_close(third, torch.softmax(small, -1))
     for alpha, got in sums.items():
         assert_close(got, torch.add(x, y, alpha=alpha))
+
+
+def test_a_kernel_made_ready_serves_only_its_own_cache(background_cpu, tmp_path, monkeypatch):
+    from eagerc.cache import service
+
+    x = torch.randn(40, 50)
+    torch.softmax(x, -1)
+    eagerc.wait_compiles()
+    monkeypatch.setenv("EAGERC_CACHE_DIR", str(tmp_path / "another-cache"))
+    service().reset()
+    _C._clear_tables()
+    eagerc.reset_stats()
+    torch.softmax(x, -1)                   # an empty cache: compiled for it, in the background
+    s = eagerc.stats()["ops"]["aten::_softmax@CPU"]
+    assert s["interim"] == 1 and s["hits"] == 0, s
+    eagerc.wait_compiles()
+    assert eagerc.stats()["ops"]["aten::_softmax@CPU"]["compiles"] == 1
+    assert any((tmp_path / "another-cache").iterdir())
 
 
 def test_a_queued_kernel_is_compiled_once(background_cpu):
