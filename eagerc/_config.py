@@ -81,6 +81,37 @@ ALIAS_FALLBACK_ENV = "EAGERC_ALIAS_FALLBACK"
 def alias_fallback_enabled() -> bool:
     return os.environ.get(ALIAS_FALLBACK_ENV, "1") not in ("", "0", "false", "False")
 
+
+# A process that misses a key another process is compiling waits for it (then loads its
+# kernel) while the holder makes progress: its pid alive and its heartbeat fresh. A holder
+# whose heartbeat is older than EAGERC_LOCK_STALL_S seconds (stopped by SIGSTOP or a
+# debugger) is given up on, and the waiter compiles the key itself; a live holder is waited
+# for at most EAGERC_LOCK_WAIT_S (a hung compiler). See eagerc/compile/lock.py.
+LOCK_STALL_ENV = "EAGERC_LOCK_STALL_S"
+LOCK_WAIT_ENV = "EAGERC_LOCK_WAIT_S"
+
+
+def _seconds(name: str, default: float) -> float:
+    text = os.environ.get(name, "").strip()
+    if not text:
+        return default
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if value <= 0:
+        raise ValueError(f"{name}={text!r}: expected a positive number of seconds "
+                         f"(default {default:g})")
+    return value
+
+
+def lock_stall_seconds() -> float:
+    return _seconds(LOCK_STALL_ENV, 10.0)
+
+
+def lock_wait_seconds() -> float:
+    return _seconds(LOCK_WAIT_ENV, 120.0)
+
 # Ops that are the device runtime itself: allocation, copies, metadata, scalar reads.
 # Compiled kernels call these (e.g. to allocate outputs), so they always stay native.
 RUNTIME_OPS = (

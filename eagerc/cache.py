@@ -128,9 +128,13 @@ class CompileService:
     """Get-or-compile over kernel_cache; one instance per process (:func:`service`)."""
 
     def __init__(self):
+        from kernel_cache.records import WarnOnce
+
         self._lock = threading.Lock()
         self._key_locks: dict = collections.defaultdict(threading.Lock)
         self._stores: dict = {}        # namespace digest -> store
+        # A full or read-only cache fails every miss alike: one WARNING per cause.
+        self._warn = WarnOnce(log)
 
     def get(self, request: Request) -> Result:
         key = request.key
@@ -151,7 +155,7 @@ class CompileService:
                 f"{request.key.name} was called again while it compiles", NOWHERE))
         held.add((digest, entry_key))
         try:
-            with self._key_lock(digest, entry_key), self._process_lock(entry_key):
+            with self._key_lock(digest, entry_key), self._process_lock(entry_key, key.name):
                 result = self._lookup(store, entry_key, request)
                 if result is None:
                     result = self._compile(store, entry_key, request)
@@ -182,6 +186,11 @@ class CompileService:
         try:
             compiled = request.compile()
         except NotCompiled as refusal:
+            if _disk_full(refusal):
+                self._warn("compile ENOSPC", "eagerc: a disk the compiler writes to is full "
+                           "(%s; Inductor's cache is %s): ops without a kernel run uncompiled, "
+                           "correct but slower, until space is freed", refusal,
+                           _inductor_cache_dir())
             record = _refusal_record(refusal)
             if record is not None:
                 self._add(store, entry_key, b"", {**record, "op": request.key.name, "num_outputs": 0})
@@ -203,7 +212,8 @@ class CompileService:
         try:
             return store.get(entry_key)
         except Exception as e:  # noqa: BLE001
-            log.warning("eagerc: kernel cache unavailable (%s); compiling without it", e)
+            self._warn(("get", _cause(e)), "eagerc: kernel cache unavailable (%s); compiling "
+                       "without it", e)
             return []
 
     def _add(self, store, entry_key: bytes, library: bytes, metadata: dict):
@@ -212,8 +222,9 @@ class CompileService:
         try:
             return store.add(entry_key, library, metadata)
         except Exception as e:  # noqa: BLE001
-            log.warning("eagerc: could not store %s in the kernel cache (%s); it is kept for this "
-                        "process only", metadata.get("op"), e)
+            self._warn(("add", _cause(e)), "eagerc: could not store %s in the kernel cache (%s); "
+                       "it is kept for this process only (so are other kernels that cannot be "
+                       "stored for this reason)", metadata.get("op"), e)
             import kernel_cache
 
             sha = hashlib.sha256(library).hexdigest()
@@ -240,30 +251,27 @@ class CompileService:
             return self._key_locks[(digest, entry_key)]
 
     @contextlib.contextmanager
-    def _process_lock(self, entry_key: bytes):
-        """Another process missing the same key waits for this one's compile, then loads it.
-        A cache directory that cannot hold lock files (read-only) is used without one."""
+    def _process_lock(self, entry_key: bytes, what: str):
+        """Another process missing the same key waits for this one's compile, then loads it,
+        for as long as this one makes progress (eagerc/compile/lock.py). A cache directory
+        that cannot hold lock files (read-only) is used without one."""
         from kernel_cache.layout import default_directory
 
-        import filelock
+        from eagerc.compile.lock import key_lock
 
         # Where open_store puts the store. Created here if missing: processes that start
         # together on a new cache must already agree on one lock.
         directory = default_directory()
         name = hashlib.sha256(entry_key).hexdigest()[:32] + ".lock"
-        lock = None
         try:
             os.makedirs(os.path.join(directory, "locks"), exist_ok=True)
-            lock = filelock.FileLock(os.path.join(directory, "locks", name), timeout=600)
-            lock.acquire()
-        except (OSError, filelock.Timeout) as e:
+        except OSError as e:
             log.debug("eagerc: no process lock for a key (%s)", e)
-            lock = None
-        try:
             yield
-        finally:
-            if lock is not None:
-                lock.release()
+            return
+        with key_lock(os.path.join(directory, "locks", name), what,
+                      _config.lock_stall_seconds(), _config.lock_wait_seconds()):
+            yield
 
     def reset(self) -> None:
         """Forget open stores (tests point EAGERC_CACHE_DIR elsewhere)."""
@@ -272,6 +280,36 @@ class CompileService:
                 with contextlib.suppress(Exception):
                     store.close()
             self._stores.clear()
+
+
+def _cause(e: BaseException) -> str:
+    """What kind of failure `e` is, for one warning per cause (ENOSPC, EROFS, ...)."""
+    from kernel_cache.records import os_error_cause
+
+    return os_error_cause(e)
+
+
+def _disk_full(e: BaseException | None) -> bool:
+    """Whether `e` or an exception it chains is a full disk or quota (ENOSPC, EDQUOT)."""
+    import errno
+
+    seen = set()
+    while e is not None and id(e) not in seen:
+        seen.add(id(e))
+        if getattr(e, "errno", None) in (errno.ENOSPC, errno.EDQUOT) \
+                or "No space left on device" in str(e):
+            return True
+        e = getattr(e, "inner_exception", None) or e.__cause__ or e.__context__
+    return False
+
+
+def _inductor_cache_dir() -> str:
+    try:  # what cache_dir() gives, without its makedirs on a full disk
+        from torch._inductor.runtime.cache_dir_utils import default_cache_dir
+
+        return os.path.abspath(os.environ.get("TORCHINDUCTOR_CACHE_DIR") or default_cache_dir())
+    except Exception:  # noqa: BLE001 - only for the message
+        return "$TORCHINDUCTOR_CACHE_DIR"
 
 
 def _refusal_record(refusal: NotCompiled) -> dict | None:

@@ -101,9 +101,13 @@ class DiskStore(KernelStore):
             os.makedirs(self.artifact_dir, exist_ok=True)
             if self.namespace is not None and namespace_problem(self.directory, self.digest):
                 # Missing, or garbage (a crash on a file system without atomic rename, a
-                # hand edit): this store knows the fields, so it writes them back.
-                atomic_write(os.path.join(self.root, "namespace.json"),
-                             json.dumps(self.namespace.to_dict(), indent=1).encode())
+                # hand edit): this store knows the fields, so it writes them back. For
+                # people and the CLI only: a full disk must not keep the index from opening.
+                try:
+                    atomic_write(os.path.join(self.root, "namespace.json"),
+                                 json.dumps(self.namespace.to_dict(), indent=1).encode())
+                except OSError as exc:
+                    logger.debug("namespace.json of %s not written (%s)", self.root, exc)
             try:
                 self._cache = diskcache.Cache(self._index_dir, **_INDEX_SETTINGS)
             except sqlite3.OperationalError:

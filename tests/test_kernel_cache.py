@@ -57,9 +57,9 @@ def run_python(code, cache_dir=None, *args):
                           env=env, capture_output=True, text=True, timeout=120, cwd=REPO)
 
 
-def cli(cache_dir, *args):
+def cli(cache_dir, *args, returncode=0):
     result = run_python(None, cache_dir, "-m", "kernel_cache", "--dir", cache_dir, *args)
-    assert result.returncode == 0, result.stderr
+    assert result.returncode == returncode, (result.stdout, result.stderr)
     return result.stdout
 
 
@@ -273,11 +273,13 @@ def test_cli_info_verify_clear(store, cache_dir):
     assert f"namespace {NS.digest()}: torch 2.13.0, eagerc 0.1.0, cpu-avx512" in info
     assert "keys 2, variants 3" in info
 
-    assert "variant " + broken.variant_id in cli(cache_dir, "list")
+    listing = cli(cache_dir, "list")
+    assert "broken#" in listing and KEY.decode() in listing
 
-    verify = cli(cache_dir, "verify")
+    verify = cli(cache_dir, "verify", returncode=1)  # it found something
     assert ("verified 3 variants: 2 ok, 1 broken evicted, 0 broken left in place, 1 stray files "
-            "removed") in verify
+            "removed, 0 other problems") in verify
+    assert "0 broken evicted" in cli(cache_dir, "verify")  # nothing left to find: status 0
     assert store.get(b"broken") == [] and len(store.get(KEY)) == 2
     assert sorted(os.listdir(store.artifact_dir)) == sorted(
         os.path.basename(e.artifact_path) for e in store.get(KEY))
