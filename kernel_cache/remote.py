@@ -361,8 +361,9 @@ class RedisStore(KernelStore):
         return {"url": self.url, "namespace": self.digest, "keys": len(keys), **self.counters}
 
     def close(self) -> None:
+        """Send the last counters (waiting at most the socket timeout) and disconnect."""
         if self._pool is not None and self._pool_pid == os.getpid():
             self._flush_counters()
-            self._pool.shutdown(wait=False)
+            self._pool.shutdown(wait=True)
             self._pool = None
         self._redis.close()
