@@ -59,8 +59,8 @@ def namespace_problem(directory: str, digest: str) -> str | None:
         >>> namespace_problem(root, "0123456789abcdef")
         'no namespace.json'
         >>> _ = open(os.path.join(root, "0123456789abcdef", "namespace.json"), "w").write("{x")
-        >>> namespace_problem(root, "0123456789abcdef")[:27]
-        'namespace.json is broken (n'
+        >>> namespace_problem(root, "0123456789abcdef")[:41]
+        'namespace.json is broken (JSONDecodeError'
     """
     from kernel_cache.namespace import Namespace
 

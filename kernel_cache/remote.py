@@ -19,6 +19,9 @@ A slow or absent server never holds a call up for long: each ``get`` or ``add`` 
 server at most ``EAGERC_REMOTE_TIMEOUT`` seconds in all (default 1), after which the call goes
 on with the local cache alone. A server that failed or timed out is skipped, then tried again
 after 1 s, 2 s, 4 s, ... up to 30 s; the outage and the return are logged once each.
+
+    >>> RedisStore.RETRY_MIN_S, RedisStore.RETRY_MAX_S  # the backoff's first and longest wait
+    (1.0, 30.0)
 """
 from __future__ import annotations
 
