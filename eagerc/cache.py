@@ -265,6 +265,10 @@ class CompileService:
         name = hashlib.sha256(entry_key).hexdigest()[:32] + ".lock"
         try:
             os.makedirs(os.path.join(directory, "locks"), exist_ok=True)
+            if not os.access(os.path.join(directory, "locks"), os.W_OK):
+                # A read-only cache: what another process compiles it cannot store either,
+                # so waiting for it gains nothing.
+                raise PermissionError("the lock folder is read-only")
         except OSError as e:
             log.debug("eagerc: no process lock for a key (%s)", e)
             yield

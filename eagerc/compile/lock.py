@@ -148,6 +148,9 @@ def _acquire(lock, owner_path: str, what: str, stall_s: float, wait_s: float) ->
     stall_s = max(stall_s, MIN_STALL_S)
     start = time.monotonic()
     said_waiting = False
+    # A verdict must hold on two polls in a row: a new holder writes its owner file just
+    # after acquiring, and the file it replaces may be a dead holder's.
+    strikes = 0
     while True:
         try:
             lock.acquire(timeout=_POLL_S)
@@ -160,8 +163,9 @@ def _acquire(lock, owner_path: str, what: str, stall_s: float, wait_s: float) ->
         waited = time.monotonic() - start
         owner = _owner(owner_path)
         why = _no_progress(owner, waited, stall_s)
+        strikes = strikes + 1 if why is not None else 0
         holder = f"pid {owner[0].get('pid')}" if owner else "another process"
-        if why is not None:
+        if strikes >= 2:
             log.warning("eagerc: %s holds the compile lock of %s but makes no progress (%s); "
                         "compiling it here (EAGERC_LOCK_STALL_S=%g)", holder, what, why,
                         stall_s)
