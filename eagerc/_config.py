@@ -43,8 +43,9 @@ def device_backing() -> str:
     return value
 
 
-# Whether `import eagerc` registers the eagerc device (PrivateUse1): "1" yes, "0" no, unset:
-# yes, except where torch sees a CUDA GPU and the device's memory is host memory. A
+# Whether `import eagerc` registers the eagerc device (PrivateUse1): never where another
+# backend renamed PrivateUse1 already (vendor_device); else "1" yes, "0" no, unset: yes,
+# except where torch sees a CUDA GPU and the device's memory is host memory. A
 # registered PrivateUse1 backend becomes torch's accelerator (at::getAccelerator prefers
 # it), and from then on the autograd engine asserts ("opt_ready_stream &&
 # opt_parent_stream", pytorch/pytorch#161129) in every backward over CUDA tensors: on a GPU
@@ -52,7 +53,19 @@ def device_backing() -> str:
 DEVICE_ENV = "EAGERC_DEVICE"
 
 
+def vendor_device() -> str | None:
+    """The device another backend registered as PrivateUse1 before `import eagerc` (e.g.
+    "mydevice", examples/mydevice), or None. eagerc then leaves PrivateUse1 to it and
+    serves that device instead of registering its own."""
+    import torch
+
+    name = torch._C._get_privateuse1_backend_name()
+    return None if name in ("privateuseone", "privateuse1", "eagerc") else name
+
+
 def register_device_at_import() -> bool:
+    if vendor_device() is not None:
+        return False  # PrivateUse1 is another backend's
     value = os.environ.get(DEVICE_ENV, "").strip().lower()
     if value in ("1", "true", "yes"):
         return True
@@ -66,6 +79,15 @@ def register_device_at_import() -> bool:
     import torch
 
     return not torch.cuda.is_available()
+
+
+# On GPU memory, run every call of the device on zero-copy aliases of the memory's home
+# device ("1"), to compare with running generated kernels on the device's own tensors.
+ALIASES_FIRST_ENV = "EAGERC_ALIASES_FIRST"
+
+
+def aliases_first() -> bool:
+    return os.environ.get(ALIASES_FIRST_ENV, "0") == "1"
 
 
 def cpu_fallback_enabled() -> bool:

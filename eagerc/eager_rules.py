@@ -35,7 +35,7 @@ def check_call(op, args, target) -> None:
     if target.new_device:
         check_devices(op, args, target)
     try:
-        _run_eager(op, args, home=target.codegen if target.host_aliases else None,
+        _run_eager(op, args, home=target.home if target.host_aliases else None,
                    served=target.device)
     except Exception as e:  # noqa: BLE001 - eager's exception is the answer
         raise EagerRaises.from_exception(e) from e

@@ -73,7 +73,7 @@ def load_or_compile(gm, example_inputs, dynamic_dims=None) -> GraphKernel:
 
         start = time.perf_counter()
         traced = trace_graph(gm, example_inputs, dynamic_dims, target)
-        built = build_artifact(traced)
+        built = build_artifact(traced, target.codegen)
         return Compiled(built.library, {"num_outputs": built.num_outputs, "guard": built.guard_source,
                                         "constants": _pack(traced.constants),
                                         "writes_inputs": traced.writes_inputs},

@@ -66,7 +66,7 @@ def enable(device: str = "cpu", ops: Optional[Iterable[str]] = None,
                "aliases_first": target.aliases_first}
     if target.host_aliases:
         # The holders (and the device's runtime ops) alias its tensors onto this device.
-        _C._set_memory_home(target.device, target.codegen)
+        _C._set_memory_home(target.device, target.home)
     if ops is None:
         deny = list(_config.RUNTIME_OPS) + (list(_C._device_runtime_ops()) if new_device else [])
         names = _C._servable_ops(key, new_device, new_device, deny)

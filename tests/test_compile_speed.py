@@ -1,4 +1,4 @@
-"""How eagerc has Inductor build a CPU kernel (eagerc/compile/inductor_wrapper.py): the
+"""How eagerc has Inductor build a CPU kernel (eagerc/codegen/cpp.py, compile/wrapper_build.py): the
 wrapper and the kernels as two translation units compiled side by side, then one link;
 input size asserts left to eagerc's guard. Behaviour only (flags, order, results), no
 seconds: tools/bench_cold.py --compile measures the time."""
@@ -11,8 +11,10 @@ import pytest
 import torch
 
 import eagerc
-from eagerc.compile import inductor_wrapper, settings
-from eagerc.compile.inductor_wrapper import _drop_input_asserts, _parallel_cpp_build
+from eagerc.codegen import cpp
+from eagerc.codegen.cpp import drop_input_asserts
+from eagerc.compile import settings, wrapper_build
+from eagerc.compile.wrapper_build import routed_builds
 from eagerc.testing import assert_close
 
 
@@ -50,7 +52,7 @@ def test_wrapper_and_kernel_compile_together_then_link(tmp_path):
                 FakeBuilder(tmp_path / "k.o", log, gate=gate),
                 FakeBuilder(tmp_path / "lib.so", log)]
     original = _worker()
-    with _parallel_cpp_build():
+    with routed_builds():
         _worker()(str(tmp_path / "lock"), builders)
     assert _worker() is original  # Inductor's own worker is back
     assert sorted(log[:2]) == ["g++ k.o -w", "g++ w.o -w"]
@@ -62,7 +64,7 @@ def test_libtorch_cpu_is_linked_through_a_stub_of_its_soname(tmp_path):
 
     log = []
     link = FakeBuilder(tmp_path / "lib.so", log, extra=" -ltorch -ltorch_cpu -lgomp")
-    inductor_wrapper._link_through_stub(link)
+    wrapper_build.link_through_stub(link)
     line = log[0].split()
     stub = line[line.index("-Wl,--push-state,--no-as-needed") + 1]
     assert line[line.index(stub) + 1] == "-Wl,--pop-state" and "-ltorch_cpu" not in line
@@ -74,7 +76,7 @@ def test_libtorch_cpu_is_linked_through_a_stub_of_its_soname(tmp_path):
     # A linker that refuses it: the link as Inductor wrote it.
     log.clear()
     refused = FakeBuilder(tmp_path / "lib2.so", log, extra=" -ltorch_cpu", fails="push-state")
-    inductor_wrapper._link_through_stub(refused)
+    wrapper_build.link_through_stub(refused)
     assert log == ["g++ lib2.so -ltorch_cpu"]
 
 
@@ -83,14 +85,14 @@ def test_built_outputs_are_kept_and_errors_raise(tmp_path):
     builders = [FakeBuilder(tmp_path / "w.o", log, built=True),
                 FakeBuilder(tmp_path / "k.o", log),
                 FakeBuilder(tmp_path / "lib.so", log)]
-    with _parallel_cpp_build():
+    with routed_builds():
         _worker()(str(tmp_path / "lock"), builders)
     assert (tmp_path / "w.o").read_text() == "old" and len(log) == 2
 
     failing = [FakeBuilder(tmp_path / "a" / "w.o", log),
                FakeBuilder(tmp_path / "a" / "k.o", log, fails=True),
                FakeBuilder(tmp_path / "a" / "lib.so", log)]
-    with _parallel_cpp_build(), pytest.raises(RuntimeError, match="k.o"):
+    with routed_builds(), pytest.raises(RuntimeError, match="k.o"):
         _worker()(str(tmp_path / "lock2"), failing)
     assert not (tmp_path / "a" / "lib.so").exists()
 
@@ -101,7 +103,7 @@ def test_other_builds_go_to_inductor(tmp_path, monkeypatch):
     seen = []
     monkeypatch.setattr(codecache, "_worker_compile_cpp",
                         lambda lock, builders: seen.append(len(builders)))
-    with _parallel_cpp_build():
+    with routed_builds():
         codecache._worker_compile_cpp(str(tmp_path / "lock"),
                                       [FakeBuilder(tmp_path / "one.so", [])])
     assert seen == [1]
@@ -113,13 +115,13 @@ def test_only_input_asserts_are_dropped():
             "    assert_size_stride(arg1_1, {s0}, {1L});\n"
             '    assert_size_stride(buf2, {s0, s1}, {s1, 1L}, "aten.sort.default");\n'
             "}\n")
-    out = _drop_input_asserts(code, {"arg0_1", "arg1_1"})
+    out = drop_input_asserts(code, {"arg0_1", "arg1_1"})
     assert "arg0_1" not in out and "arg1_1" not in out
     assert 'assert_size_stride(buf2, {s0, s1}, {s1, 1L}, "aten.sort.default");' in out
 
 
 def test_the_build_recipe_is_in_the_cache_namespace():
-    assert settings.BUILD_RECIPE in settings.cxx_compiler()
+    assert cpp.BUILD_RECIPE in settings.cxx_compiler() == cpp.CPP.compiler_settings()["cxx"]
 
 
 def test_a_real_kernel_keeps_its_optimization_level(fresh_cache, tmp_path, monkeypatch):

@@ -36,7 +36,7 @@ def test_cuda_is_a_target_with_its_arch():
 
     t = targets.for_device("cuda")
     major, minor = torch.cuda.get_device_capability()
-    assert (t.device, t.dispatch_key, t.codegen, t.host_aliases) == ("cuda", "CUDA", "cuda", False)
+    assert (t.device, t.dispatch_key, t.home, t.codegen.name, t.host_aliases) == ("cuda", "CUDA", "cuda", "triton", False)
     assert t.arch().startswith(f"sm_{major}{minor}-cuda")
     assert "triton" in t.compiler_settings()
 

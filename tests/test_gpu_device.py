@@ -35,7 +35,7 @@ def test_memory_is_gpu_memory_and_ops_are_compiled_for_cuda(tmp_path):
         import torch, eagerc
         from eagerc import targets
         t = targets.for_device("eagerc")
-        assert (t.codegen, t.host_aliases, t.new_device) == ("cuda", True, True), t
+        assert (t.home, t.codegen.name, t.host_aliases, t.new_device) == ("cuda", "triton", True, True), t
         before = torch.cuda.memory_allocated()
         x = torch.randn(1024, 1024).to("eagerc")
         assert torch.cuda.memory_allocated() - before >= 1024 * 1024 * 4

@@ -1,4 +1,4 @@
-"""Which graphs are compiled as GPU graphs (eagerc/compile/inductor_wrapper._is_gpu_graph).
+"""Which graphs the Triton code generator takes as GPU graphs (eagerc/codegen/triton.computes_on_gpu).
 
 Runs without a GPU: fake CUDA tensors need no device. A factory (arange, ones) has no tensor
 input; it is a GPU graph because of what it makes. Taken for a CPU graph, it got CPU's device
@@ -12,7 +12,7 @@ import pytest
 import torch
 from torch.fx.experimental.proxy_tensor import make_fx
 
-from eagerc.compile.inductor_wrapper import _is_gpu_graph
+from eagerc.codegen.triton import computes_on_gpu as _is_gpu_graph
 
 
 def _traced(fn, *fakes):

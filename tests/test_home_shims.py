@@ -1,5 +1,6 @@
 """Which compiled ops run on a device's own tensors and which on aliases of its memory's
-home (eagerc/compile/home_shims.py, Target.allocate_outputs, stats' on_home_aliases)."""
+home (the code generators' needs_home_aliases, eagerc/codegen/, Target.allocate_outputs,
+stats' on_home_aliases)."""
 from __future__ import annotations
 
 import pytest
@@ -7,15 +8,14 @@ import torch
 import torch.nn.functional as F
 
 import eagerc
-from eagerc import targets
-from eagerc.compile.home_shims import needs_home_aliases
+from eagerc import codegen, targets
 from eagerc.testing import assert_close
 
-GPU_MEMORY = targets.Target(device="eagerc", dispatch_key="PrivateUse1", codegen="cuda",
+GPU_MEMORY = targets.Target(device="eagerc", dispatch_key="PrivateUse1", codegen=codegen.TRITON,
                             host_aliases=True, new_device=True)
 
 
-@pytest.mark.parametrize("codegen,code,needs", [
+@pytest.mark.parametrize("home,code,needs", [
     ("cpu", "aoti_torch_cpu_convolution(buf0, arg0, ...);", True),
     ("cpu", "aoti_torch_cpu_addmm_out(buf0, arg2, arg0, arg1, 1, 1);", False),
     ("cpu", "aoti_torch_cpu_addmm_out(b, x, y, z, 1, 1); aoti_torch_cpu_randint(...);", True),
@@ -31,8 +31,8 @@ GPU_MEMORY = targets.Target(device="eagerc", dispatch_key="PrivateUse1", codegen
     # A CPU shim in a GPU wrapper is CPU work on CPU tensors (a scalar), not the home's.
     ("cuda", "aoti_torch_cpu_mul(a, b);", False),
 ])
-def test_which_wrappers_need_the_homes_tensors(codegen, code, needs):
-    assert needs_home_aliases(code, codegen) is needs
+def test_which_wrappers_need_the_homes_tensors(home, code, needs):
+    assert codegen.for_home(home).needs_home_aliases(code) is needs
 
 
 def test_gpu_memory_target_allocates_outputs_on_the_device(monkeypatch):
@@ -46,7 +46,7 @@ def test_gpu_memory_target_allocates_outputs_on_the_device(monkeypatch):
     assert not GPU_MEMORY.aliases_first
     monkeypatch.setenv("EAGERC_ALIASES_FIRST", "1")
     assert GPU_MEMORY.aliases_first
-    host_memory = targets.Target(device="eagerc", dispatch_key="PrivateUse1", codegen="cpu",
+    host_memory = targets.Target(device="eagerc", dispatch_key="PrivateUse1", codegen=codegen.CPP,
                                  host_aliases=True, new_device=True)
     assert not host_memory.aliases_first  # host memory never did
 

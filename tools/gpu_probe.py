@@ -242,15 +242,15 @@ with torch.no_grad():
 
 GLUE = r"""
 import re, shlex, subprocess, time, torch, eagerc
-from eagerc.compile import inductor_wrapper as iw
+from eagerc.compile import wrapper_build as iw
 # Each GPU wrapper's compile-and-link command as eagerc runs it, and its time.
 records = []
 original = iw._build_with
-def recording(builder, rewrite):
+def recording(builder, rewrite, **how):
     command = builder.get_command_line()
     t0 = time.perf_counter()
     try:
-        return original(builder, rewrite)
+        return original(builder, rewrite, **how)
     finally:
         records.append((rewrite(command), time.perf_counter() - t0))
 iw._build_with = recording
@@ -353,7 +353,7 @@ print("native_batch_norm eval save_mean: cpu", tuple(torch.ops.aten.native_batch
 WRAPPERS = r"""
 import logging, os, re, shutil, sys, tarfile, time, torch, eagerc
 import torch.nn.functional as F
-from eagerc.compile import glue_prelude, inductor_wrapper as iw
+from eagerc.compile import glue_prelude, wrapper_build as iw
 # Why a wrapper did not build on eagerc's lean header (glue_prelude logs it at DEBUG).
 handler = logging.StreamHandler(sys.stdout)
 handler.addFilter(lambda r: "wrapper header could not build" in r.getMessage())

@@ -22,7 +22,7 @@ from eagerc.compile.trace import Traced, fake_input, seed_random_ops
 
 def trace_graph(gm, example_inputs, dynamic_dims, target) -> Traced:
     """`gm` as a functional ATen graph for `target`, over fakes of `example_inputs`."""
-    if target.device != target.codegen:
+    if target.device != target.home:
         gm = _retarget_devices(gm, target)
         example_inputs = target.standins(example_inputs)
     try:
@@ -132,9 +132,9 @@ def _retarget_devices(gm, target):
     runtime hands its outputs back as tensors of the served device over the same memory."""
     def swap(v):
         if isinstance(v, torch.device) and v.type == target.device:
-            return torch.device(target.codegen)
+            return torch.device(target.home)
         if isinstance(v, str) and v.split(":")[0] == target.device:
-            return target.codegen
+            return target.home
         return v
 
     gm = copy.deepcopy(gm)

@@ -23,6 +23,8 @@ import functools
 import os
 import re
 
+# The cpp_wrapper headers (one per device a wrapper computes on) this header stands in for.
+REPLACES = frozenset({"cuda"})
 # Shim functions declared below; dtype and device-type getters are matched by prefix.
 DECLARED = frozenset({
     "aoti_torch_empty_strided", "aoti_torch_get_data_ptr", "aoti_torch_get_sizes",
@@ -225,7 +227,7 @@ def fits(code: str, devices) -> bool:
     """Whether `code` (a wrapper without its header line) should build on the lean header: a
     GPU wrapper whose shim calls are all declared there and that names nothing of torch's C++
     API (the file-path loadKernel, dropped by `without_file_loader`, aside)."""
-    if set(devices) != {"cuda"}:
+    if set(devices) != REPLACES:
         return False
     names = set(_SHIM_NAME.findall(code))
     externs = _extern_declarations()

@@ -15,7 +15,6 @@ import torch
 from eagerc.aten_meta import qualified_name
 from eagerc.compile.errors import CompileError, InductorFailed, NeedsHostAliases, SpecializeValues, error_summary
 from eagerc.compile import known_wrong
-from eagerc.compile.home_shims import needs_home_aliases
 from eagerc.compile.inductor_wrapper import build_artifact
 from eagerc.compile.lock import compile_lock
 from eagerc.compile.trace import trace_op
@@ -112,12 +111,12 @@ def _unlowered(gm) -> set:
             and n.target not in lowerings and n.target not in inductor_decomps}
 
 
-def _trace(op, args, layout, decompose: tuple, has_lifted_scalars, cpu: bool):
+def _trace(op, args, layout, decompose: tuple, has_lifted_scalars, codegen):
     """The traced call, with torch._decomp's decomposition for `decompose` and for every
-    op of the graph that Inductor has no lowering for."""
+    op of the graph that Inductor has no lowering for, and `codegen`'s own."""
     try:
         for _ in range(3):  # a decomposition may bring in another such op
-            traced = trace_op(op, args, layout, decompose=decompose, cpu=cpu)
+            traced = trace_op(op, args, layout, decompose=decompose, own=codegen.decompositions())
             missing = _unlowered(traced.gm) - set(decompose)
             if not missing:
                 break
@@ -133,7 +132,7 @@ def _trace(op, args, layout, decompose: tuple, has_lifted_scalars, cpu: bool):
 
 def _trace_and_build(op, args, layout, parallel, on_device, target, start, description,
                      has_lifted_scalars, decompose: tuple) -> CompiledKernel:
-    traced = _trace(op, args, layout, decompose, has_lifted_scalars, target.codegen == "cpu")
+    traced = _trace(op, args, layout, decompose, has_lifted_scalars, target.codegen)
     op_qualname = op._schema.name
     calls_itself = (f'aoti_torch_call_dispatcher("{op_qualname}", "{op._schema.overload_name}"',
                     f'findSchemaOrThrow("{op_qualname}", "{op._schema.overload_name}")')
@@ -142,7 +141,7 @@ def _trace_and_build(op, args, layout, parallel, on_device, target, start, descr
         if any(call in code for call in calls_itself):
             # No lowering: the "kernel" would only call this op again, slower.
             raise NoLowering("Inductor has no lowering for this op (it would call the op itself)")
-        if on_device and needs_home_aliases(code, target.codegen):
+        if on_device and target.codegen.needs_home_aliases(code):
             raise NeedsHostAliases(op_qualname)
         return target.allocate_outputs(code) if on_device else code
 
@@ -154,7 +153,7 @@ def _trace_and_build(op, args, layout, parallel, on_device, target, start, descr
     if not parallel:
         patches["cpp.threads"] = 1  # small calls: no OpenMP fork
     try:
-        built = build_artifact(traced, check_code, patches)
+        built = build_artifact(traced, target.codegen, check_code, patches)
     except InductorFailed as e:
         if log.isEnabledFor(logging.DEBUG):
             log.debug("eagerc: Inductor failed on %s (runtime inputs %s):\n%s", description,

@@ -50,21 +50,13 @@ def inductor_overrides() -> list:
     return sorted(changed)
 
 
-# How eagerc has Inductor build a CPU kernel (eagerc/compile/inductor_wrapper.py): wrapper
-# at -O1 and kernels at Inductor's -O3 as two translation units, input size asserts left
-# to eagerc's guard, libtorch_cpu linked through a stub, the wrapper on eagerc's own header
-# (compile/glue_prelude.py; a graph of extern calls alone built as glue at -O1). A change
-# here is a new namespace.
-BUILD_RECIPE = "cpu-build-v2:separate-O1-wrapper:no-input-asserts:torch-cpu-link-stub:glue-prelude-v1"
-# And a GPU graph: the wrapper (glue) at -O1 on eagerc's header (the lean one where it fits:
-# compile/lean_gpu_prelude.py), linked through libtorch stubs.
-GPU_BUILD_RECIPE = "gpu-build-v4:O1-glue:no-debug-info:torch-link-stubs:glue-prelude-v1:lean-gpu-prelude-v2:plan-launcher-v1"
-
-
 def cxx_compiler() -> str:
     """The C++ compiler Inductor runs, identified by path, size and modification time (a
-    compiler upgrade changes them), the flags variables it reads, and eagerc's
-    BUILD_RECIPE."""
+    compiler upgrade changes them), the flags variables it reads, and how eagerc builds
+    host C++ (the C++ code generator's build recipe, eagerc/codegen/cpp.py; GPU wrappers
+    are host C++ too)."""
+    from eagerc.codegen.cpp import BUILD_RECIPE
+
     name = os.environ.get("CXX", "g++")
     path = shutil.which(name) or name
     try:

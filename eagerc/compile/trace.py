@@ -105,7 +105,7 @@ def split_call(op, args):
     return pos, kw
 
 
-def _decompositions(also, cpu: bool) -> dict:
+def _decompositions(also, own: dict) -> dict:
     from torch._decomp import decomposition_table
     from torch._inductor.decomposition import select_decomp_table
     # Some of Inductor's decompositions (max_pool2d_with_indices) read
@@ -114,19 +114,17 @@ def _decompositions(also, cpu: bool) -> dict:
     import torch._inductor.lowering  # noqa: F401
 
     table = select_decomp_table()
-    if cpu:
-        from eagerc.compile.cpu_decompositions import CPU_DECOMPOSITIONS
-
-        table = {**table, **CPU_DECOMPOSITIONS}
+    if own:
+        table = {**table, **own}
     return {**table, **{op: decomposition_table[op] for op in also}} if also else table
 
 
-def trace_op(op, args, layout, decompose=(), cpu: bool = True) -> Traced:
+def trace_op(op, args, layout, decompose=(), own=None) -> Traced:
     """Trace one call of `op` (an OpOverload) over fakes of its runtime inputs.
 
-    Inductor's decompositions apply (for CPU code, `cpu`, with eagerc's few CPU ones,
-    compile/cpu_decompositions.py), and torch._decomp's for the ops in `decompose` (ops
-    Inductor would otherwise hand back to ATen).
+    Inductor's decompositions apply, with `own` in place of some (the code generator's:
+    for host C++ eagerc's few CPU ones, compile/cpu_decompositions.py), and torch._decomp's
+    for the ops in `decompose` (ops Inductor would otherwise hand back to ATen).
     """
     from torch._dispatch.python import enable_python_dispatcher
     from torch.fx.experimental.proxy_tensor import make_fx
@@ -159,7 +157,7 @@ def trace_op(op, args, layout, decompose=(), cpu: bool = True) -> Traced:
     # The Python dispatcher lets meta functions with symbolic sizes (expand in
     # addcmul's broadcasting) take their SymInt-aware Python paths.
     with fake_mode, enable_python_dispatcher():
-        gm = make_fx(fn, decomposition_table=_decompositions(decompose, cpu), tracing_mode="real")(*fakes)
+        gm = make_fx(fn, decomposition_table=_decompositions(decompose, own or {}), tracing_mode="real")(*fakes)
         if torch.Tag.nondeterministic_seeded in op.tags:
             seed_random_ops(gm, fake_mode)
     _refuse_resized_inputs(gm)

@@ -52,7 +52,7 @@ class Device:
         has no such cost worth paying ahead."""
         from eagerc.targets import for_device
 
-        if for_device(self.name).codegen != "cuda":
+        if not for_device(self.name).codegen.first_compile_is_costly:
             return
         with self.served():
             torch.neg(torch.ones(1, device=self.name))

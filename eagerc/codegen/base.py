@@ -1,0 +1,122 @@
+"""What a code generator object is: everything that differs between the kinds of code
+eagerc packages as artifacts (host C++, Triton kernels launched from C++).
+
+The compiler (eagerc/compile/) is one pipeline for every kind: trace the call, have
+Inductor generate its C++ wrapper, rewrite the wrapper, build it into a library. At each
+step where the kinds differ it asks the target's code generator, an instance of a subclass
+of :class:`Codegen` (one module each: cpp.py, triton.py), and never the name of a device.
+
+Importing this module (and its subclasses' modules) is cheap: ``import eagerc`` gives the
+eagerc device its code generator without importing Inductor; the methods that compile
+import what they need.
+"""
+from __future__ import annotations
+
+import contextlib
+import re
+
+
+class Codegen:
+    """One kind of generated code, as eagerc builds and runs it.
+
+    Attributes:
+        name: "cpp", "triton" (logs, reports, errors).
+        home: the Inductor device type its code runs on ("cpu", "cuda"). A served
+            device's calls are traced on stand-ins of this device, its memory is this
+            device's memory, and its kernels may run on zero-copy aliases there.
+        build_recipe: how eagerc has Inductor build this code (part of every cache key:
+            a change here is a new namespace).
+        first_compile_is_costly: a process's first compile pays a large one-time setup
+            (the coverage tool pays it before its first timed task).
+    """
+
+    name = ""
+    home = ""
+    build_recipe = ""
+    first_compile_is_costly = False
+    # Inductor's C shim functions that call an ATen function of the home device take
+    # their tensors by this prefix (``aoti_torch_cpu_convolution``) ...
+    _home_shim_call: re.Pattern = re.compile(r"(?!)")
+    # ... except these, which read their tensors only through data pointers, sizes and
+    # strides (or act on the current device, not on tensors): they take a served
+    # device's own tensors.
+    _device_safe_shims: frozenset = frozenset()
+
+    def __repr__(self) -> str:
+        return f"<eagerc codegen {self.name}>"
+
+    def __reduce__(self):
+        # One object per kind: a pickled target (worker processes) gets the same object.
+        from eagerc import codegen
+
+        return (codegen.by_name, (self.name,))
+
+    # -- whether and how it serves a device --------------------------------------------
+
+    def claims(self, scheduling) -> bool:
+        """Whether an Inductor scheduling (an instance, as Inductor builds it for a
+        device, or its class) generates this kind of code."""
+        raise NotImplementedError
+
+    def unavailable(self) -> str | None:
+        """Why this machine cannot compile this code (None: it can)."""
+        return None
+
+    def refusal_for(self, device: str) -> str | None:
+        """Why this code cannot serve `device`, a device whose Inductor backend generates
+        it (None: it can; the device's memory is then this code's home memory)."""
+        return None
+
+    def arch(self) -> str:
+        """What the generated code is specialized to, e.g. 'cpu-avx512' (in the cache
+        namespace)."""
+        raise NotImplementedError
+
+    def compiler_settings(self) -> dict:
+        """Named settings of this code generator that change its code (for the cache key)."""
+        raise NotImplementedError
+
+    def aliases_first(self) -> bool:
+        """Whether every call of a device whose memory is this code's home runs on aliases
+        of the home device (a comparison switch; off by default)."""
+        return False
+
+    def needs_home_aliases(self, code: str) -> bool:
+        """Whether generated wrapper `code` calls an ATen function of the home device that
+        must see tensors of the home device (extern convolution, the seeds of random
+        ops): such an op of a served device runs on zero-copy aliases of its tensors."""
+        return any(m.group(0) not in self._device_safe_shims for m in self._home_shim_call.finditer(code))
+
+    # -- compiling ---------------------------------------------------------------------
+
+    def decompositions(self) -> dict:
+        """Decompositions used in place of Inductor's when tracing for this code."""
+        return {}
+
+    def inductor_patches(self, config) -> dict:
+        """Inductor settings this code is generated under (`config`: torch._inductor.config)."""
+        return {}
+
+    def prepare(self, traced) -> None:
+        """Make Inductor ready to generate this code for `traced` (each compile; cheap once
+        done); raises CompileError for a graph this code cannot take."""
+
+    def rewrite_generated(self, code: str) -> str:
+        """The generated wrapper as the checks see it (before the target's own checks and
+        its output allocation)."""
+        return code
+
+    def rewrite_for_entry(self, code: str, graph_inputs: set) -> str:
+        """The wrapper after the checks, rewritten to be called by eagerc's kernel holder:
+        this code's ordered rewrites (eagerc/compile/ holds each one)."""
+        return code
+
+    def build_path(self):
+        """While active, Inductor's C++ builds of this code's wrappers run eagerc's way
+        (a context manager; compile/wrapper_build.py)."""
+        return contextlib.nullcontext()
+
+    def retry_after(self, error: Exception, traced, patches: dict) -> bool:
+        """Whether the compile that raised `error` should run once more, after doing what
+        it lacked (False: `error` is the compile's failure)."""
+        return False

@@ -1,0 +1,104 @@
+"""Host C++: Inductor's C++ scheduling (``CppScheduling``), kernels and wrapper built as one
+library that addresses host memory.
+
+It serves the CPU, and any device whose Inductor backend generates C++ (the eagerc
+device on host memory, a vendor's host-memory device: examples/mydevice): a C++ kernel
+addresses buffers as host pointers, so such a device's memory is host memory; its calls
+are traced on CPU stand-ins, and ops whose wrappers call ATen's CPU functions run on
+zero-copy CPU aliases of its tensors.
+"""
+from __future__ import annotations
+
+import re
+
+from eagerc.codegen.base import Codegen
+
+# How eagerc has Inductor build a CPU kernel (part of every cache key: a change here is a
+# new namespace). Measured on torch 2.13, 2 cores: Inductor's default, one translation unit
+# (wrapper + kernels + Python binding) at -O3, cost ~1.6 s of g++ (its precompiled header
+# covers the wrapper's headers only, so the kernels' vector headers, cpp_prefix.h, were
+# parsed every time) and ~0.4 s of ld reading libtorch_cpu's 75k dynamic symbols. Instead,
+# Inductor's "build separate" mode: the wrapper (glue code) at -O1 on eagerc's own header
+# (compile/glue_prelude.py), the kernels with Inductor's unchanged -O3 flags, each
+# translation unit with its own precompiled header, the two compiles in parallel, libtorch
+# linked through an empty stub (compile/wrapper_build.py); input size asserts left to
+# eagerc's guard; a graph of extern calls alone built as glue at -O1. ~0.9 s per kernel.
+BUILD_RECIPE = "cpu-build-v2:separate-O1-wrapper:no-input-asserts:torch-cpu-link-stub:glue-prelude-v1"
+
+# Inductor settings for C++ graphs (those this torch knows: 2.11-2.14 all do).
+_PATCHES = {"cpp_wrapper_build_separate": True}
+
+# An input size/stride assertion of the wrapper: `assert_size_stride(arg0_1, {..}, {..}, ..);`
+_ASSERT_SIZE_STRIDE = re.compile(r"^[ \t]*assert_size_stride\((\w+),[^;\n]*\);[ \t]*\n", re.M)
+
+
+def drop_input_asserts(code: str, inputs) -> str:
+    """Remove the wrapper's size/stride assertions on graph inputs. eagerc_guard already
+    checks every size, stride and offset of every tensor input before the holder calls
+    the entry (guards.bind_symbols), so these only cost: ~0.2 s of g++ per kernel
+    (assert_size_stride instantiates string and stringstream code) and a stringstream per
+    call. Assertions on extern kernels' outputs (named bufN) stay."""
+    return _ASSERT_SIZE_STRIDE.sub(lambda m: "" if m.group(1) in inputs else m.group(0), code)
+
+
+class CppCodegen(Codegen):
+    name = "cpp"
+    home = "cpu"
+    build_recipe = BUILD_RECIPE
+    _home_shim_call = re.compile(r"aoti_torch_cpu_\w+\(")
+    # The BLAS calls read only data pointers, sizes and strides (their out= checks compare
+    # devices with each other, the bias copy dispatches on the tensor's own device): 2 us
+    # of an 8 us addmm saved by taking the device's tensors. CPU flash attention too: the
+    # shim calls ATen's CPU kernel directly (at::cpu::), which allocates its outputs with
+    # the query's options (the device's own allocation) and runs its DispatchStub for kCPU
+    # by name, not by the tensors' device. Convolution is not one of them: ATen picks its
+    # backend by the input's device type.
+    _device_safe_shims = frozenset({
+        "aoti_torch_cpu_mm_out(", "aoti_torch_cpu_addmm_out(", "aoti_torch_cpu_bmm_out(",
+        "aoti_torch_cpu_baddbmm_out(", "aoti_torch_cpu__scaled_dot_product_flash_attention_for_cpu("})
+
+    def claims(self, scheduling) -> bool:
+        from torch._inductor.codegen.cpp import CppScheduling
+
+        kind = scheduling if isinstance(scheduling, type) else type(scheduling)
+        return issubclass(kind, CppScheduling)
+
+    def arch(self) -> str:
+        from kernel_cache.environment import cpu_arch
+
+        return cpu_arch()
+
+    def compiler_settings(self) -> dict:
+        from eagerc.compile import settings
+
+        return {"cxx": settings.cxx_compiler()}
+
+    def decompositions(self) -> dict:
+        from eagerc.compile.cpu_decompositions import CPU_DECOMPOSITIONS
+
+        return CPU_DECOMPOSITIONS
+
+    def inductor_patches(self, config) -> dict:
+        return {k: v for k, v in _PATCHES.items() if hasattr(config, k)}
+
+    def rewrite_generated(self, code: str) -> str:
+        from eagerc.compile.scratch_buffers import scratch_buffers
+
+        return scratch_buffers(code)
+
+    def rewrite_for_entry(self, code: str, graph_inputs: set) -> str:
+        from eagerc.compile.boxed_int_lists import fix_boxed_int_lists
+        from eagerc.compile.direct_alloc import direct_allocations
+        from eagerc.compile.output_asserts import cheap_output_asserts
+        from eagerc.compile.scalar_reads import direct_scalar_reads
+
+        code = drop_input_asserts(fix_boxed_int_lists(direct_scalar_reads(code)), graph_inputs)
+        return cheap_output_asserts(direct_allocations(code))
+
+    def build_path(self):
+        from eagerc.compile import wrapper_build
+
+        return wrapper_build.routed_builds()
+
+
+CPP = CppCodegen()

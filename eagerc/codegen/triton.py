@@ -1,0 +1,196 @@
+"""Triton kernels on CUDA memory, launched by Inductor's JIT C++ wrapper (or by eagerc's plan
+launcher, from a launch plan read off that wrapper).
+
+It serves CUDA (override mode) and the eagerc device on GPU memory (``EAGERC_BACKING=cuda``):
+calls are traced on CUDA stand-ins, kernels launch on the current stream of the device the
+signature names, and the cubins are embedded in the artifact, so an artifact is one
+self-contained file. A device whose Inductor backend generates Triton but whose memory is
+not CUDA memory is refused: this code loads and launches cubins through the CUDA driver.
+"""
+from __future__ import annotations
+
+import contextlib
+import re
+
+import torch
+
+from eagerc.codegen.base import Codegen
+
+# How eagerc builds a GPU graph (part of every cache key): the wrapper (glue) at -O1 on
+# eagerc's header (the lean one where it fits: compile/lean_gpu_prelude.py), linked through
+# libtorch stubs; a wrapper of Triton kernels and cuBLAS's mm family is no compile at all
+# but a launch plan appended to the plan launcher (compile/launch_plan.py, plan_build.py).
+BUILD_RECIPE = "gpu-build-v4:O1-glue:no-debug-info:torch-link-stubs:glue-prelude-v1:lean-gpu-prelude-v2:plan-launcher-v1"
+
+# Inductor settings for GPU graphs: kernels compiled and tuned while the graph compiles,
+# their cubins kept for the C++ wrapper, no CUDA graphs (the holder launches per call).
+# (torch 2.11's JIT C++ wrapper breaks with autotune_at_compile_time=False: its first,
+# Python pass is generated under cpp_wrapper=True and does not parse.)
+_PATCHES = {"triton.store_cubin": True, "triton.cudagraphs": False,
+            "triton.autotune_at_compile_time": True}
+
+# What Inductor's GPU wrapper emits to load one kernel from its cubin file (JIT mode).
+_LOAD_KERNEL_FROM_FILE = re.compile(
+    r'loadKernel\(\s*"(?P<path>[^"]+)"\s*,\s*(?P<name>"[^"]+")\s*,\s*(?P<shm>[^,()]+?)\s*,\s*cubin_dir_\s*\)')
+
+
+def embed_cubins(code: str) -> str:
+    """Replace every ``loadKernel("<file>.cubin", name, shm, cubin_dir_)`` by a load from
+    bytes linked into the library (Inductor's in-memory overload of loadKernel)."""
+    from eagerc.compile.errors import CompileError
+    from eagerc.compile.wrapper_source import after_header
+
+    blobs = []
+
+    def from_memory(match):
+        path = match.group("path")
+        if '"' in path or "\\" in path or "\n" in path:
+            raise CompileError(f"cannot embed a cubin with this path: {path!r}")
+        symbol = f"eagerc_cubin_{len(blobs)}"
+        blobs.append((symbol, path))
+        return f"loadKernel({symbol}, {match.group('name')}, {match.group('shm')})"
+
+    code = _LOAD_KERNEL_FROM_FILE.sub(from_memory, code)
+    if "cubin_dir_)" in code:
+        raise CompileError("the GPU wrapper loads a kernel in a form eagerc cannot embed")
+    if not blobs:
+        return code
+    # The bytes go into .rodata while this translation unit is compiled (the cubin file
+    # exists until then); hidden symbols stay private to this library.
+    asm = "".join(
+        f'__asm__(".section .rodata\\n.balign 64\\n.globl {sym}\\n.hidden {sym}\\n{sym}:\\n'
+        f'.incbin \\"{path}\\"\\n.byte 0\\n.previous\\n");\n'
+        f'extern "C" const unsigned char {sym}[];\n' for sym, path in blobs)
+    first_line_end = after_header(code)
+    return code[:first_line_end] + asm + code[first_line_end:]
+
+
+def computes_on_gpu(traced) -> bool:
+    """Whether the graph computes on CUDA: an input there, or (a factory such as arange,
+    which has no tensor input) a value it makes there. A factory taken for a CPU graph got
+    CPU's device helpers in Inductor's GPU wrapper (its Python pass wrote `with pass:`)."""
+    values = list(traced.fakes) + [node.meta.get("val") for node in traced.gm.graph.nodes]
+    return any(isinstance(v, torch.Tensor) and v.device.type == TRITON.home
+               for v in torch.utils._pytree.tree_leaves(values))
+
+
+def _run_python_wrapper_once(traced) -> None:
+    """Compile the graph with Inductor's Python wrapper and run it once on random inputs
+    of the fakes' sizes: this compiles and tunes its Triton kernels and records their
+    cubins and launch parameters, which the C++ wrapper's code generation reads (torch
+    versions whose JIT C++ wrapper does not do this pass itself)."""
+    from torch._dynamo.utils import defake
+    from torch._guards import TracingContext, tracing
+    from torch._inductor.compile_fx import compile_fx_inner
+
+    with tracing(TracingContext(traced.fake_mode)):
+        real = [f.node.hint if isinstance(f, torch.SymInt) else defake(f) for f in traced.fakes]
+        compiled = compile_fx_inner(traced.gm, traced.fakes, is_inference=True)
+        compiled(list(real))
+        torch.cuda.synchronize()
+
+
+class TritonCodegen(Codegen):
+    name = "triton"
+    home = "cuda"
+    build_recipe = BUILD_RECIPE
+    # Inductor and Triton imports, the wrapper's precompiled header: ~70 s on the GPU machine.
+    first_compile_is_costly = True
+    _home_shim_call = re.compile(r"aoti_torch_cuda_\w+\(")
+    # No ATen function: CUDA's shims call ATen's CUDA kernels, whose generated wrappers
+    # guard the tensors' device with a CUDAGuard, which refuses any other device type
+    # ("CUDAGuardImpl initialized with non-CUDA DeviceType: eagerc": cuBLAS addmm_out on
+    # the eagerc device's tensors crashed the process on the H100). Only the runtime
+    # helpers, which act on the current CUDA device (device guard, raw caching-allocator
+    # memory), not on tensors.
+    _device_safe_shims = frozenset({"aoti_torch_cuda_guard_set_index(",
+                                    "aoti_torch_cuda_caching_allocator_raw_alloc(",
+                                    "aoti_torch_cuda_caching_allocator_raw_delete("})
+
+    def claims(self, scheduling) -> bool:
+        from torch._inductor.codegen.triton import TritonScheduling
+
+        kind = scheduling if isinstance(scheduling, type) else type(scheduling)
+        # CUDA's and XPU's combined schedulings delegate their kernels to a Triton one.
+        return issubclass(kind, TritonScheduling) or isinstance(
+            getattr(scheduling, "_triton_scheduling", None), TritonScheduling)
+
+    def unavailable(self) -> str | None:
+        if not torch.cuda.is_available():
+            return "torch sees no CUDA GPU here"
+        from torch.utils._triton import has_triton
+
+        if not has_triton():
+            return "eagerc compiles CUDA kernels with Triton, which is not installed (pip install triton)"
+        return None
+
+    def refusal_for(self, device: str) -> str | None:
+        return (f"Inductor's backend for {device!r} generates Triton kernels, and eagerc runs "
+                "Triton kernels on CUDA memory only (it loads and launches their cubins through "
+                "the CUDA driver); a device whose memory is CUDA memory declares so with "
+                f"eagerc.targets.register_device({device!r}, memory='cuda')")
+
+    def arch(self) -> str:
+        from kernel_cache.environment import cuda_arch
+
+        return cuda_arch()
+
+    def compiler_settings(self) -> dict:
+        import triton
+
+        from eagerc.compile import settings
+
+        # The wrapper is host C++ too: the C++ compiler and its build recipe count.
+        return {"cxx": settings.cxx_compiler(), "triton": triton.__version__, "gpu_build": BUILD_RECIPE}
+
+    def aliases_first(self) -> bool:
+        from eagerc import _config
+
+        return _config.aliases_first()
+
+    def inductor_patches(self, config) -> dict:
+        return dict(_PATCHES)
+
+    def prepare(self, traced) -> None:
+        """Inductor imports its per-device C++ helpers (CUDA's loadKernel, launchKernel)
+        only while its table is empty; once another device (the eagerc device) registered
+        its own, CUDA's must be imported by name. A graph that makes nothing on CUDA is
+        not this code's."""
+        import torch._inductor.codegen.cuda.device_op_overrides  # noqa: F401 - registers on import
+        from torch._inductor.codegen.common import init_backend_registration
+
+        from eagerc.compile.errors import CompileError
+
+        init_backend_registration()
+        if not computes_on_gpu(traced):
+            raise CompileError("the graph computes nothing on a CUDA device")
+
+    def rewrite_for_entry(self, code: str, graph_inputs: set) -> str:
+        from eagerc.compile.boxed_int_lists import fix_boxed_int_lists
+        from eagerc.compile.direct_alloc import direct_allocations
+        from eagerc.compile.gpu_context import make_context_current
+        from eagerc.compile.gpu_launch_types import fix_float_launch_params
+        from eagerc.compile.output_asserts import cheap_output_asserts
+        from eagerc.compile.scalar_reads import direct_scalar_reads
+
+        code = fix_boxed_int_lists(direct_scalar_reads(embed_cubins(code)))
+        code = make_context_current(fix_float_launch_params(code))
+        return cheap_output_asserts(direct_allocations(code))
+
+    def build_path(self):
+        from eagerc.compile import plan_build, wrapper_build
+
+        # Every build of a GPU wrapper is one compile-and-link of glue (its kernels are
+        # Triton's), or none: a launch plan.
+        return wrapper_build.routed_builds(
+            is_glue=lambda builder: True,
+            build=lambda builder: wrapper_build.build_glue(builder, from_plan=plan_build.try_build))
+
+    def retry_after(self, error: Exception, traced, patches: dict) -> bool:
+        if "CudaKernelParamCache not populated" not in str(error):
+            return False
+        _run_python_wrapper_once(traced)
+        return True
+
+
+TRITON = TritonCodegen()

@@ -1,0 +1,180 @@
+"""How Inductor's C++ builds of generated wrappers run under eagerc: cheaper, same output.
+
+Inductor builds a cpp_wrapper library through ``codecache._worker_compile_cpp`` with a list
+of builders: three (wrapper compile, kernel compile, link) in "build separate" mode, or one
+(compile and link). While :func:`routed_builds` is active:
+
+- three builders: both compiles run at once (each g++ spends ~0.4 s loading its
+  precompiled header alone; the dev machine has 2 cores), the wrapper on eagerc's header
+  (glue_prelude), and the link reads libtorch through an empty stub (_through_stubs);
+- one builder that the code generator calls glue (a GPU wrapper, whose kernels are
+  Triton's; a CPU graph of extern calls alone): :func:`build_glue`, at -O1 on eagerc's
+  header, optionally from a launch plan instead of any compile;
+- anything else: Inductor's own worker.
+
+The code generator objects (eagerc/codegen/) decide which builds are glue and how glue is
+built; this module holds the mechanics they share.
+"""
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+from concurrent.futures import ThreadPoolExecutor
+
+from eagerc.compile import glue_prelude
+
+
+@contextlib.contextmanager
+def routed_builds(is_glue=None, build=None):
+    """While active, Inductor's builds go as the module docstring says. `is_glue(builder)`
+    says whether a one-step build is glue (default: a CPU graph of extern calls,
+    :func:`is_glue_only`); `build(builder)` builds glue (default: :func:`build_glue`)."""
+    from torch._inductor import codecache
+
+    original = getattr(codecache, "_worker_compile_cpp", None)
+    if original is None:
+        yield
+        return
+    is_glue = is_glue or is_glue_only
+
+    def worker(lock_path, builders, *args, **kwargs):
+        builders = list(builders)
+        usable = not (args or kwargs) and all(
+            hasattr(b, "build") and hasattr(b, "get_target_file_path") for b in builders)
+        if usable and len(builders) == 1 and is_glue(builders[0]):
+            from torch.utils._filelock import FileLock
+
+            with FileLock(lock_path, timeout=getattr(codecache, "LOCK_TIMEOUT", 600)):
+                if not os.path.exists(builders[0].get_target_file_path()):
+                    (build or build_glue)(builders[0])
+            return None
+        if not usable or len(builders) != 3:
+            return original(lock_path, builders, *args, **kwargs)
+        *compiles, link = builders
+        from torch.utils._filelock import FileLock
+
+        # Same lock and skip-if-built rule as Inductor's worker.
+        with FileLock(lock_path, timeout=getattr(codecache, "LOCK_TIMEOUT", 600)):
+            todo = [b for b in compiles if not os.path.exists(b.get_target_file_path())]
+            if todo:
+                with ThreadPoolExecutor(len(todo)) as pool:
+                    for done in [pool.submit(_compile_unit, b) for b in todo]:
+                        done.result()  # re-raises a compile error
+            if not os.path.exists(link.get_target_file_path()):
+                link_through_stub(link)
+
+    codecache._worker_compile_cpp = worker
+    try:
+        yield
+    finally:
+        codecache._worker_compile_cpp = original
+
+
+def _compile_unit(builder) -> None:
+    """Compile one translation unit of a CPU build: the wrapper with eagerc's prelude where
+    it can (glue_prelude), the kernels as Inductor says. -w: torch's vector headers emit
+    ~130 KB of warnings per kernel compile (~0.08 s); nobody reads them (errors still print)."""
+    command = getattr(builder, "get_command_line", None)
+    if command is None or not glue_prelude.slim_build(builder, command() + " -w"):
+        _with_flags(builder, "-w").build()
+
+
+def is_glue_only(builder) -> bool:
+    """Whether a one-step CPU build compiles glue code alone (a graph of extern calls, mm
+    say: no C++ kernel of its own), which build_glue builds at -O1."""
+    command = getattr(builder, "get_command_line", None)
+    source = glue_prelude.source_file(command()) if command else None
+    if source is None or not os.path.exists(source):
+        return False
+    with open(source) as f:
+        code = f.read()
+    return "cpp_fused" not in code and "cpp_wrapper/cpu.h" in code
+
+
+def _with_flags(builder, flags: str):
+    """`builder` with `flags` appended to its command line (unchanged where this torch's
+    CppBuilder has no get_command_line)."""
+    command = getattr(builder, "get_command_line", None)
+    if command is not None:
+        line = command()
+        builder.get_command_line = lambda: f"{line} {flags}"
+    return builder
+
+
+_LINK_TORCH_LIBS = re.compile(r"(?<!\S)-l(?P<lib>torch_cpu|torch_cuda)(?!\S)")
+_OPTIMIZE = re.compile(r"(?<!\S)-O[23](?!\S)")
+# Debug info for glue code nobody debugs: 4% of a GPU wrapper's g++ time (0.70 -> 0.67 s on
+# the H100, tools/gpu_probe.py glue).
+_NO_DEBUG_INFO = re.compile(r"(?<!\S)-g[0-3]?(?!\S)")
+_stub_paths: dict = {}
+
+
+def _build_with(builder, rewrite, prelude: bool = False) -> None:
+    """Build with the command line `rewrite(line)` gives, and with `prelude` eagerc's
+    wrapper header in place of Inductor's (glue_prelude); where that build fails (an old
+    linker refusing the stubs, say), as given: the real build decides."""
+    command = getattr(builder, "get_command_line", None)
+    if command is not None:
+        cheaper = rewrite(command())
+        if prelude and glue_prelude.slim_build(builder, cheaper):
+            return
+        builder.get_command_line = lambda: cheaper
+        try:
+            return builder.build()
+        except Exception:  # noqa: BLE001
+            builder.get_command_line = command
+    builder.build()
+
+
+def _through_stubs(line: str) -> str:
+    """`line` with ``-ltorch_cpu`` / ``-ltorch_cuda`` replaced by empty libraries of the same
+    soname (forced into DT_NEEDED). The output is the same: a shared library may leave
+    symbols undefined, and the loader resolves them in the libraries the process has
+    loaded, as it did; but the linker no longer reads their dynamic symbol tables
+    (libtorch_cpu's 75k symbols: 0.35 s -> 0.06 s). A stub that cannot be made: as given."""
+    compiler = line.split()[0] if line else ""
+
+    def stub_link(match):
+        stub = _stub_library(compiler, f"lib{match.group('lib')}.so")
+        return f"-Wl,--push-state,--no-as-needed {stub} -Wl,--pop-state" if stub else match.group(0)
+
+    return _LINK_TORCH_LIBS.sub(stub_link, line)
+
+
+def build_glue(builder, from_plan=None) -> None:
+    """Compile and link glue code (a GPU wrapper, or a CPU graph of extern calls) in one
+    step, as Inductor would but cheaper: eagerc's prelude header (glue_prelude), -O1 (the
+    wrapper only unpacks handles and launches kernels; torch 2.13 builds it so itself), no
+    debug info, -w, and libtorch linked through stubs (_through_stubs). `from_plan(builder,
+    command) -> bool`, where given, may build it without any compile (a launch plan)."""
+    command = getattr(builder, "get_command_line", None)
+    if command is not None and from_plan is not None and from_plan(builder, command()):
+        return
+    _build_with(builder, lambda line: _through_stubs(_NO_DEBUG_INFO.sub("", _OPTIMIZE.sub("-O1", line))) + " -w",
+                prelude=True)
+
+
+def link_through_stub(builder) -> None:
+    """Run the link step `builder` with libtorch linked through stubs (_through_stubs)."""
+    _build_with(builder, _through_stubs)
+
+
+def _stub_library(compiler: str, soname: str):
+    """Path of this process's empty library named `soname` (made once, ~30 ms), or None."""
+    if soname not in _stub_paths:
+        import atexit
+        import shutil
+        import subprocess
+        import tempfile
+
+        try:
+            path = os.path.join(tempfile.mkdtemp(prefix="eagerc-link-"), soname)
+            atexit.register(shutil.rmtree, os.path.dirname(path), True)
+            subprocess.run([compiler, "-shared", "-fPIC", "-x", "c++", os.devnull,
+                            f"-Wl,-soname,{soname}", "-o", path],
+                           check=True, capture_output=True, timeout=60)
+        except (OSError, subprocess.SubprocessError):
+            path = ""
+        _stub_paths[soname] = path
+    return _stub_paths[soname] or None
