@@ -10,6 +10,7 @@ from __future__ import annotations
 import errno
 import logging
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -219,3 +220,34 @@ def test_a_full_compiler_disk_warns_once(fresh_cache, monkeypatch, caplog):
         assert torch.equal(a, x.abs()) and torch.equal(n, -x)
     full = _warnings(caplog, "a disk the compiler writes to is full")
     assert len(full) == 1, caplog.text
+
+
+_FULL_INDUCTOR_DIR = textwrap.dedent("""
+    import torch, eagerc
+    x = torch.randn(4, 4)
+    with eagerc.enabled("cpu", ops=["aten::abs", "aten::neg", "aten::exp"]):
+        got = [(torch.abs(x), torch.neg(x), torch.exp(x)) for _ in range(3)]
+    assert all(torch.equal(a, x.abs()) and torch.equal(n, -x) and torch.allclose(e, x.exp())
+               for a, n, e in got)
+    print("fallbacks", eagerc.stats()["fallbacks"])
+""")
+
+
+@pytest.mark.slow
+def test_a_really_full_inductor_cache_dir_warns_once(tmp_path):
+    """TORCHINDUCTOR_CACHE_DIR on a full 64 KiB tmpfs, in a private mount namespace."""
+    if shutil.which("unshare") is None or subprocess.run(
+            ["unshare", "-rm", "true"], capture_output=True).returncode != 0:
+        pytest.skip("needs unshare -rm (user and mount namespaces) to mount a full tmpfs")
+    full = tmp_path / "full"
+    full.mkdir()
+    script = (f"mount -t tmpfs -o size=64k tmpfs '{full}' && "
+              f"(dd if=/dev/zero of='{full}/fill' bs=4k count=100 2>/dev/null; true) && "
+              f"exec '{sys.executable}' -c \"$CODE\"")
+    done = subprocess.run(["unshare", "-rm", "sh", "-c", script], capture_output=True, text=True,
+                          timeout=600, env=_env(tmp_path / "cache", CODE=_FULL_INDUCTOR_DIR,
+                                                TORCHINDUCTOR_CACHE_DIR=full / "inductor"))
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.split()[-2:] == ["fallbacks", "9"]  # every call right, uncompiled
+    assert done.stderr.count("a disk the compiler writes to is full") == 1, done.stderr[-3000:]
+    assert "No space left on device" in done.stderr
