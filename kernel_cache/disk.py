@@ -29,8 +29,9 @@ from kernel_cache.layout import (ARTIFACT_SUFFIX, DIGEST_NAME, default_directory
                                  namespace_problem)
 from kernel_cache.namespace import Namespace
 from kernel_cache.readonly import ReadOnlyIndex
-from kernel_cache.records import (WarnOnce, atomic_write, check_key, describe_key, file_problem,
-                                  is_record, log_evicted, logger, make_record, os_error_cause)
+from kernel_cache.records import (WarnOnce, atomic_write, check_key, describe_key, file_mode,
+                                  file_problem, is_record, log_evicted, logger, make_record,
+                                  os_error_cause)
 
 _INDEX_SETTINGS = {
     # diskcache culls by size by default; losing an index record silently would orphan its
@@ -49,6 +50,21 @@ def _writable(path: str) -> bool:
             break
         path = parent
     return os.access(path, os.W_OK)
+
+
+def _follow_umask(folder: str) -> None:
+    """sqlite and diskcache create the index 0644 in a 0755 folder whatever the umask; give
+    them the umask's modes (a group sharing one cache with umask 002 can then write it)."""
+    mode = file_mode()
+    for name in ("", "cache.db", "cache.db-wal", "cache.db-shm"):
+        path = os.path.join(folder, name)
+        try:
+            info = os.stat(path)
+            want = (mode | (mode & 0o444) >> 2) if not name else mode  # folders: x with r
+            if info.st_uid == os.geteuid() and info.st_mode & 0o777 != want:
+                os.chmod(path, want)
+        except OSError:
+            pass  # not ours, or gone: the owner's umask decided
 
 
 def _unlink(path: str) -> None:
@@ -116,6 +132,7 @@ class DiskStore(KernelStore):
                 self._reset_index(exc)
                 self._cache = diskcache.Cache(self._index_dir, **_INDEX_SETTINGS)
             self._opened_id = self._index_file_id()
+            _follow_umask(self._index_dir)
             if self._sweep_pending:
                 self._sweep_pending = False
                 self._sweep_orphans(self._cache)
@@ -229,6 +246,7 @@ class DiskStore(KernelStore):
         try:
             if self._hits is None:
                 self._hits = diskcache.Cache(os.path.join(self.root, "hits"), **_INDEX_SETTINGS)
+                _follow_umask(os.path.join(self.root, "hits"))
             self._hits.incr(key, retry=True)
         except (sqlite3.Error, diskcache.Timeout, OSError) as exc:
             logger.debug("hit count of %s not kept (%s)", describe_key(key), exc)

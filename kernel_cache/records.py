@@ -130,7 +130,7 @@ def os_error_cause(exc: BaseException) -> str:
     return errno.errorcode.get(code, type(exc).__name__) if code else type(exc).__name__
 
 
-def _file_mode() -> int:
+def file_mode() -> int:
     """0666 less the umask, what ``open()`` would give: a cache warmed by one user serves
     others as their umask allows (``mkstemp`` alone would leave every artifact 0600)."""
     try:
@@ -164,7 +164,7 @@ def atomic_write(path: str, data: bytes) -> None:
     try:
         with os.fdopen(fd, "wb") as f:
             if hasattr(os, "fchmod"):
-                os.fchmod(fd, _file_mode())
+                os.fchmod(fd, file_mode())
             f.write(data)
             f.flush()
             # Without fsync a power loss after the rename can leave a named but empty file.

@@ -57,13 +57,17 @@ def test_artifacts_follow_the_umask(tmp_path, umask, mode):
         import os
         os.umask({umask})
         from kernel_cache import DiskStore, Namespace
-        e = DiskStore({str(tmp_path / 'c')!r}, namespace=Namespace(1, "2", "0", "cpu", "0")).add(
-            b"k", b"code", {{}})
-        print(oct(os.stat(e.artifact_path).st_mode & 0o777))
+        store = DiskStore({str(tmp_path / 'c')!r}, namespace=Namespace(1, "2", "0", "cpu", "0"))
+        e = store.add(b"k", b"code", {{}})
+        index = os.path.join(store.root, "index")
+        for path in (e.artifact_path, os.path.join(store.root, "namespace.json"),
+                     os.path.join(index, "cache.db"), index):
+            print(oct(os.stat(path).st_mode & 0o777))
     """)
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           env=dict(os.environ, PYTHONPATH=REPO), cwd=REPO)
-    assert done.stdout.split() == [oct(mode)], done.stderr
+    folder = mode | (mode & 0o444) >> 2  # searchable by whoever may read
+    assert done.stdout.split() == [oct(mode)] * 3 + [oct(folder)], done.stderr
 
 
 def test_another_user_can_read_the_cache(monkeypatch):
