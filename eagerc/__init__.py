@@ -28,11 +28,28 @@ from eagerc.ops import disable, enable, enabled, reset_stats, stats
 def _register_device() -> None:
     """`import eagerc` makes the eagerc device usable: its hand-written runtime is
     registered, and every other op on it is served by compiled kernels (registering
-    takes milliseconds; nothing compiles until an op runs)."""
+    takes milliseconds; nothing compiles until an op runs). Where another backend owns
+    PrivateUse1 already (a vendor's device imported first), eagerc serves that device
+    instead, if Inductor's registry gives it a code generator (docs/vendor.md)."""
     from eagerc import _config, device
 
-    if _config.register_device_at_import() and device.register():
+    vendor = _config.vendor_device()
+    if vendor is not None:
+        _serve_vendor_device(vendor)
+    elif _config.register_device_at_import() and device.register():
         enable(device.NAME)
+
+
+def _serve_vendor_device(name: str) -> None:
+    import warnings
+
+    from eagerc.targets import TargetError
+
+    try:
+        enable(name)
+    except TargetError as e:
+        warnings.warn(f"eagerc does not serve the PrivateUse1 device {name!r}: {e}", RuntimeWarning,
+                      stacklevel=3)
 
 
 _register_device()

@@ -1,0 +1,44 @@
+"""A third-party device (examples/mydevice: its own runtime, an Inductor backend that reuses
+Inductor's C++ code generator, no compute kernel) runs models through eagerc. Each check
+runs in a fresh interpreter: a process has one PrivateUse1 backend, and in this one it is
+the eagerc device."""
+from __future__ import annotations
+
+import os
+import pathlib
+import subprocess
+import sys
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+EXAMPLE = ROOT / "examples" / "mydevice"
+
+
+def _python(args, cwd=ROOT, timeout=1800):
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(EXAMPLE), os.environ.get("PYTHONPATH")]))}
+    return subprocess.run([sys.executable, *args], cwd=cwd, env=env, capture_output=True, text=True,
+                          timeout=timeout)
+
+
+def test_eagerc_leaves_a_renamed_privateuse1_to_its_backend():
+    # A backend with no Inductor backend: eagerc registers nothing and says why.
+    result = _python(["-W", "always", "-c", (
+        "import torch; torch.utils.rename_privateuse1_backend('foo')\n"
+        "import eagerc\n"
+        "print(torch._C._get_privateuse1_backend_name(), eagerc.targets.known_targets(), "
+        "torch._C._dispatch_has_kernel_for_dispatch_key('aten::add.Tensor', 'PrivateUse1'))\n")])
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split("\n")[0] == "foo ['cpu'] False"
+    assert "eagerc does not serve the PrivateUse1 device 'foo': " in result.stderr
+    assert "Inductor has no backend for 'foo'" in result.stderr
+
+
+@pytest.mark.slow
+def test_the_example_device_runs_bert_resnet_and_a_training_step():
+    # examples/mydevice/tests: its runtime is all it registers; BERT and ResNet forwards and
+    # a BERT training step (AdamW) on it equal CPU eager. Its C++ runtime is built on first
+    # import (torch.utils.cpp_extension, cached per machine).
+    result = _python(["-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", "tests"], cwd=EXAMPLE)
+    assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-4000:]
+    assert "5 passed" in result.stdout
