@@ -72,6 +72,10 @@ def register() -> bool:
 
     targets.register_device(NAME, memory=backing)
     _C._set_memory_home(NAME, backing)
+    # torch.distributed's collectives on the device: its memory's backend on aliases.
+    from eagerc.device import distributed
+
+    distributed.register(backing)
     _registered = True
     return True
 

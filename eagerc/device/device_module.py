@@ -29,6 +29,10 @@ __all__ = [
     "set_device",
     "set_rng_state",
     "synchronize",
+    "Event",
+    "Stream",
+    "current_stream",
+    "stream",
 ]
 
 _generator: torch.Generator | None = None
@@ -80,6 +84,30 @@ def set_device(device) -> None:
 def synchronize(device=None) -> None:
     """No-op: every eagerc kernel has finished when its call returns."""
     _check_device(device)
+
+
+# Streams for device-agnostic code (FSDP2 overlaps its collectives on side streams,
+# torch.distributed.checkpoint stages copies on one): the device has one in-order stream
+# (on host memory a call has finished when it returns; on GPU memory every kernel runs on
+# CUDA's current stream), so a side stream, an event and a wait between them are
+# orderings that already hold: torch.cpu's no-op ones, and a stream's synchronize is the
+# device's.
+class Stream(torch.cpu.Stream):
+    def synchronize(self) -> None:
+        torch.accelerator.synchronize()
+
+    def query(self) -> bool:
+        return True
+
+
+Event = torch.cpu.Event
+stream = torch.cpu.stream
+_stream = Stream()
+
+
+def current_stream(device=None) -> Stream:
+    _check_device(device)
+    return _stream
 
 
 def empty_cache() -> None:
