@@ -77,7 +77,7 @@ class TieredStore(KernelStore):
             entry = entry or added
         if entry is None:
             raise first_error
-        if first_error is not None and entry is not None:
+        if first_error is not None:
             self._warn(("nearest", os_error_cause(first_error)),
                        "could not store cache entry %s in %s (%s); a farther tier holds it",
                        describe_key(key), type(self.tiers[0]).__name__, first_error)

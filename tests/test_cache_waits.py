@@ -251,3 +251,22 @@ def test_a_really_full_inductor_cache_dir_warns_once(tmp_path):
     assert done.stdout.split()[-2:] == ["fallbacks", "9"]  # every call right, uncompiled
     assert done.stderr.count("a disk the compiler writes to is full") == 1, done.stderr[-3000:]
     assert "No space left on device" in done.stderr
+
+
+def test_a_read_only_cache_warns_once_for_every_miss(fresh_cache, monkeypatch, caplog):
+    from kernel_cache.disk import DiskStore
+
+    def read_only(self, key, artifact, metadata):
+        raise OSError(errno.EROFS, "the kernel cache is read-only", self.directory)
+
+    monkeypatch.setattr(DiskStore, "add", read_only)
+    x = torch.randn(3, 7)
+    with caplog.at_level(logging.WARNING), eagerc.enabled(
+            "cpu", ops=["aten::abs", "aten::neg", "aten::exp"]):
+        got = [(torch.abs(x), torch.neg(x), torch.exp(x)) for _ in range(3)]
+    for a, n, e in got:
+        torch.testing.assert_close((a, n, e), (x.abs(), -x, x.exp()))
+    assert eagerc.stats()["compiles"] == 3  # each kept for the process: compiled once
+    [warning] = [r for r in caplog.records if r.levelno >= logging.WARNING]
+    assert "read-only" in warning.getMessage() and "kept for this process only" in \
+        warning.getMessage()

@@ -351,3 +351,23 @@ def test_keys_are_logged_as_people_read_them():
     text = describe_key(b"op\0eagerc\0aten::add.Tensor\0T\x06\x0b\x00\x02")
     assert text.startswith("op|eagerc|aten::add.Tensor|…#") and len(text.split("#")[1]) == 8
     assert describe_key(KEY).startswith(KEY.decode() + "#")
+
+
+def test_tiered_add_reaches_later_tiers_when_the_first_cannot_take_it(tmp_path, monkeypatch,
+                                                                     caplog):
+    near = DiskStore(str(tmp_path / "near"), namespace=NS)
+    far = DiskStore(str(tmp_path / "far"), namespace=NS)
+
+    def full(key, artifact, metadata):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(near, "add", full)
+    tiers = TieredStore([near, far])
+    with caplog.at_level(logging.WARNING, logger=LOGGER):
+        for i in range(3):
+            entry = tiers.add(b"k%d" % i, ARTIFACT, {})
+            assert entry.artifact_path.startswith(str(tmp_path / "far"))  # shared all the same
+    assert caplog.text.count("No space left on device") == 1  # once, not per add
+    monkeypatch.setattr(far, "add", full)
+    with pytest.raises(OSError, match="No space left"):  # no tier took it: the caller knows
+        tiers.add(b"k9", ARTIFACT, {})
