@@ -72,6 +72,23 @@ def test_without_a_group_torch_raises_its_own_error():
         dist.all_reduce(torch.ones(2, device="eagerc"))
 
 
+@pytest.mark.parametrize("backend", [None, "gloo", "cpu:gloo,eagerc:gloo"])
+def test_every_way_of_naming_the_backend_serves_the_device(backend, tmp_path):
+    # None: torch picks the accelerator's (the device's) default backend.
+    store = dist.FileStore(str(tmp_path / "store"), 1)
+    dist.init_process_group(backend, store=store, rank=0, world_size=1)
+    try:
+        x = torch.arange(3.0, device="eagerc")
+        work = dist.all_reduce(x, op=dist.ReduceOp.SUM, async_op=True)
+        work.wait()
+        assert x.device.type == "eagerc" and x.cpu().tolist() == [0.0, 1.0, 2.0]
+        out = [torch.empty(3, device="eagerc")]
+        dist.all_gather(out, x + 1)
+        assert out[0].cpu().tolist() == [1.0, 2.0, 3.0]
+    finally:
+        dist.destroy_process_group()
+
+
 @pytest.mark.slow
 def test_collectives_match_cpu(tmp_path):
     for rank, seen in enumerate(_run("collectives", tmp_path)):
