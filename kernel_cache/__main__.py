@@ -105,6 +105,12 @@ def cmd_stats(args) -> int:
                 count(by_kind, kind, size)
                 count(by_op, record["metadata"].get("op") or describe_key(key), size)
         store.close()
+    if args.json:
+        print(json.dumps({title: {name: {"entries": n, "bytes": size}
+                                  for name, (n, size) in table.items()}
+                          for title, table in (("target_arch", by_arch), ("kind", by_kind),
+                                               ("op", by_op))}, indent=1, sort_keys=True))
+        return 0
     for title, table, most in (("target arch", by_arch, None), ("kind", by_kind, None),
                                ("op", by_op, args.top)):
         rows = sorted(table.items(), key=lambda kv: (-kv[1][0], kv[0]))
@@ -128,6 +134,9 @@ def _remote_stats(args) -> int:
         stats = remote_stats(url)
     except (ConnectionError, ImportError) as exc:
         raise UsageError(str(exc)) from exc
+    if args.namespace:
+        stats["namespaces"] = {digest: ns for digest, ns in stats["namespaces"].items()
+                               if digest in args.namespace}
     if args.json:
         print(json.dumps(stats, indent=1, sort_keys=True))
         return 0
@@ -303,7 +312,7 @@ def _parser() -> argparse.ArgumentParser:
     stats.add_argument("--remote", nargs="?", const="", default=None, metavar="URL",
                        help="the Redis tier's counters over every host instead (default URL: "
                             "$EAGERC_REMOTE_CACHE)")
-    stats.add_argument("--json", action="store_true", help="with --remote: JSON, for scripts")
+    stats.add_argument("--json", action="store_true", help="JSON, for scripts")
     export = command("export", cmd_export, "write the cache to one portable archive")
     export.add_argument("file")
     namespaces(export)

@@ -196,3 +196,6 @@ def test_stats_fits_any_op_name(cache_dir):
     text = cli("stats", "--dir", cache_dir).stdout
     [row] = [line for line in text.splitlines() if line.startswith(LONG_OP)]
     assert row.split() == [LONG_OP, "1", "300"]
+    stats = json.loads(cli("stats", "--json", "--dir", cache_dir).stdout)
+    assert stats["op"][LONG_OP] == {"entries": 1, "bytes": 300}
+    assert stats["kind"]["op"]["entries"] == 3
