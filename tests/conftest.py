@@ -1,6 +1,12 @@
-"""Shared fixtures: every test process gets its own kernel cache directory, so tests
-never read or write the user's ~/.cache/eagerc, and compiled kernels are shared across
-the tests of one session (compiling is the slow part)."""
+"""Shared fixtures: every test session gets its own kernel cache directory, so tests
+never read or write the user's kernel cache (~/.cache/eagerc, or $EAGERC_CACHE_DIR, which
+is replaced here, not honoured) nor a shared remote tier ($EAGERC_REMOTE_CACHE is dropped;
+the Redis tests start their own server); compiled kernels are shared across the tests of
+one session (compiling is the slow part). Inductor's own caches stay shared: they hold
+build products, not eagerc's kernels.
+
+Slow tests (models, multi-process, > ~20 s; marked ``slow``) are deselected by
+pyproject's ``addopts``; ``python -m pytest -m slow`` runs them, ``-m ""`` everything."""
 from __future__ import annotations
 
 import os
@@ -9,7 +15,8 @@ import tempfile
 import pytest
 
 _SESSION_CACHE = tempfile.mkdtemp(prefix="eagerc-test-cache-")
-os.environ.setdefault("EAGERC_CACHE_DIR", _SESSION_CACHE)
+os.environ["EAGERC_CACHE_DIR"] = _SESSION_CACHE
+os.environ.pop("EAGERC_REMOTE_CACHE", None)
 
 
 @pytest.fixture

@@ -1,32 +1,88 @@
 #!/usr/bin/env bash
 # Sets up everything eagerc needs on a fresh machine (Python 3.11 or 3.12), then builds
 # the C++ extension. Safe to run again: installed packages are skipped, the build reused.
+# Each step says what it does as it starts; pip shows its own progress, the C++ build one
+# line per compiled file (its full output goes to build/setup-build.log).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
+START=$SECONDS
+mkdir -p build
+
+step() { echo; echo "==> setup [$1/5, $((SECONDS - START)) s]: $2"; }
 
 # torch first and pinned: a bare `torch` (or any package that asks for one) could pull a
 # multi-GB CUDA build; 2.13.0 is the CPU build on this machine's local disk.
-if ! $PY -c "import torch" 2>/dev/null; then
-  $PY -m pip install -q "torch==2.13.0"
+step 1 "torch 2.13.0 (CPU build)"
+if $PY -c "import torch" 2>/dev/null; then
+  echo "torch $($PY -c 'import torch; print(torch.__version__)') is installed; kept"
+else
+  $PY -m pip install "torch==2.13.0"
 fi
-# Build tools, runtime and test dependencies. The build runs without isolation so it
-# uses the torch above instead of fetching another one.
-$PY -m pip install -q "scikit-build-core>=0.10" "pybind11>=2.12" cmake ninja "diskcache>=5.6" \
-  tqdm pytest expecttest "transformers>=4.40,<6" redis
-$PY -m pip install -q --no-build-isolation --no-deps -e .
-# A redis-server lets the remote-tier tests run (they skip cleanly without one); installed
-# where the machine allows (root with apt), never fatal.
-if ! command -v redis-server >/dev/null 2>&1 && command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
-  (apt-get install -y -q redis-server >/dev/null 2>&1 || \
-   (apt-get update -q >/dev/null 2>&1 && apt-get install -y -q redis-server >/dev/null 2>&1)) || \
-    echo "setup: redis-server not installed; the remote-tier tests will skip"
+
+# Build tools, runtime and test dependencies: pyproject's dependencies and its test, redis
+# and ray extras (none of them asks for another torch). The build runs without isolation
+# so it uses the torch above instead of fetching another one.
+step 2 "build tools, runtime and test dependencies (pip; the first time downloads about 200 MB)"
+$PY -m pip install "scikit-build-core>=0.10" "pybind11>=2.12" cmake ninja "diskcache>=5.6" \
+  "tqdm>=4.60" "pytest>=8" expecttest "transformers>=4.40,<6" "diffusers==0.42.1" "redis>=5" \
+  "ray==2.60.0"
+
+step 3 "eagerc's C++ extension (csrc/, about 25 files; 3-6 minutes on 2 cores the first time, seconds after)"
+BUILD_LOG=build/setup-build.log
+$PY -m pip install -v --no-build-isolation --no-deps -e . >"$BUILD_LOG" 2>&1 &
+BUILD_PID=$!
+# One line per file as the compiler finishes it (ninja's "[n/total] Building ..."); an
+# unchanged tree compiles nothing and prints none.
+tail -n +1 -f "$BUILD_LOG" --pid "$BUILD_PID" 2>/dev/null | sed -nu -E \
+  -e 's#.*\[([0-9]+/[0-9]+)\] Building CXX object CMakeFiles/_C\.dir/(.*)\.o$#  [\1] \2#p' \
+  -e 's#.*\[([0-9]+/[0-9]+)\] Linking.*#  [\1] linked eagerc._C#p' || true
+if ! wait "$BUILD_PID"; then
+  tail -n 30 "$BUILD_LOG"
+  echo "setup: the C++ build failed; its full output is in $BUILD_LOG"
+  exit 1
 fi
-# Chromium (headless) lets the coverage report's HTML test run in a real browser (it skips
-# cleanly without one); installed where the machine allows, never fatal.
-if ! command -v chromium >/dev/null 2>&1 && command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
-  (apt-get install -y -q chromium >/dev/null 2>&1 || \
-   (apt-get update -q >/dev/null 2>&1 && apt-get install -y -q chromium >/dev/null 2>&1)) || \
-    echo "setup: chromium not installed; the coverage report's browser test will skip"
-fi
+echo "eagerc installed (editable, C++ extension built) at $((SECONDS - START)) s"
+
+# apt-get install PACKAGE, waiting while another job (unattended-upgrades, a second
+# setup) holds apt's lock instead of calling the package missing; never fatal.
+apt_install() {
+  local package=$1 log=build/setup-apt-$1.log attempt holder
+  : >"$log"
+  for attempt in $(seq 1 60); do
+    if apt-get -o DPkg::Lock::Timeout=10 install -y -q "$package" >>"$log" 2>&1 || \
+       { apt-get -o DPkg::Lock::Timeout=10 update -q >>"$log" 2>&1 && \
+         apt-get -o DPkg::Lock::Timeout=10 install -y -q "$package" >>"$log" 2>&1; }; then
+      echo "$package installed"
+      return 0
+    fi
+    if ! tail -n 5 "$log" | grep -qiE "could not get lock|unable to acquire|unable to lock"; then
+      echo "setup: apt could not install $package: $(grep -E '^E:' "$log" | tail -n 1) (full output: $log)"
+      return 1
+    fi
+    holder=$(tail -n 5 "$log" | grep -oE "held by process [0-9]+( \([^)]*\))?" | tail -n 1)
+    echo "apt's lock is ${holder:-held by another job}: waiting for it to be released (attempt $attempt of 60)"
+    sleep 5
+  done
+  echo "setup: apt's lock stayed held for 15 minutes; $package not installed (run tools/setup.sh again later)"
+  return 1
+}
+
+# A redis-server lets the remote-tier tests run and Chromium (headless) the coverage
+# report's browser test (both skip cleanly without them); installed where the machine
+# allows (root with apt).
+step 4 "redis-server and chromium for the tests that use them (apt, where this machine allows)"
+for pair in redis-server:redis-server chromium:chromium; do
+  command_name=${pair%%:*} package=${pair##*:}
+  if command -v "$command_name" >/dev/null 2>&1; then
+    echo "$package is installed"
+  elif command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
+    apt_install "$package" || echo "setup: without $package the tests that need it skip, saying so"
+  else
+    echo "setup: $package is not installed and this is no root shell with apt; the tests that need it skip"
+  fi
+done
+
+step 5 "check"
 $PY -c "import eagerc; print('eagerc', eagerc.__version__, 'ready with torch', __import__('torch').__version__)"
+echo "setup done in $((SECONDS - START)) s"
