@@ -263,18 +263,18 @@ class CompileService:
         # together on a new cache must already agree on one lock.
         directory = default_directory()
         name = hashlib.sha256(entry_key).hexdigest()[:32] + ".lock"
+        folder = os.path.join(directory, "locks")
         try:
-            os.makedirs(os.path.join(directory, "locks"), exist_ok=True)
-            if not os.access(os.path.join(directory, "locks"), os.W_OK):
-                # A read-only cache: what another process compiles it cannot store either,
-                # so waiting for it gains nothing.
-                raise PermissionError("the lock folder is read-only")
+            os.makedirs(folder, exist_ok=True)
         except OSError as e:
             log.debug("eagerc: no process lock for a key (%s)", e)
+        # A read-only cache gets none: what another process compiles it cannot store either,
+        # so waiting for it gains nothing.
+        if not os.access(folder, os.W_OK):
             yield
             return
-        with key_lock(os.path.join(directory, "locks", name), what,
-                      _config.lock_stall_seconds(), _config.lock_wait_seconds()):
+        with key_lock(os.path.join(folder, name), what, _config.lock_stall_seconds(),
+                      _config.lock_wait_seconds()):
             yield
 
     def reset(self) -> None:
