@@ -6,26 +6,11 @@ import os
 # On a new device, run ops that cannot be compiled on CPU instead of raising.
 CPU_FALLBACK_ENV = "EAGERC_CPU_FALLBACK"
 
-# Bump when the artifact format (entry points, guard arrays) or the key layout changes:
-# old entries retire. 2: entry keys name the kind and the served device. 3: a recorded
-# refusal is a property of the signature (eager accepted the call); older ones may be a
-# user's error, so they retire. 4: op kernels keep eager's output strides (no layout
-# optimization); older convolution kernels returned channels-last outputs. 5: int lists
-# passed to boxed ATen calls are IntLists, and an artifact that only calls its own op is
-# refused (older ones asserted, or hid a missing lowering). 6: CPU temporaries come from a
-# per-thread arena, outputs are allocated directly and extern outputs checked without
-# allocating (compile/scratch_buffers.py, direct_alloc.py, output_asserts.py). 7: GPU wrappers
-# make a CUDA context current after their device guard (compile/gpu_context.py) and check
-# extern outputs without allocating; a host-memory device's BLAS externs (mm, addmm, bmm,
-# baddbmm) take its tensors directly (older entries recorded "run on CPU aliases"). 8: GPU
-# wrappers allocate outputs directly (direct_alloc.py); a host-memory device's CPU flash
-# attention takes its tensors directly (older entries recorded "run on CPU aliases"). 9: CPU
-# softmax realizes its row sums' reciprocal (compile/cpu_decompositions.py; older kernels
-# divided once per 16 elements, ~25% slower at 64 columns). 10: CPU max_pool2d_with_indices is
-# ATen's loop as an Inductor kernel (compile/cpu_decompositions.py; older kernels gave a window
-# of only -inf over the padding a padding tap's negative index, and several NaNs the first's).
-# 11: CPU max_pool2d_with_indices is one chain, ATen's test per tap (older kernels, three chains
-# that loaded every tap three times, were exact but ~1.3x slower).
+# The artifact format: part of every cache namespace, so a bump retires every cached entry.
+# Bump it when the entry points, the guard arrays or the key layout change, and when kernels
+# already cached would now be wrong or slower than what eagerc compiles (a decomposition or a
+# wrapper rewrite that the namespace's other parts do not capture), or when a recorded
+# refusal would now be answered otherwise. What each bump was for is in git history.
 FORMAT_VERSION = 11
 
 

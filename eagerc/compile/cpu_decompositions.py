@@ -26,13 +26,13 @@ maximum at -inf; each tap, rows then columns, replaces both when it is greater t
 running maximum or NaN. Taps over the padding read -inf from the padded input and never
 replace. So a window of only -inf keeps its first inside tap's index, several NaNs give the
 last NaN's, a NaN stays against larger values (x > NaN is false), and of tied zeros the
-first wins, value and sign: ATen's values and indices, bit for bit. The previous version
-computed the same results in three chains (the value through maximum(), the index of the
-first tap equal to it, the last NaN's index), and its kernel loaded every tap for each
-chain behind a mask. One hit (3x3/2 padding 1 on 2x16x16x16 float32, 1 thread, medians of
-alternating rounds against native, load 1.2-2.4, shared machine): 0.93-0.99x native in
-five runs, against 1.15-1.37x for the three chains; in the quietest pair, 25.7 us against
-34.3 us (native 26.3-26.6). Other dtypes and larger windows keep Inductor's decomposition.
+first wins, value and sign: ATen's values and indices, bit for bit. One chain, because
+three (the value through maximum(), the index of the first tap equal to it, the last NaN's
+index) compute the same results but load every tap once per chain behind a mask. One hit
+(3x3/2 padding 1 on 2x16x16x16 float32, 1 thread, medians of alternating rounds against
+native on the dev machine): 0.93-0.99x native in five runs, against 1.15-1.37x for three
+chains; in the quietest pair, 25.7 us against 34.3 us (native 26.3-26.6). Other dtypes and
+larger windows keep Inductor's decomposition.
 """
 from __future__ import annotations
 

@@ -2,9 +2,9 @@
 plan: the same steps as data, which eagerc's plan launcher (plan_launcher/, built once per
 machine) runs.
 
-Why: every op's wrapper used to be its own C++ file, compiled by g++ (0.3-0.4 s of a ~0.8 s
-cold compile on the H100, docs/benchmarks.md), and no two ops' wrappers are alike enough to
-share one (session 12: every pair differs in shapes, guard, tuning constants, arity). What a
+Why: compiling each op's wrapper with g++ costs 0.3-0.4 s of a ~0.8 s cold compile on the
+H100 (docs/benchmarks.md), and no two ops' wrappers are alike enough to share one build
+(in a 12-op set every pair differs in shapes, guard, tuning constants, arity). What a
 Triton-only wrapper does is a short straight line of a dozen kinds of statement: take the
 inputs, read sizes and scalars, open the device guard, allocate buffers (sizes and strides
 from symbols), make views, fetch the current stream, launch kernels (grid, warps, shared
@@ -420,7 +420,7 @@ class _Body:
 
 
 def _guard_checks(body: str) -> list:
-    """eagerc_guard's terms (guards.py's form) as expressions over the guard's arrays."""
+    """eagerc_guard's terms (guard_source.py's form) as expressions over the guard's arrays."""
     names, checks = {}, []
     arrays = {"I": lambda i: (f"I:{i}", "i"), "F": lambda i: (f"F:{i}", "d")}
     for line in _statements(body):

@@ -8,8 +8,9 @@ torch's header-only C++ (BFloat16, Half, complex, Float8 types: ~0.45 s of g++ t
 ~60 MB precompiled), and for the generated file-path ``loadKernel`` overload's
 ``std::filesystem`` (eagerc embeds every cubin, so it is dead code). g++ CPU time of
 generated H100 wrappers on the dev machine: softmax 0.24-0.29 s against 0.36-0.41 s on
-glue_prelude's header, mm 0.17 against 0.27 s. On the H100 a cold compile's median fell
-from 1.14 to 0.80 s per kernel (docs/benchmarks.md, CUDA session 12).
+glue_prelude's header, mm 0.17 against 0.27 s. On the H100, with every wrapper built by
+g++, it takes a cold compile's median from 1.14 to 0.80 s per kernel (most wrappers are now
+launch plans instead, launch_plan.py; the rest build on this header).
 
 Only wrappers that `fits` accepts use it: every shim function they name is declared here
 and they name nothing of torch's C++ API. Anything else builds on glue_prelude's header as
