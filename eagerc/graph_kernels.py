@@ -2,7 +2,7 @@
 
 eagerc.capture (eagerc/capture/backend.py) asks :func:`load_or_compile` for the kernel of
 one recorded torch.fx graph. The service finds it in kernel_cache, or compiles
-it (eagerc/compile/graph.py + inductor_wrapper.py) and stores it next to the per-op
+it (eagerc/compile/trace_graph.py + inductor_wrapper.py) and stores it next to the per-op
 kernels: a later process recording the same graph for the same input metadata loads the
 library from disk, with no Inductor import and no compile. The artifact's guard holds the
 symbolic-shape assumptions as C++, so a symbolic record checks its shapes without a
@@ -68,7 +68,7 @@ def load_or_compile(gm, example_inputs, dynamic_dims=None) -> GraphKernel:
     target = _target(example_inputs)
 
     def compile_graph() -> Compiled:
-        from eagerc.compile.graph import trace_graph
+        from eagerc.compile.trace_graph import trace_graph
         from eagerc.compile.inductor_wrapper import build_artifact
 
         start = time.perf_counter()

@@ -17,7 +17,7 @@ import torch
 
 from eagerc.compile import launch_plan, plan_build
 from eagerc.compile.cexpr import Compiler, Unsupported
-from eagerc.compile.guards import guard_source
+from eagerc.compile.guard_source import guard_source
 from torch.utils._sympy.functions import FloorDiv, Max, Min, Mod, PythonMod, ToFloat
 
 DATA = Path(__file__).parent / "data"

@@ -35,7 +35,7 @@ _ASSERT_SIZE_STRIDE = re.compile(r"^[ \t]*assert_size_stride\((\w+),[^;\n]*\);[ 
 def drop_input_asserts(code: str, inputs) -> str:
     """Remove the wrapper's size/stride assertions on graph inputs. eagerc_guard already
     checks every size, stride and offset of every tensor input before the holder calls
-    the entry (guards.bind_symbols), so these only cost: ~0.2 s of g++ per kernel
+    the entry (guard_source.bind_symbols), so these only cost: ~0.2 s of g++ per kernel
     (assert_size_stride instantiates string and stringstream code) and a stringstream per
     call. Assertions on extern kernels' outputs (named bufN) stay."""
     return _ASSERT_SIZE_STRIDE.sub(lambda m: "" if m.group(1) in inputs else m.group(0), code)

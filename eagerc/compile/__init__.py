@@ -4,8 +4,8 @@ One module per job:
 
 - ``trace``: op + call -> a :class:`~eagerc.compile.trace.Traced` ATen graph over fakes
   with symbolic sizes and lifted scalars;
-- ``graph``: a captured FX graph -> a ``Traced`` (functionalized, constants lifted);
-- ``guards``: the tracing assumptions as C++ (``eagerc_guard``);
+- ``trace_graph``: a captured FX graph -> a ``Traced`` (functionalized, constants lifted);
+- ``guard_source``: the tracing assumptions as C++ (``eagerc_guard``);
 - ``inductor_wrapper``: ``Traced`` -> Inductor's C++ wrapper + eagerc's entry points ->
   library bytes, asking the target's code generator object (eagerc/codegen/) wherever
   kinds of code differ. The one module to re-check for each torch release (2.11 to 2.14);

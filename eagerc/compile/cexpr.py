@@ -3,7 +3,7 @@ launcher (plan_launcher/).
 
 A GPU wrapper computes sizes, strides, grids and kernel arguments with plain C++ integer
 expressions (``s50*s60``, ``((xnumel + (256 - 1)) / (256))``), and eagerc's guard
-(guards.py) with comparisons, ``eagerc_floordiv``/``eagerc_mod``, ``std::max<double>`` and
+(guard_source.py) with comparisons, ``eagerc_floordiv``/``eagerc_mod``, ``std::max<double>`` and
 casts (Inductor's printer also writes ``c10::div_floor_integer`` and ``static_cast``). This module parses exactly that subset, with C++'s types and conversions (int64_t and
 double; a mixed operation is a double one), and writes it as one token: postfix operations
 joined by commas, e.g. ``r:0,r:1,*i``. Anything outside the subset raises Unsupported, and

@@ -12,7 +12,7 @@ directly. eagerc appends two C entry points to it before it is compiled:
 - ``eagerc_entry(AtenTensorHandle* in, AtenTensorHandle* out)`` calls Inductor's
   ``inductor_entry_impl`` (Inductor's GIL release is removed: the holder calls it without
   the GIL held);
-- ``eagerc_guard(const int64_t* ints, const double* floats)``: see guards.py.
+- ``eagerc_guard(const int64_t* ints, const double* floats)``: see guard_source.py.
 
 What differs between kinds of generated code (host C++, Triton kernels launched from the
 wrapper) is the code generator object's (eagerc/codegen/): Inductor settings, the ordered
@@ -26,7 +26,7 @@ import dataclasses
 from eagerc.compile.errors import (IN_PROCESS, ON_DISK, CompileError, InductorFailed,
                                    NeedsHostAliases, environment_failure, error_summary)
 from eagerc.compile import glue_prelude
-from eagerc.compile.guards import guard_source, range_checks
+from eagerc.compile.guard_source import guard_source, range_checks
 from eagerc.compile.lock import compile_lock
 
 _ENTRY = """

@@ -14,7 +14,7 @@ import torch
 
 from eagerc.aten_meta import callable_for
 from eagerc.compile.errors import CompileError
-from eagerc.compile.guards import bind_symbols
+from eagerc.compile.guard_source import bind_symbols
 
 
 @dataclasses.dataclass
