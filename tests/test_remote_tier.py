@@ -229,6 +229,7 @@ def _share_child(url, cache_dir):
     return [int(v) for v in result.stdout.split()[-2:]], result.stderr
 
 
+@pytest.mark.slow
 def test_two_processes_with_separate_disks_share_kernels_through_redis(redis_url, tmp_path):
     (compiles_a, _), _ = _share_child(redis_url, tmp_path / "disk_a")
     (compiles_b, loads_b), _ = _share_child(redis_url, tmp_path / "disk_b")
@@ -236,6 +237,7 @@ def test_two_processes_with_separate_disks_share_kernels_through_redis(redis_url
     assert compiles_b == 0 and loads_b == 1   # from the shared tier, onto disk_b
 
 
+@pytest.mark.slow
 def test_a_stopped_redis_server_does_not_break_compiles(tmp_path):
     pytest.importorskip("redis")
     # Nothing listens on this socket: every remote call fails; compiles go on, correct.
