@@ -189,8 +189,9 @@ class RedisStore(KernelStore):
         self._count("errors")
         if not down:
             # Said once per kind: "OOM command not allowed when used memory > 'maxmemory'".
-            self._warn(("reply", why.split(" ", 1)[0]), "remote cache %s refused %s (%s); "
-                       "this kernel is kept locally", self.url, action, why)
+            self._warn(("reply", why.split(" ", 1)[0]), "remote cache %s answered an error "
+                       "while %s (%s); going on without it (kernels are kept locally)",
+                       self.url, action, why)
             return
         with self._lock:
             first = not self._down_until
