@@ -114,6 +114,7 @@ class RedisStore(KernelStore):
         self._errors = (redis.exceptions.RedisError,)
         self._connection_errors = (redis.exceptions.ConnectionError,
                                    redis.exceptions.TimeoutError)
+        self._socket_timeout = redis.exceptions.TimeoutError
         self.url = url
         self.timeout = timeout or remote_timeout()
         self.digest = namespace.digest() if isinstance(namespace, Namespace) else namespace
@@ -168,7 +169,8 @@ class RedisStore(KernelStore):
         future = self._executor().submit(fn, self._redis)
         try:
             result = future.result(timeout=deadline - now)
-        except concurrent.futures.TimeoutError:
+        except (concurrent.futures.TimeoutError, self._socket_timeout):
+            # Whichever fires first: this call's deadline, or the socket's equal timeout.
             self._failed(action, f"no answer within {self.timeout:g} s "
                                  f"({ENV_TIMEOUT}={self.timeout:g})", down=True)
             raise _Outage(f"no answer within {self.timeout:g} s") from None

@@ -305,7 +305,8 @@ def test_a_server_down_at_start_is_used_once_it_is_up(redis_server, tmp_path, mo
 
 def test_a_slow_server_never_holds_a_call_past_the_timeout(redis_server, tmp_path, monkeypatch,
                                                            caplog):
-    _fast_retry(monkeypatch)
+    # The first retry comes after the server wakes, so the count of timeouts is exact.
+    monkeypatch.setattr(RedisStore, "RETRY_MIN_S", 10.0)
     monkeypatch.setenv("EAGERC_REMOTE_TIMEOUT", "0.5")
     store = RedisStore(redis_server.url, namespace=NS, local_dir=str(tmp_path / "a"))
     assert store.timeout == 0.5
@@ -319,17 +320,17 @@ def test_a_slow_server_never_holds_a_call_past_the_timeout(redis_server, tmp_pat
     try:
         with caplog.at_level(logging.WARNING, logger=LOGGER):
             began = time.monotonic()
-            for _ in range(5):
+            for _ in range(9):
                 assert store.get(KEY) == []
-                store.add(b"another", b"code", {})
+            store.add(b"another", b"code", {})
             took = time.monotonic() - began
     finally:
         sleeper.join()
     # Ten calls on a server that answers nothing for 8 s: one times out, the rest skip it.
     assert took < 4.0, took
-    assert store.counters["errors"] == 1 and store.counters["skipped"] >= 9
+    assert store.counters["errors"] == 1 and store.counters["skipped"] == 9
     assert "no answer within 0.5 s (EAGERC_REMOTE_TIMEOUT=0.5)" in caplog.text
-    assert _until(lambda: len(store.get(KEY)) == 1)  # awake again: served, verified
+    assert _until(lambda: len(store.get(KEY)) == 1, 30)  # awake again: served, verified
     assert read(store.get(KEY)[0].artifact_path) == ARTIFACT
 
 
