@@ -14,7 +14,6 @@ import torch
 
 from eagerc.aten_meta import callable_for
 from eagerc.compile.errors import CompileError
-from eagerc.compile.guard_source import bind_symbols
 
 
 @dataclasses.dataclass
@@ -78,7 +77,11 @@ def _fake_runtime_inputs(args, layout):
         else:
             fakes.append(fake_mode.from_tensor(torch.tensor(float(value), dtype=torch.float64)))
     # Bind the symbols now: once tracing proves two of them equal, the fakes report the
-    # replacement, and the guard must still bind every original symbol.
+    # replacement, and the guard must still bind every original symbol. (Imported here:
+    # guard_source imports sympy, ~0.5 s, and the miss path imports this module for
+    # split_call even when the kernel comes from disk.)
+    from eagerc.compile.guard_source import bind_symbols
+
     bindings, checks = bind_symbols(list(zip(layout, fakes)))
     return fake_mode, shape_env, fakes, bindings, checks
 
