@@ -18,6 +18,7 @@ import os
 import queue
 import threading
 import time
+import warnings
 from typing import Any, Callable, Optional
 
 import torch
@@ -119,6 +120,10 @@ def warm_cache(model: torch.nn.Module, *example_inputs, device: Optional[str] = 
     if workers < 0:
         raise ValueError(f"workers must be >= 0, got {workers}")
     calls, stopped = discover(model, tuple(example_inputs), target, train, optimizer)
+    if stopped:
+        warnings.warn(f"eagerc.warm_cache: discovery stopped early, {stopped}; the calls after "
+                      "that point are not warmed (report.discovery_stopped)", RuntimeWarning,
+                      stacklevel=2)
     report = WarmReport(device=str(target), ops_found=len({c.op for c in calls}), calls=len(calls),
                         discovery_stopped=stopped, workers=min(workers, len(calls)))
     bar = _progress(len(calls))

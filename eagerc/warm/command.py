@@ -47,4 +47,6 @@ def run_warm(spec: str, train: bool, workers, device) -> int:
              "this process" if workers == 0 else f"{workers or os.cpu_count() or 1} worker processes")
     report = warm_cache(model, *inputs, device=device, train=train, workers=workers)
     print(report)
-    return 0  # failed calls are listed; on an existing device they run its own kernels
+    # Failed calls are listed and exit 0 (on an existing device they run its own kernels);
+    # a discovery that stopped early left the rest of the model unwarmed: exit 1.
+    return 0 if report.complete else 1

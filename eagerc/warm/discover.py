@@ -61,11 +61,34 @@ def _hashable(value):
     return value
 
 
+# The autograd engine sums the gradients a tensor used twice receives (a tied weight, a
+# module called twice) in place, add_, when the buffer it holds is referenced nowhere
+# else, and out of place otherwise; under fake tensors the references differ, so a backward
+# that adds out of place also warms the in-place add it may take for real.
+_ACCUMULATES = {"aten::add.Tensor": "add_"}
+
+
 class _Recorder(TorchDispatchMode):
     def __init__(self, device_type: str, calls: dict):
         super().__init__()
         self.device_type = device_type
         self.calls = calls
+        self.in_backward = False
+
+    def _record(self, name: str, args, kwargs) -> None:
+        def spec(v):
+            if isinstance(v, torch.Tensor):
+                return TensorSpec(tuple(v.shape), tuple(v.stride()), v.storage_offset(),
+                                  v.dtype, str(v.device))
+            return v
+
+        call = CallSpec(name, _hashable(tree_map(spec, list(args))),
+                        _hashable({k: tree_map(spec, v) for k, v in kwargs.items()}))
+        try:
+            hash(call)
+        except TypeError:
+            return  # an argument with no value identity (an object): not warmable
+        self.calls.setdefault(call, None)
 
     def _on_device(self, value) -> bool:
         # A tensor of the device, or a factory call's device= argument.
@@ -77,21 +100,17 @@ class _Recorder(TorchDispatchMode):
         kwargs = kwargs or {}
         flat, _ = tree_flatten((args, kwargs))
         if func.namespace == "aten" and any(self._on_device(v) for v in flat):
-            def spec(v):
-                if isinstance(v, torch.Tensor):
-                    return TensorSpec(tuple(v.shape), tuple(v.stride()), v.storage_offset(),
-                                      v.dtype, str(v.device))
-                return v
-
-            call = CallSpec(qualified_name(func), _hashable(tree_map(spec, list(args))),
-                            _hashable({k: tree_map(spec, v) for k, v in kwargs.items()}))
-            try:
-                hash(call)
-            except TypeError:
-                pass  # an argument with no value identity (an object): not warmable
-            else:
-                self.calls.setdefault(call, None)
+            name = qualified_name(func)
+            self._record(name, args, kwargs)
+            if self.in_backward and name in _ACCUMULATES and _same_layout(args[:2]):
+                self._record(f"aten::{_ACCUMULATES[name]}.Tensor", args, kwargs)
         return func(*args, **kwargs)
+
+
+def _same_layout(tensors) -> bool:
+    a, b = tensors
+    return (isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor) and a.shape == b.shape
+            and a.stride() == b.stride() and a.dtype == b.dtype)
 
 
 def _first_floating(value) -> torch.Tensor | None:
@@ -120,24 +139,40 @@ def discover(model: torch.nn.Module, example_inputs: tuple, device: torch.device
                 f = f.to(device).detach().requires_grad_(t.requires_grad)
         return f
 
+    # Tied and shared tensors (a T5 or GPT-2 LM head tied to the embedding, one buffer in
+    # two modules) get one fake each, whatever the names they go by: functional_call
+    # refuses different values for names that are tied, and the real run shares them too.
     state = {**dict(model.named_parameters(remove_duplicate=False)),
              **dict(model.named_buffers(remove_duplicate=False))}
-    fake_state = {name: fake(t) for name, t in state.items()}
+    fakes: dict[int, torch.Tensor] = {}  # id of the real tensor -> its one fake
+
+    def one_fake(t):
+        if id(t) not in fakes:
+            fakes[id(t)] = fake(t)
+        return fakes[id(t)]
+
+    fake_state = {name: one_fake(t) for name, t in state.items()}
     fake_inputs = tree_map(fake, tuple(example_inputs))
     recorder = _Recorder(device.type, calls)
     stopped = None
+    stage = "the forward without grad"
     try:
         with mode, recorder:
             with torch.no_grad():
                 functional_call(model, fake_state, fake_inputs)
+            stage = "the forward with grad"
             output = functional_call(model, fake_state, fake_inputs)
             if train:
                 loss = _first_floating(output)
                 if loss is None or not loss.requires_grad:
                     raise NoLoss("train=True: the model's output has no floating tensor that "
                                  "requires grad to run backward from")
+                stage = "the backward"
+                recorder.in_backward = True
                 loss.float().sum().backward()
-                params = [p for p in fake_state.values() if p.requires_grad and p.grad is not None]
+                recorder.in_backward = False
+                params = [p for p in fakes.values() if p.requires_grad and p.grad is not None]
+                stage = "the optimizer step"
                 with _optimizers_see_fakes_as_tensors():
                     opt = (optimizer or _sgd)(params)
                     opt.step()
@@ -145,7 +180,7 @@ def discover(model: torch.nn.Module, example_inputs: tuple, device: torch.device
     except NoLoss as e:
         raise ValueError(str(e)) from None
     except Exception as e:  # noqa: BLE001 - what fake tensors cannot run is reported
-        stopped = f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
+        stopped = f"in {stage}, {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
     return list(calls), stopped
 
 

@@ -18,6 +18,12 @@ class WarmReport:
     seconds: float = 0.0
 
     @property
+    def complete(self) -> bool:
+        """Whether discovery ran the whole model (forward, and with train its backward and
+        step); False: calls after the point it stopped were not warmed."""
+        return self.discovery_stopped is None
+
+    @property
     def calls_failed(self) -> int:
         """Distinct calls with at least one failure (a call can fail for several reasons)."""
         return len({(op, call) for op, call, _ in self.failed})
@@ -42,9 +48,13 @@ class WarmReport:
         rows += [("workers", self.workers or "none (compiled in this process)"),
                  ("wall time", f"{self.seconds:.1f} s")]
         width = max(len(k) for k, _ in rows)
-        lines = ["eagerc.warm_cache"] + [f"  {k:<{width}}  {v}" for k, v in rows]
+        lines = ["eagerc.warm_cache"]
         if self.discovery_stopped:
-            lines.append(f"  discovery stopped early: {self.discovery_stopped}")
+            lines += [f"  DISCOVERY STOPPED EARLY {self.discovery_stopped}",
+                      "  The calls after that point were not found and not compiled: the first "
+                      "real run compiles them. Fix the cause, or pass confirm=True to compile them "
+                      "with one real forward."]
+        lines += [f"  {k:<{width}}  {v}" for k, v in rows]
         if self.failed:
             lines.append("  failed (op | call | reason):")
             lines += [f"    {op} | {call} | {reason}" for op, call, reason in self.failed]
