@@ -4,6 +4,7 @@ runs in a fresh interpreter: a process has one PrivateUse1 backend, and in this 
 the eagerc device."""
 from __future__ import annotations
 
+import json
 import os
 import pathlib
 import subprocess
@@ -15,8 +16,9 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "examples" / "mydevice"
 
 
-def _python(args, cwd=ROOT, timeout=1800):
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(EXAMPLE), os.environ.get("PYTHONPATH")]))}
+def _python(args, cwd=ROOT, timeout=1800, env=None):
+    env = {**os.environ, **(env or {}),
+           "PYTHONPATH": os.pathsep.join(filter(None, [str(EXAMPLE), os.environ.get("PYTHONPATH")]))}
     return subprocess.run([sys.executable, *args], cwd=cwd, env=env, capture_output=True, text=True,
                           timeout=timeout)
 
@@ -42,3 +44,27 @@ def test_the_example_device_runs_bert_resnet_and_a_training_step():
     result = _python(["-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", "tests"], cwd=EXAMPLE)
     assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-4000:]
     assert "5 passed" in result.stdout
+
+
+@pytest.mark.slow
+def test_the_coverage_tool_reports_on_the_example_device(tmp_path):
+    # EAGERC_IMPORT has `import eagerc` import the vendor's package first, in the command
+    # and in each of its worker processes.
+    ops = "aten::abs,aten::mm,aten::nonzero,aten::view,aten::softmax.int"
+    result = _python(["-m", "eagerc.coverage", "--device", "mydevice", "--ops", ops, "--workers", "1",
+                      "--samples", "2", "--timeout", "600", "--quiet", "--out", str(tmp_path / "cov")],
+                     env={"EAGERC_IMPORT": "mydevice"})
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    report = json.loads((tmp_path / "cov" / "report.json").read_text())
+    assert report["device"] == "mydevice"
+    status = {op: entry["results"]["float32"]["status"] for op, entry in report["ops"].items()}
+    # generated code; an extern (CPU BLAS on the device's own tensors); ATen's CPU kernel on
+    # aliases (a data-dependent shape); the device's own runtime; a composite.
+    assert status == {"aten::abs": "pass", "aten::mm": "extern", "aten::nonzero": "aliased",
+                      "aten::view": "runtime", "aten::softmax.int": "decomposed"}
+
+
+def test_coverage_refuses_a_device_eagerc_cannot_serve(tmp_path):
+    result = _python(["-m", "eagerc.coverage", "--device", "meta", "--out", str(tmp_path / "cov")])
+    assert result.returncode == 2
+    assert "coverage: --device meta: eagerc cannot serve device 'meta'" in result.stderr

@@ -11,12 +11,16 @@ from eagerc.coverage import enumerate as enum
 from eagerc.coverage import report_html, report_json, report_md, runner
 from eagerc.coverage.classify import ORDER
 
+# eagerc's own device, the override devices, or a vendor's device whose package
+# EAGERC_IMPORT names (docs/vendor.md).
 DEVICES = ("eagerc", "cpu", "cuda")
 
 
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m eagerc.coverage", description=__doc__)
-    p.add_argument("--device", choices=DEVICES, default="eagerc")
+    p.add_argument("--device", default="eagerc",
+                   help=f"{', '.join(DEVICES)}, or a vendor's PrivateUse1 device whose package "
+                   "EAGERC_IMPORT names (EAGERC_IMPORT=mydevice ... --device mydevice)")
     p.add_argument("--ops", default="", help="comma-separated globs of aten overloads "
                    "(e.g. 'aten::add.Tensor,aten::abs*'); default: every overload")
     p.add_argument("--dtypes", default="float32", help="comma-separated, e.g. float32,float16,int64,bool")
@@ -49,6 +53,13 @@ def main(argv=None) -> int:
         if not torch.cuda.is_available():
             print("coverage: --device cuda needs a CUDA GPU; torch sees none", file=sys.stderr)
             return 2
+    from eagerc.targets import TargetError, for_device
+
+    try:
+        for_device(args.device)
+    except TargetError as e:
+        print(f"coverage: --device {args.device}: {e}", file=sys.stderr)
+        return 2
     os.makedirs(args.out, exist_ok=True)
     patterns = [p.strip() for p in args.ops.split(",") if p.strip()]
     names = enum.select(patterns, enum.all_overloads())

@@ -33,12 +33,18 @@ class Device:
     eager runs beside it (override devices are switched off for the reference)."""
 
     def __init__(self, name: str):
+        from eagerc.targets import for_device
+
+        target = for_device(name)  # raises TargetError where eagerc cannot serve it
         self.name = name
-        self.override = name != "eagerc"
-        self.key = {"eagerc": "PrivateUse1", "cpu": "CPU", "cuda": "CUDA"}[name]
+        # A device with kernels of its own (cpu, cuda) is served in override mode; a new
+        # device (eagerc's own, a vendor's: examples/mydevice) has only its runtime, the
+        # ops eagerc.enable leaves to every new device.
+        self.override = not target.new_device
+        self.key = target.dispatch_key
         runtime = set(_config.RUNTIME_OPS)
-        self.own_runtime = set(_C._device_runtime_ops()) if name == "eagerc" else set()
-        self.runtime = self.own_runtime if name == "eagerc" else runtime
+        self.own_runtime = set() if self.override else set(_C._device_runtime_ops())
+        self.runtime = runtime if self.override else self.own_runtime
         self.denied = runtime | self.own_runtime
         if self.override:  # checks that eagerc has a target for it
             eagerc.enable(name)
