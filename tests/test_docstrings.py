@@ -7,7 +7,8 @@ import pytest
 MODULES = """eagerc eagerc.ops eagerc.targets eagerc.codegen eagerc.cache eagerc.testing eagerc.capture
 eagerc.capture.guards eagerc.capture.annotations eagerc.capture.refgraph eagerc.device
 eagerc.device.device_module kernel_cache kernel_cache.interface kernel_cache.records
-kernel_cache.remote kernel_cache.namespace kernel_cache.layout kernel_cache.disk""".split()
+kernel_cache.remote kernel_cache.namespace kernel_cache.layout kernel_cache.disk
+kernel_cache.tiered kernel_cache.tables kernel_cache.remote_stats""".split()
 
 
 @pytest.mark.parametrize("name", MODULES)
