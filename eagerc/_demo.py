@@ -61,7 +61,7 @@ def _with_compile_bar(fn):
         return fn()
     from tqdm import tqdm
 
-    bar = tqdm(desc="kernels compiled", unit="kernel", file=sys.stderr, leave=False)
+    bar = tqdm(desc="kernels compiled", unit=" kernels", file=sys.stderr, leave=False)
     handler = _CompileBar(bar)
     logger = logging.getLogger("eagerc")
     logger.addHandler(handler)

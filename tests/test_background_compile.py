@@ -89,6 +89,7 @@ def test_a_queued_kernel_is_compiled_once(background_cpu):
         assert_close(out, x * x)
 
 
+@pytest.mark.slow
 def test_eagerc_device_first_run_is_right_while_compiling(fresh_cache, tiny_bert):
     from eagerc import background
 
@@ -119,6 +120,7 @@ def test_eagerc_device_first_run_is_right_while_compiling(fresh_cache, tiny_bert
         background.set_mode("eagerc", None)
 
 
+@pytest.mark.slow
 def test_exit_with_compiles_pending_leaves_no_broken_entry(tmp_path):
     child = textwrap.dedent("""
         import torch, eagerc

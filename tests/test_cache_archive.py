@@ -42,6 +42,7 @@ def warmed(fresh_cache):
     return fresh_cache
 
 
+@pytest.mark.slow
 def test_export_import_runs_in_a_new_process_without_compiling(warmed, tmp_path, capsys):
     archive = tmp_path / "kernels.tar.gz"
     assert cache_cli(["--dir", str(warmed), "export", str(archive)]) == 0

@@ -65,6 +65,7 @@ def with_constant(x):
     return x * torch.tensor([1.5, -2.0])  # a tensor constant: an extra input of the artifact
 
 
+@pytest.mark.slow
 def test_fresh_process_loads_graphs_without_compiling(fresh_cache):
     with torch.no_grad():
         for fn, args in ((mlp, (torch.randn(4, 16), W, B)), (with_constant, (torch.randn(3, 2),))):

@@ -28,6 +28,7 @@ def rows():
             for name, build in PROGRAMS.items()}
 
 
+@pytest.mark.slow
 def test_no_new_exception_and_equal_results(rows):
     for name, row in rows.items():
         assert "skip" not in row, (name, row)

@@ -419,6 +419,7 @@ def test_dynamic_true_lifts_floats_at_once():
     assert capture_stats(cap)["records"] == 1
 
 
+@pytest.mark.slow
 def test_import_is_cheap():
     code = ("import sys, eagerc; before = set(sys.modules); import eagerc.capture; "
             "new = set(sys.modules) - before; "

@@ -9,9 +9,12 @@ import subprocess
 import sys
 import textwrap
 
+import pytest
+
 HERE = pathlib.Path(__file__).resolve().parent
 
 
+@pytest.mark.slow
 def test_a_test_run_leaves_the_users_cache_alone(tmp_path):
     shutil.copy(HERE / "conftest.py", tmp_path / "conftest.py")
     (tmp_path / "test_compiles.py").write_text(textwrap.dedent("""

@@ -166,6 +166,7 @@ class _ExitOnLoad:
         return (os._exit, (3,))
 
 
+@pytest.mark.slow
 def test_a_crash_or_a_hang_is_that_ops_result_and_the_run_goes_on(tmp_path):
     crash = {"op": "aten::abs", "dtype": "float32", "calls": [Call("crash", (_ExitOnLoad(),), {})]}
     fine = {"op": "aten::empty.memory_format", "dtype": "float32", "calls": []}

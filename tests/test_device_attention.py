@@ -36,6 +36,7 @@ def test_attention_takes_the_fused_kernel(mask):
     assert eagerc.stats()["fallbacks"] == 0
 
 
+@pytest.mark.slow
 def test_gradients_through_the_fused_kernel_match_cpu():
     torch.manual_seed(0)
     q, k, v = (torch.randn(1, 2, 10, 16) for _ in range(3))
@@ -47,6 +48,7 @@ def test_gradients_through_the_fused_kernel_match_cpu():
         assert_close(got.grad.cpu(), want.grad)
 
 
+@pytest.mark.slow
 def test_the_users_backend_choice_is_honoured():
     # sdpa_kernel(MATH) turns the fused backends off for the CPU's choice: the math path runs.
     q, k, v = (torch.randn(1, 2, 6, 8) for _ in range(3))

@@ -137,6 +137,7 @@ def _check_training_step(model, make_opt, x, y, loss_fn):
     assert not _unexpected_fallbacks(stats), _unexpected_fallbacks(stats)
 
 
+@pytest.mark.slow
 def test_mlp_training_step_sgd_matches_cpu():
     torch.manual_seed(0)
     model = nn.Sequential(nn.Linear(20, 32), nn.ReLU(), nn.Linear(32, 32), nn.Tanh(),

@@ -76,6 +76,7 @@ def test_import_registers_the_device_unless_a_gpu_would_lose_autograd(monkeypatc
     assert _config.register_device_at_import() is registers
 
 
+@pytest.mark.slow
 def test_import_without_the_device_leaves_privateuse1_and_the_accelerator_alone():
     script = textwrap.dedent("""
         import torch, eagerc
@@ -302,6 +303,7 @@ def test_rng_state_round_trip_and_seeding():
     assert torch.Generator(device="eagerc").device == torch.device("eagerc:0")
 
 
+@pytest.mark.slow
 def test_register_yields_to_another_privateuse1_backend():
     code = textwrap.dedent(
         """

@@ -316,6 +316,7 @@ def test_uncompilable_op_raises_for_an_op_inductor_cannot_lower(strict_device):
         torch.linalg.inv(x)
 
 
+@pytest.mark.slow
 def test_cpu_fallback_opt_in_in_a_subprocess():
     code = textwrap.dedent(
         """

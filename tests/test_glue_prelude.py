@@ -243,6 +243,7 @@ def test_extern_prototypes_are_this_torchs():
     assert lean_gpu_prelude.text().count("aoti_torch_cuda_") >= len(externs)
 
 
+@pytest.mark.slow
 @needs_cuda_headers
 @pytest.mark.parametrize("name", sorted(n for n in GPU_WRAPPERS if _fits_here(n)))
 def test_generated_gpu_wrappers_that_fit_compile_on_the_lean_header(tmp_path, name):

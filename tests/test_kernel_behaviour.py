@@ -140,6 +140,7 @@ def _run_fresh_process(cache_dir):
     return tuple(int(v) for v in out.stdout.split())
 
 
+@pytest.mark.slow
 def test_fresh_process_compiles_nothing(fresh_cache):
     assert _run_fresh_process(fresh_cache) == (2, 0, 0)
     assert _run_fresh_process(fresh_cache) == (0, 2, 0)

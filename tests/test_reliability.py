@@ -363,6 +363,7 @@ _OUT_OF_MEMORY = textwrap.dedent("""
 """)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("device", ["cpu", "eagerc"])
 def test_an_allocation_failing_inside_a_compiled_kernel_raises_eagers_error(tmp_path, device):
     # The kernel's wrapper sees only an error code from the allocator and would raise its own

@@ -36,6 +36,7 @@ def test_typed_key_is_the_boxed_key(miss_keys, case):
     assert (stats["compiles"], stats["hits"], stats["fallbacks"]) == (1, 2, 0), stats
 
 
+@pytest.mark.slow
 def test_models_convolutions_match_eager_with_grad(fresh_cache):
     torch.manual_seed(0)
     conv = torch.nn.Conv2d(3, 8, 3, stride=2, padding=1)

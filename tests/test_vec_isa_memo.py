@@ -6,6 +6,8 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 from eagerc.compile.vec_isa_memo import memoized
 
 
@@ -42,6 +44,7 @@ def test_a_yes_is_remembered_a_no_is_probed_again(tmp_path, monkeypatch):
     assert len(probes) == 5
 
 
+@pytest.mark.slow
 def test_second_process_does_not_probe(tmp_path):
     child = (
         "import eagerc.compile.vec_isa_memo as m; m.install()\n"

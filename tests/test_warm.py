@@ -26,6 +26,7 @@ def bert_inputs(batch, length):
     return ids, mask
 
 
+@pytest.mark.slow
 def test_model_runs_after_warming_compile_nothing(fresh_cache, tiny_bert):
     # transformers' BERT: warmed on one input, then run at other sizes of the same ranks.
     # Under fake tensors transformers skips its attention-mask shortcut (is_tracing), so
@@ -51,6 +52,7 @@ def test_model_runs_after_warming_compile_nothing(fresh_cache, tiny_bert):
     assert s["hits"] > 0 and s["fallbacks"] == 0
 
 
+@pytest.mark.slow
 def test_torch_nn_model_needs_no_confirming_run(fresh_cache):
     # Code that does not branch on tracing or data: the fake run finds every kernel.
     torch.manual_seed(0)
@@ -69,6 +71,7 @@ def test_torch_nn_model_needs_no_confirming_run(fresh_cache):
     assert eagerc.stats()["compiles"] == 0
 
 
+@pytest.mark.slow
 def test_a_second_warm_finds_everything_cached(fresh_cache):
     model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 2))
     model = model.to("eagerc")
@@ -79,6 +82,7 @@ def test_a_second_warm_finds_everything_cached(fresh_cache):
     assert again.compiled == 0 and again.cached == again.calls and again.failed == []
 
 
+@pytest.mark.slow
 def test_train_warms_backward_and_optimizer_step(fresh_cache):
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.Tanh(), torch.nn.Linear(16, 3))
@@ -109,6 +113,7 @@ def test_train_needs_an_output_to_differentiate(fresh_cache):
         eagerc.warm_cache(model, torch.randn(2, 4).to("eagerc"), train=True, workers=0)
 
 
+@pytest.mark.slow
 def test_override_mode_on_cpu(fresh_cache):
     model = torch.nn.Sequential(torch.nn.Linear(6, 6), torch.nn.Softmax(dim=-1))
     x = torch.randn(3, 6)
@@ -123,6 +128,7 @@ def test_override_mode_on_cpu(fresh_cache):
         assert_close(got, model(x))
 
 
+@pytest.mark.slow
 def test_command_line(fresh_cache, tmp_path):
     (tmp_path / "tiny_models.py").write_text(textwrap.dedent("""
         import torch

@@ -14,8 +14,8 @@ step() { echo; echo "==> setup [$1/5, $((SECONDS - START)) s]: $2"; }
 # torch first and pinned: a bare `torch` (or any package that asks for one) could pull a
 # multi-GB CUDA build; 2.13.0 is the CPU build on this machine's local disk.
 step 1 "torch 2.13.0 (CPU build)"
-if $PY -c "import torch" 2>/dev/null; then
-  echo "torch $($PY -c 'import torch; print(torch.__version__)') is installed; kept"
+if version=$($PY -c "import torch; print(torch.__version__)" 2>/dev/null); then
+  echo "torch $version is installed; kept"
 else
   $PY -m pip install "torch==2.13.0"
 fi
