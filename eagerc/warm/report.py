@@ -9,7 +9,7 @@ class WarmReport:
     device: str
     ops_found: int = 0        # distinct ATen ops the model sends to the device
     calls: int = 0            # distinct calls (op + argument metadata) replayed
-    cached: int = 0           # calls whose kernels were all in the cache already
+    cached: int = 0           # calls that compiled nothing: kernels cached already, or none needed
     compiled: int = 0         # kernels compiled
     compiled_on_confirm: int = 0  # kernels only the real forward of confirm=True reached
     failed: list = dataclasses.field(default_factory=list)  # (op, call, reason)
@@ -31,15 +31,17 @@ class WarmReport:
     @property
     def calls_compiled(self) -> int:
         """Calls that compiled at least one kernel and did not fail: every replayed call is
-        exactly one of already cached, compiled, failed."""
+        exactly one of nothing to compile, compiled, failed."""
         return max(0, self.calls - self.cached - self.calls_failed)
 
     def __str__(self) -> str:
         rows = [("device", self.device),
                 ("ops found", f"{self.ops_found} distinct ATen ops, found by running the model on fake tensors"),
                 ("calls replayed", f"{self.calls} distinct calls (op + argument sizes/dtypes/strides) = "
-                                   f"{self.cached} already cached + {self.calls_compiled} compiled + "
+                                   f"{self.cached} with nothing to compile + {self.calls_compiled} compiled + "
                                    f"{self.calls_failed} failed"),
+                ("nothing to compile", "the call's kernels were in the cache already, or it needs none "
+                                       "(views and the device runtime run natively)"),
                 ("kernels compiled", f"{self.compiled}, by the {self.calls_compiled} calls that compiled (a call is "
                                      "replayed in both size classes, single-threaded and parallel, each "
                                      "its own kernel)")]
