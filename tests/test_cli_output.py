@@ -84,7 +84,7 @@ def test_warm_summary_adds_up():
                         failed=[("aten::x", "x(float32[2])", "one"), ("aten::x", "x(float32[2])", "two")])
     assert (report.cached, report.calls_compiled, report.calls_failed) == (17, 13, 1)
     text = str(report)
-    assert "31 distinct calls" in text and "= 17 already cached + 13 compiled + 1 failed" in text
+    assert "31 distinct calls" in text and "= 17 with nothing to compile + 13 compiled + 1 failed" in text
     assert re.search(r"kernels compiled\s+26, by the 13 calls that compiled", text)
 
 
