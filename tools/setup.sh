@@ -23,7 +23,7 @@ fi
 # Build tools, runtime and test dependencies: pyproject's dependencies and its test, redis
 # and ray extras (none of them asks for another torch). The build runs without isolation
 # so it uses the torch above instead of fetching another one.
-step 2 "build tools, runtime and test dependencies (pip; the first time downloads about 200 MB)"
+step 2 "build tools, runtime and test dependencies (pip; the first time downloads ray, transformers, diffusers and what they need)"
 $PY -m pip install "scikit-build-core>=0.10" "pybind11>=2.12" cmake ninja "diskcache>=5.6" \
   "tqdm>=4.60" "pytest>=8" expecttest "transformers>=4.40,<6" "diffusers==0.42.1" "redis>=5" \
   "ray==2.60.0"
