@@ -67,15 +67,15 @@ def wait_compiles() -> None:
 
 
 def warm_cache(model, *example_inputs, device=None, train=False, workers=None, optimizer=None,
-               confirm=False):
+               confirm=False, cluster=None):
     """Compile every kernel `model(*example_inputs)` needs on `device` ahead of time, in
-    parallel worker processes, without running the model (fake tensors); returns a
-    WarmReport. Afterwards the model's first real run compiles nothing. See
-    eagerc/warm/__init__.py."""
+    parallel worker processes (or, with `cluster="auto"` / `"ray://..."`, as tasks of a Ray
+    cluster), without running the model (fake tensors); returns a WarmReport. Afterwards
+    the model's first real run compiles nothing. See eagerc/warm/__init__.py."""
     from eagerc.warm import warm_cache as warm
 
     return warm(model, *example_inputs, device=device, train=train, workers=workers,
-                optimizer=optimizer, confirm=confirm)
+                optimizer=optimizer, confirm=confirm, cluster=cluster)
 
 __all__ = [
     "enable",

@@ -38,6 +38,11 @@ def parser() -> argparse.ArgumentParser:
                    help="workers compile into DIR/cache instead of the user's kernel cache")
     p.add_argument("--opinfo-only", action="store_true",
                    help="only the overloads OpInfo samples reach (no schema-sampled ops)")
+    p.add_argument("--cluster", metavar="ADDRESS", default=None,
+                   help="run the tasks on a Ray cluster instead of local processes: 'auto' (the "
+                   "cluster this machine belongs to), 'ray://head:10001', or 'local' (a new one "
+                   "here); --workers then caps the tasks in flight. Set EAGERC_REMOTE_CACHE so "
+                   "every host shares the kernels (docs/fleet.md)")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
     return p
 
@@ -104,7 +109,7 @@ def main(argv=None) -> int:
           f"statically, {len(done)} from an earlier run, {len(tasks)} to run on {args.workers} workers",
           file=sys.stderr)
     runner.run_tasks(tasks, args.device, args.out, args.workers, args.timeout,
-                     fresh_cache=args.fresh_cache, progress=not args.quiet)
+                     fresh_cache=args.fresh_cache, progress=not args.quiet, cluster=args.cluster)
     results = {k: v for k, v in runner.load_results(args.out).items() if k[0] in facts and k[1] in dtypes}
     report = report_json.build(results, plans, device=args.device, dtypes=dtypes, grad=args.grad,
                                command=["python", "-m", "eagerc.coverage"] + list(argv if argv is not None

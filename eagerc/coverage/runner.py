@@ -157,9 +157,53 @@ def worker_env(device: str, out_dir: str, fresh_cache: bool) -> dict:
     return env
 
 
+_cluster_device = None  # a compile farm worker's Device, made on its first task
+
+
+def cluster_task(job):
+    """One (task, device) on a compile farm's worker (eagerc/_cluster.py): set up as a
+    local worker sets itself up, once per process, then the task's record."""
+    global _cluster_device
+    task, device = job
+    if _cluster_device is None or _cluster_device[0] != device:
+        torch.set_num_threads(1)
+        import eagerc  # noqa: F401  (registers the eagerc device)
+        from eagerc.coverage.execute import Device, install_load_recorder
+
+        dev = Device(device)
+        dev.warm_up()
+        install_load_recorder()
+        _cluster_device = (device, dev)
+    from eagerc.coverage.execute import run_task
+
+    try:
+        return run_task(task, _cluster_device[1])
+    except Exception as e:  # noqa: BLE001 - the tool's own failure on this op, reported
+        return {**_head(task), "status": "error",
+                "detail": f"coverage could not check it: {type(e).__name__}: {str(e)[:200]}"}
+
+
+def _run_on_cluster(tasks: list, device: str, env: dict, workers: int, timeout: float,
+                    address: str, write) -> None:
+    """The tasks on a Ray cluster: a worker that dies on a task runs it once more
+    elsewhere (a lost host), then the task is a crash; past `timeout` the worker is
+    killed and the task is a timeout."""
+    from eagerc import _cluster
+
+    def failed(job, why: str):
+        task = job[0]
+        status = "timeout" if why.startswith("timeout") else "crash"
+        write({**_head(task), "status": status, "detail": f"on the cluster: {why}"})
+
+    _cluster.run(cluster_task, [(t, device) for t in tasks], address=address, workers=workers,
+                 max_retries=1, timeout=timeout, env=_cluster.settings(env),
+                 on_result=lambda job, record: write(record), on_failure=failed)
+
+
 def run_tasks(tasks: list, device: str, out_dir: str, workers: int, timeout: float,
-              fresh_cache: bool = False, progress: bool = True) -> None:
-    """Run `tasks` on `workers` processes, appending each record to results.jsonl."""
+              fresh_cache: bool = False, progress: bool = True, cluster: str | None = None) -> None:
+    """Run `tasks` on `workers` processes (or, with `cluster`, as tasks of that Ray
+    cluster, `workers` at once), appending each record to results.jsonl."""
     if not tasks:
         return
     os.makedirs(os.path.join(out_dir, "logs"), exist_ok=True)
@@ -179,6 +223,15 @@ def run_tasks(tasks: list, device: str, out_dir: str, workers: int, timeout: flo
             if bar is not None:
                 bar.update(1)
                 bar.set_postfix_str(f"{record['op']} {record['status']}"[:40])
+
+    if cluster is not None:
+        try:
+            _run_on_cluster(tasks, device, env, workers, timeout, cluster, write)
+        finally:
+            results.close()
+            if bar is not None:
+                bar.close()
+        return
 
     def serve(index: int):
         log_path = os.path.join(out_dir, "logs", f"worker-{index}.log")

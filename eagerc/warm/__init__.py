@@ -91,6 +91,20 @@ def _replay_in_workers(calls, device_type: str, workers: int, collect) -> None:
         t.join()
 
 
+def _replay_on_cluster(calls, device_type: str, address: str, workers: int | None, collect) -> None:
+    """The calls as tasks of a Ray cluster (eagerc/_cluster.py): each worker compiles into
+    the shared tier the driver's EAGERC_REMOTE_CACHE names; a task whose worker or host is
+    lost runs again elsewhere; one that fails is reported as a local worker's would be."""
+    from eagerc import _cluster
+    from eagerc.warm.replay import ReplayResult
+    from eagerc.warm.worker import replay_task
+
+    _cluster.run(replay_task, [(call, device_type) for call in calls], address=address,
+                 workers=workers, on_result=lambda task, result: collect(result),
+                 on_failure=lambda task, why: collect(ReplayResult(task[0], failures=[
+                     f"the cluster task failed: {why}"])))
+
+
 def _progress(total: int):
     """A tqdm bar on a terminal, else about ten plain log lines (eagerc/_console.py)."""
     from eagerc import _console
@@ -102,7 +116,7 @@ def _progress(total: int):
 def warm_cache(model: torch.nn.Module, *example_inputs, device: Optional[str] = None,
                train: bool = False, workers: Optional[int] = None,
                optimizer: Optional[Callable[[list], Any]] = None,
-               confirm: bool = False) -> WarmReport:
+               confirm: bool = False, cluster: Optional[str] = None) -> WarmReport:
     """Compile, ahead of time, the kernels `model(*example_inputs)` needs on `device`.
 
     `device`: where the model will run (default: where its parameters, else its inputs,
@@ -113,11 +127,16 @@ def warm_cache(model: torch.nn.Module, *example_inputs, device: Optional[str] = 
     and without grad), compiling here what fake tensors could not reach: code that
     branches on data, or on whether it is being traced (transformers skips its
     attention-mask shortcuts under fake tensors); costs one forward's memory and time.
+    `cluster`: compile on a Ray cluster instead of local processes ("auto": the cluster
+    this machine belongs to; "ray://head:10001"; "local": a new one here); `workers` then
+    caps the tasks in flight (default: the cluster's CPUs). Set EAGERC_REMOTE_CACHE so the
+    kernels reach every host (docs/fleet.md).
     """
     start = time.perf_counter()
     target = torch.device(device) if device is not None else _device_of(model, example_inputs)
-    workers = (os.cpu_count() or 1) if workers is None else int(workers)
-    if workers < 0:
+    if cluster is None:
+        workers = (os.cpu_count() or 1) if workers is None else int(workers)
+    if workers is not None and workers < 0:
         raise ValueError(f"workers must be >= 0, got {workers}")
     calls, stopped = discover(model, tuple(example_inputs), target, train, optimizer)
     if stopped:
@@ -125,7 +144,8 @@ def warm_cache(model: torch.nn.Module, *example_inputs, device: Optional[str] = 
                       "that point are not warmed (report.discovery_stopped)", RuntimeWarning,
                       stacklevel=2)
     report = WarmReport(device=str(target), ops_found=len({c.op for c in calls}), calls=len(calls),
-                        discovery_stopped=stopped, workers=min(workers, len(calls)))
+                        discovery_stopped=stopped, cluster=cluster,
+                        workers=min(workers if workers is not None else len(calls), len(calls)))
     bar = _progress(len(calls))
 
     def collect(result):
@@ -139,7 +159,9 @@ def warm_cache(model: torch.nn.Module, *example_inputs, device: Optional[str] = 
             bar.update(1)
 
     try:
-        if report.workers == 0:
+        if cluster is not None:
+            _replay_on_cluster(calls, target.type, cluster, workers, collect)
+        elif report.workers == 0:
             _replay_here(calls, target.type, collect)
         else:
             _replay_in_workers(calls, target.type, report.workers, collect)

@@ -15,6 +15,7 @@ class WarmReport:
     failed: list = dataclasses.field(default_factory=list)  # (op, call, reason)
     discovery_stopped: str | None = None  # why the fake run ended early, if it did
     workers: int = 0
+    cluster: str | None = None  # the Ray cluster's address, where it compiled
     seconds: float = 0.0
 
     @property
@@ -47,7 +48,10 @@ class WarmReport:
                                      "its own kernel)")]
         if self.compiled_on_confirm:
             rows.append(("kernels compiled by the confirming real run", self.compiled_on_confirm))
-        rows += [("workers", self.workers or "none (compiled in this process)"),
+        workers = self.workers or "none (compiled in this process)"
+        if self.cluster is not None:
+            workers = f"tasks on the Ray cluster {self.cluster!r}, up to {self.workers} at once"
+        rows += [("workers", workers),
                  ("wall time", f"{self.seconds:.1f} s")]
         width = max(len(k) for k, _ in rows)
         lines = ["eagerc.warm_cache"]

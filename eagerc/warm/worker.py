@@ -59,6 +59,19 @@ class Worker:
             self.process.wait()
 
 
+def replay_task(task):
+    """One (call, device type) task on a compile farm's worker (eagerc/_cluster.py): the
+    call replayed as a local worker replays it, in a process that may serve many tasks."""
+    call, device_type = task
+    import eagerc
+
+    if device_type != "eagerc":
+        eagerc.enable(device_type)
+    from eagerc.warm.replay import replay
+
+    return replay(call)
+
+
 def _serve(device_type: str) -> None:
     results = os.fdopen(os.dup(1), "wb")
     os.dup2(2, 1)
