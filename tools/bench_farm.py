@@ -1,0 +1,133 @@
+"""The compile farm on Ray: one warm job (a tiny transformers BERT) through 1 and 2 Ray
+workers, each kernel compiled into a private Redis (the shared tier); then a second host
+(a fresh process with empty eagerc and Inductor caches, the same Redis) runs the model.
+
+Each warm run is its own driver process with fresh local caches and a flushed Redis, on a
+new local Ray cluster (``cluster="local"``, the machine's CPUs); rounds alternate 1 and 2
+workers; medians are reported.
+
+    python tools/bench_farm.py [--rounds 2] [--json OUT.json]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+MODEL = r"""
+import torch, transformers
+def bert():
+    torch.manual_seed(0)
+    cfg = transformers.BertConfig(hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+                                  intermediate_size=64, vocab_size=100, max_position_embeddings=64)
+    ids = torch.randint(0, 100, (2, 16)); mask = torch.ones(2, 16, dtype=torch.long); mask[1, 8:] = 0
+    return transformers.BertModel(cfg).eval(), (ids, mask)
+"""
+
+WARM = MODEL + r"""
+import json, sys, time, eagerc
+model, (ids, mask) = bert()
+model = model.to("eagerc")
+t = time.perf_counter()
+r = eagerc.warm_cache(model, ids.to("eagerc"), mask.to("eagerc"), workers=int(sys.argv[1]),
+                      cluster="local", confirm=True)  # transformers branches on tracing
+print(json.dumps({"seconds": time.perf_counter() - t, "compiled": r.compiled, "calls": r.calls,
+                  "cached": r.cached, "confirm": r.compiled_on_confirm, "failed": len(r.failed)}))
+"""
+
+SECOND_HOST = MODEL + r"""
+import json, time, eagerc
+model, (ids, mask) = bert()
+model = model.to("eagerc")
+t = time.perf_counter()
+with torch.no_grad():
+    model(ids.to("eagerc"), mask.to("eagerc")).last_hidden_state.cpu()
+first = time.perf_counter() - t
+model(ids.to("eagerc"), mask.to("eagerc"))
+s = eagerc.stats()
+print(json.dumps({"compiles": s["compiles"], "loads": s["disk_loads"], "first_output_s": first}))
+"""
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _run(code: str, args: list, env: dict) -> dict:
+    out = subprocess.run([sys.executable, "-c", code] + args, env=env, capture_output=True,
+                         text=True, timeout=3600)
+    if out.returncode != 0:
+        raise SystemExit(f"a run failed:\n{out.stderr[-3000:]}")
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def _fresh_env(root: str, name: str, redis_url: str) -> dict:
+    env = dict(os.environ, EAGERC_REMOTE_CACHE=redis_url, OMP_NUM_THREADS="1",
+               EAGERC_CACHE_DIR=os.path.join(root, name, "eagerc"),
+               TORCHINDUCTOR_CACHE_DIR=os.path.join(root, name, "inductor"))
+    env.pop("RAY_ADDRESS", None)
+    return env
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--json", help="write the numbers here too")
+    args = ap.parse_args()
+    import redis
+
+    root = tempfile.mkdtemp(prefix="bench_farm-")
+    port = _free_port()
+    server = subprocess.Popen(["redis-server", "--port", str(port), "--bind", "127.0.0.1",
+                               "--save", "", "--appendonly", "no", "--dir", root],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    url = f"redis://127.0.0.1:{port}/0"
+    client = redis.Redis(port=port)
+    for _ in range(100):
+        try:
+            client.ping()
+            break
+        except redis.exceptions.ConnectionError:
+            time.sleep(0.05)
+    runs: dict = {1: [], 2: []}
+    try:
+        for r in range(args.rounds):
+            for workers in ((1, 2) if r % 2 == 0 else (2, 1)):
+                client.flushall()
+                got = _run(WARM, [str(workers)], _fresh_env(root, f"warm-{r}-{workers}", url))
+                got["redis_keys"] = client.dbsize()
+                runs[workers].append(got)
+                print(f"round {r} workers {workers}: {got}", flush=True)
+        second = _run(SECOND_HOST, [], _fresh_env(root, "second-host", url))
+        second["redis_keys"] = client.dbsize()
+        print(f"second host: {second}", flush=True)
+    finally:
+        server.kill()
+        server.wait()
+        shutil.rmtree(root, ignore_errors=True)
+    summary = {w: {"median_s": statistics.median(x["seconds"] for x in v),
+                   "compiled": [x["compiled"] for x in v], "calls": v[0]["calls"],
+                   "failed": [x["failed"] for x in v], "redis_keys": [x["redis_keys"] for x in v]}
+               for w, v in runs.items()}
+    speedup = summary[1]["median_s"] / summary[2]["median_s"]
+    print(f"warm on Ray: 1 worker {summary[1]['median_s']:.1f} s, 2 workers "
+          f"{summary[2]['median_s']:.1f} s (x{speedup:.2f}); kernels compiled "
+          f"{summary[1]['compiled']} vs {summary[2]['compiled']}; second host compiled "
+          f"{second['compiles']}, loaded {second['loads']}, first output {second['first_output_s']:.2f} s")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"runs": runs, "summary": summary, "second_host": second,
+                       "speedup": speedup}, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
