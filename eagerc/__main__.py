@@ -17,6 +17,9 @@ def main(argv=None) -> int:
     warm.add_argument("--train", action="store_true", help="also backward and an optimizer step")
     warm.add_argument("--workers", type=int, default=None, help="compile processes (default: one per core)")
     warm.add_argument("--device", default=None, help="device the model runs on (default: the model's)")
+    warm.add_argument("--cluster", metavar="ADDRESS", default=None,
+                      help="compile on a Ray cluster: 'auto', 'ray://head:10001' or 'local' "
+                      "(docs/fleet.md); --workers then caps the tasks in flight")
     args = parser.parse_args(argv)
     from eagerc import _console
 
@@ -24,7 +27,8 @@ def main(argv=None) -> int:
     if args.command == "warm":
         from eagerc.warm.command import run_warm
 
-        return run_warm(args.factory, train=args.train, workers=args.workers, device=args.device)
+        return run_warm(args.factory, train=args.train, workers=args.workers, device=args.device,
+                        cluster=args.cluster)
     if args.command == "demo":
         from eagerc._demo import run_demo
 

@@ -7,6 +7,7 @@ Skips where Ray or redis-server is missing."""
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -164,3 +165,22 @@ def test_coverage_on_ray_answers_as_local_workers_do(local_ray, fresh_cache, tmp
     local, farm = statuses("local"), statuses("farm")
     assert len(local) >= 4 and farm == local
     assert "pass" in set(farm.values())  # compiled and equal to CPU eager
+
+
+@pytest.mark.slow
+def test_warm_command_line_on_a_local_cluster(fresh_cache, tmp_path):
+    (tmp_path / "tiny_models.py").write_text(textwrap.dedent("""
+        import torch
+        def mlp():
+            model = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.GELU()).to("eagerc")
+            return model, (torch.randn(3, 4).to("eagerc"),)
+    """))
+    env = dict(os.environ, EAGERC_CACHE_DIR=str(fresh_cache))
+    env.pop("RAY_ADDRESS", None)
+    result = subprocess.run([sys.executable, "-m", "eagerc", "warm", "tiny_models:mlp",
+                             "--cluster", "local", "--workers", "2"],
+                            cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "tasks on the Ray cluster 'local', up to 2 at once" in result.stdout
+    assert re.search(r"calls replayed .* \+ 0 failed$", result.stdout, re.M), result.stdout
+    assert int(re.search(r"kernels compiled\s+(\d+)", result.stdout).group(1)) > 0

@@ -33,7 +33,7 @@ def load_factory(spec: str):
         raise _bad_input(f"module {module_name!r} has no {attr!r}") from None
 
 
-def run_warm(spec: str, train: bool, workers, device) -> int:
+def run_warm(spec: str, train: bool, workers, device, cluster=None) -> int:
     from eagerc.warm import warm_cache
 
     log.info("eagerc warm: building the model (%s)", spec)
@@ -44,8 +44,9 @@ def run_warm(spec: str, train: bool, workers, device) -> int:
     inputs = inputs if isinstance(inputs, (tuple, list)) else (inputs,)
     log.info("eagerc warm: running the model on fake tensors to find its calls%s, then compiling "
              "what the kernel cache lacks in %s", " (forward, backward, optimizer step)" if train else "",
+             f"tasks of the Ray cluster {cluster!r}" if cluster is not None else
              "this process" if workers == 0 else f"{workers or os.cpu_count() or 1} worker processes")
-    report = warm_cache(model, *inputs, device=device, train=train, workers=workers)
+    report = warm_cache(model, *inputs, device=device, train=train, workers=workers, cluster=cluster)
     print(report)
     # Failed calls are listed and exit 0 (on an existing device they run its own kernels);
     # a discovery that stopped early left the rest of the model unwarmed: exit 1.
