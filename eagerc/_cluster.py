@@ -67,9 +67,9 @@ def run(fn: Callable[[Any], Any], tasks: Iterable, *, address: str,
 
     ``workers``: tasks in flight at once (default: the cluster's CPUs). ``max_retries``:
     how often a task whose worker process or host died is run again elsewhere (a task
-    that raises is not retried: the exception is its result). ``timeout``: seconds a
-    task may run before its worker is killed and it fails. ``env``: the workers'
-    environment variables (default: ``settings()``)."""
+    that raises is not retried: the exception is its result). ``timeout``: seconds from a
+    task's submission (a new worker's start included) until its worker is killed and it
+    fails. ``env``: the workers' environment variables (default: ``settings()``)."""
     ray = connect(address)
     env = settings() if env is None else env
     remote = ray.remote(fn).options(num_cpus=1, max_retries=max_retries, retry_exceptions=False,

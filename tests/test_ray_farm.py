@@ -88,6 +88,11 @@ def _raises(task):
     raise ValueError(f"bad task {task}")
 
 
+def _sleeps(task):
+    time.sleep(task)
+    return task
+
+
 def test_a_task_whose_worker_dies_is_retried_and_one_that_raises_is_reported(local_ray, tmp_path):
     ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])  # workers cannot import tests/
     results, failures = {}, {}
@@ -98,6 +103,10 @@ def test_a_task_whose_worker_dies_is_retried_and_one_that_raises_is_reported(loc
     _cluster.run(_raises, [7], address="auto", env={}, on_result=results.__setitem__,
                  on_failure=failures.__setitem__)
     assert failures == {7: "ValueError: bad task 7"}
+    # Past the timeout the task's worker is killed and the task fails; the others finish.
+    _cluster.run(_sleeps, [60, 0.1], address="auto", env={}, timeout=5,
+                 on_result=results.__setitem__, on_failure=failures.__setitem__)
+    assert failures[60] == "timeout: no answer in 5 s" and results[0.1] == 0.1
 
 
 _SECOND_HOST = textwrap.dedent("""
