@@ -88,6 +88,10 @@ def _raises(task):
     raise ValueError(f"bad task {task}")
 
 
+def _threads(task):
+    return torch.get_num_threads()
+
+
 def _sleeps(task):
     time.sleep(task)
     return task
@@ -127,6 +131,21 @@ def _model():
     model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.GELU(), torch.nn.LayerNorm(16),
                                 torch.nn.Linear(16, 4), torch.nn.Softmax(-1)).to("eagerc")
     return model, torch.randn(3, 8).to("eagerc")
+
+
+def test_farm_workers_compile_with_the_drivers_thread_count(local_ray, monkeypatch):
+    # Inductor writes the thread count into parallel kernels; Ray's workers default to 1.
+    from eagerc.warm import cluster_env
+
+    ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    monkeypatch.setattr(torch, "get_num_threads", lambda: 2)  # the driver's: not a worker's 1
+    seen = {}
+    _cluster.run(_threads, ["bare"], address="auto", env={},
+                 on_result=seen.__setitem__, on_failure=seen.__setitem__)
+    _cluster.run(_threads, ["warm"], address="auto", env=cluster_env(),
+                 on_result=seen.__setitem__, on_failure=seen.__setitem__)
+    assert seen == {"bare": 1, "warm": 2}
 
 
 @pytest.mark.slow

@@ -100,9 +100,22 @@ def _replay_on_cluster(calls, device_type: str, address: str, workers: int | Non
     from eagerc.warm.worker import replay_task
 
     _cluster.run(replay_task, [(call, device_type) for call in calls], address=address,
-                 workers=workers, on_result=lambda task, result: collect(result),
+                 workers=workers, env=cluster_env(),
+                 on_result=lambda task, result: collect(result),
                  on_failure=lambda task, why: collect(ReplayResult(task[0], failures=[
                      f"the cluster task failed: {why}"])))
+
+
+def cluster_env() -> dict:
+    """The farm workers' environment: the driver's eagerc and Inductor settings, and its
+    thread count. Inductor writes the thread count into a parallel kernel
+    (``#pragma omp parallel num_threads(N)``) and Ray starts its workers with
+    OMP_NUM_THREADS=1, which would store serial kernels for the parallel size class."""
+    from eagerc import _cluster
+
+    env = _cluster.settings()
+    env.setdefault("OMP_NUM_THREADS", str(torch.get_num_threads()))
+    return env
 
 
 def _progress(total: int):
