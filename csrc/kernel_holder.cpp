@@ -167,6 +167,79 @@ bool mixes_cpu_tensors(size_t n, const torch::jit::Stack& stack) {
   return mixed;
 }
 
+// Ops that divide integers by a tensor argument (always argument 1, `other`): Inductor's
+// C++ truncdiv is a plain `a / b` (a zero kills the process with SIGFPE) and its floor
+// division and modulo raise "ZeroDivisionError" with the generated header's path.
+int integer_divisor_argument(const std::string& name) {
+  static const std::set<std::string> ops = {
+      "aten::div.Tensor_mode",      "aten::div_.Tensor_mode",     "aten::div.out_mode",
+      "aten::floor_divide",         "aten::floor_divide_.Tensor", "aten::floor_divide.out",
+      "aten::remainder.Tensor",     "aten::remainder_.Tensor",    "aten::remainder.Tensor_out",
+      "aten::remainder.Scalar_Tensor", "aten::remainder.Scalar_Tensor_out",
+      "aten::fmod.Tensor",          "aten::fmod_.Tensor",         "aten::fmod.Tensor_out"};
+  return ops.count(name) ? 1 : -1;
+}
+
+template <typename T>
+bool strided_has_zero(const T* data, c10::IntArrayRef sizes, c10::IntArrayRef strides) {
+  const int64_t dim = static_cast<int64_t>(sizes.size());
+  if (dim == 0) return *data == T(0);
+  // Odometer over all but the innermost dim; the innermost is a plain strided loop.
+  c10::SmallVector<int64_t, 8> index(dim, 0);
+  const int64_t inner = sizes[dim - 1], step = strides[dim - 1];
+  while (true) {
+    int64_t offset = 0;
+    for (int64_t d = 0; d < dim - 1; ++d) offset += index[d] * strides[d];
+    const T* row = data + offset;
+    for (int64_t i = 0; i < inner; ++i) {
+      if (row[i * step] == T(0)) return true;
+    }
+    int64_t d = dim - 2;
+    for (; d >= 0; --d) {
+      if (++index[d] < sizes[d]) break;
+      index[d] = 0;
+    }
+    if (d < 0) return false;
+  }
+}
+
+// Whether an integer (or bool) tensor in host memory holds a zero. A tensor in GPU
+// memory is not read: no GPU integer division traps.
+bool integer_tensor_has_zero(const c10::IValue& v) {
+  if (!v.isTensor()) return false;
+  const at::Tensor& t = v.toTensor();
+  if (!t.defined() || t.numel() == 0 || !c10::isIntegralType(t.scalar_type(), /*includeBool=*/true)) {
+    return false;
+  }
+  if (!t.is_cpu() && !memory_home(t.device()).is_cpu()) return false;
+  const char* base = static_cast<const char*>(t.storage().data()) + t.storage_offset() * t.element_size();
+  switch (t.scalar_type()) {
+#define EAGERC_HAS_ZERO(T, name) \
+    case c10::ScalarType::name: return strided_has_zero(reinterpret_cast<const T*>(base), t.sizes(), t.strides());
+    AT_FORALL_INT_TYPES(EAGERC_HAS_ZERO)
+#undef EAGERC_HAS_ZERO
+    case c10::ScalarType::Bool: return strided_has_zero(reinterpret_cast<const bool*>(base), t.sizes(), t.strides());
+    case c10::ScalarType::UInt16: return strided_has_zero(reinterpret_cast<const uint16_t*>(base), t.sizes(), t.strides());
+    case c10::ScalarType::UInt32: return strided_has_zero(reinterpret_cast<const uint32_t*>(base), t.sizes(), t.strides());
+    case c10::ScalarType::UInt64: return strided_has_zero(reinterpret_cast<const uint64_t*>(base), t.sizes(), t.strides());
+    default: return false;
+  }
+}
+
+// A compiled kernel's error message names the generated function and file
+// ("cpp_fused_0, /tmp/.../x.cpp:44, index out of bounds: ..."): only what it says is kept.
+std::string without_generated_location(const std::string& message) {
+  std::string text = message;
+  const size_t cpp = text.find(".cpp:");
+  const size_t h = text.find(".h:");
+  const size_t at = std::min(cpp, h);
+  if (at != std::string::npos) {
+    const size_t comma = text.find(", ", at);
+    if (comma != std::string::npos) text = text.substr(comma + 2);
+  }
+  return text;
+}
+
 [[noreturn]] void raise_as(const std::string& kind, const std::string& message) {
   if (kind == "IndexError") C10_THROW_ERROR(IndexError, message);
   if (kind == "ValueError") C10_THROW_ERROR(ValueError, message);
@@ -178,6 +251,9 @@ bool mixes_cpu_tensors(size_t n, const torch::jit::Stack& stack) {
 
 }  // namespace
 
+KernelHolder::KernelHolder(std::shared_ptr<OpState> state)
+    : state_(std::move(state)), divisor_arg_(integer_divisor_argument(state_->name)) {}
+
 void KernelHolder::operator()(const c10::OperatorHandle& op, c10::DispatchKeySet ks,
                               torch::jit::Stack* stack) {
   OpState& st = *state_;
@@ -185,8 +261,13 @@ void KernelHolder::operator()(const c10::OperatorHandle& op, c10::DispatchKeySet
     fallback(op, ks, stack, nullptr);
     return;
   }
+  if (C10_UNLIKELY(divisor_arg_ >= 0) &&
+      integer_tensor_has_zero((*stack)[stack->size() - st.plan.kinds.size() + divisor_arg_])) {
+    run_eager(op, ks, stack, "an integer division by zero: eager's kernel raises");
+    return;
+  }
   if (st.plan.writes && writes_overlap(st.plan, *stack)) {
-    run_eager(op, ks, stack);
+    run_eager(op, ks, stack, "an output overlaps an input: eager's own kernel runs it");
     return;
   }
   if (st.functional && st.functional_served && !st.run_on_aliases && !ActivityGuard::active() &&
@@ -209,9 +290,11 @@ void KernelHolder::operator()(const c10::OperatorHandle& op, c10::DispatchKeySet
   thread_local CallSignature sig;
   MissOutcome outcome = find_or_resolve(*stack, &sig);
   switch (outcome.next) {
-    case MissOutcome::Next::Run:
-      run_and_push(*outcome.artifact, sig, stack);
+    case MissOutcome::Next::Run: {
+      std::string error;
+      if (!try_run_and_push(*outcome.artifact, sig, stack, &error)) kernel_error(op, ks, stack, error);
       return;
+    }
     case MissOutcome::Next::RunOnHostAliases:
       compiled_on_cpu_aliases(op, ks, stack);
       return;
@@ -244,7 +327,7 @@ void KernelHolder::run_interim(const c10::OperatorHandle& op, c10::DispatchKeySe
 }
 
 void KernelHolder::run_eager(const c10::OperatorHandle& op, c10::DispatchKeySet ks,
-                             torch::jit::Stack* stack) {
+                             torch::jit::Stack* stack, const char* reason) {
   OpState& st = *state_;
   if (!st.native && st.host_aliases) {
     // ATen's CPU kernel on zero-copy aliases: counted as aliased, like other such calls.
@@ -253,7 +336,40 @@ void KernelHolder::run_eager(const c10::OperatorHandle& op, c10::DispatchKeySet 
     return;
   }
   // The native kernel (override mode), else the new device's error.
-  fallback(op, ks, stack, "an output overlaps an input: eager's own kernel runs it");
+  fallback(op, ks, stack, reason);
+}
+
+bool KernelHolder::try_run_and_push(const Artifact& artifact, const CallSignature& sig,
+                                    torch::jit::Stack* stack, std::string* error) {
+  try {
+    run_and_push(artifact, sig, stack);  // raises before it touches the stack
+    return true;
+  } catch (const c10::OutOfMemoryError&) {
+    throw;  // native eager's own exception (Artifact::run)
+  } catch (const c10::Error& e) {
+    *error = e.what_without_backtrace();
+    return false;
+  } catch (const std::exception& e) {  // generated code's checks throw std::runtime_error
+    *error = e.what();
+    return false;
+  }
+}
+
+void KernelHolder::kernel_error(const c10::OperatorHandle& op, c10::DispatchKeySet ks,
+                                torch::jit::Stack* stack, const std::string& error) {
+  OpState& st = *state_;
+  // A compiled kernel checks what eager checks only in part (index bounds, an integer
+  // division by zero) and words it as its generated code ("cpp_fused_0, <file>.cpp:44,
+  // index out of bounds: 0 <= tmp7 < ks2"): eager's kernel runs the call again and raises
+  // its own exception (IndexError: index out of range in self), or returns its result.
+  // An in-place call may have written part of its output before the check fired; eager
+  // raises for such a call all the same (the check is on inputs it does not write).
+  if (st.native || st.host_aliases) {
+    run_eager(op, ks, stack, "a compiled kernel raised: eager's kernel ran the call");
+    return;
+  }
+  // A device with no kernels of its own: the kernel's message, without generated names.
+  C10_THROW_ERROR(Error, without_generated_location(error));
 }
 
 MissOutcome KernelHolder::find_or_resolve(const torch::jit::Stack& stack, CallSignature* sig) {
@@ -354,9 +470,15 @@ void KernelHolder::compiled_on_cpu_aliases(const c10::OperatorHandle& op, c10::D
   thread_local CallSignature sig;
   MissOutcome outcome = find_or_resolve(*stack, &sig);
   if (outcome.next == MissOutcome::Next::Run) {
-    run_and_push(*outcome.artifact, sig, stack);
-    restore_device_outputs(original, device, st.plan.returns_tensor_list ? 1 : st.plan.num_returns,
-                           stack);
+    std::string error;
+    if (try_run_and_push(*outcome.artifact, sig, stack, &error)) {
+      restore_device_outputs(original, device,
+                             st.plan.returns_tensor_list ? 1 : st.plan.num_returns, stack);
+      return;
+    }
+    torch::jit::drop(*stack, n);
+    for (auto& v : original) stack->push_back(std::move(v));
+    kernel_error(op, ks, stack, error);
     return;
   }
   if (outcome.next == MissOutcome::Next::Raise) raise_as(outcome.error_kind, outcome.reason);

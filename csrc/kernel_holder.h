@@ -14,7 +14,7 @@ namespace eagerc {
 
 class KernelHolder final : public c10::OperatorKernel {
  public:
-  explicit KernelHolder(std::shared_ptr<OpState> state) : state_(std::move(state)) {}
+  explicit KernelHolder(std::shared_ptr<OpState> state);
 
   void operator()(const c10::OperatorHandle& op, c10::DispatchKeySet ks,
                   torch::jit::Stack* stack);
@@ -26,7 +26,16 @@ class KernelHolder final : public c10::OperatorKernel {
                 torch::jit::Stack* stack, const char* reason);
   // Eager's own kernel for this call: the device's native kernel, or ATen's CPU kernel
   // on aliases of a host-memory device's tensors (else the fallback's error).
-  void run_eager(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::jit::Stack* stack);
+  void run_eager(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::jit::Stack* stack,
+                 const char* reason);
+  // Runs the artifact and pushes its outputs; false, with the stack untouched, when the
+  // kernel raised one of its own checks (eager's kernel then runs the call: kernel_error).
+  bool try_run_and_push(const Artifact& artifact, const CallSignature& sig,
+                        torch::jit::Stack* stack, std::string* error);
+  // After a compiled kernel raised: eager's kernel runs the call, so the caller gets
+  // eager's exception (IndexError: index out of range in self) or eager's result.
+  void kernel_error(const c10::OperatorHandle& op, c10::DispatchKeySet ks,
+                    torch::jit::Stack* stack, const std::string& error);
   // out= overloads: the functional op's kernel, then copy into the (resized) outs.
   // Declines (false, stack untouched) when an out's dtype or device differs from the result's.
   bool run_out_variant(torch::jit::Stack* stack);
@@ -45,6 +54,10 @@ class KernelHolder final : public c10::OperatorKernel {
                     torch::jit::Stack* stack);
 
   std::shared_ptr<OpState> state_;
+  // Integer division ops: the argument holding the divisor (-1 for other ops). A compiled
+  // integer division by zero traps (SIGFPE) or raises with a generated file's name;
+  // such a call goes to eager's kernel, which raises eager's ZeroDivisionError.
+  int divisor_arg_ = -1;
 };
 
 // Depth of eagerc activity on this thread. Inside a compiled kernel, a compile

@@ -45,6 +45,11 @@ _WRONG = {
     # not reach that path). max.dim of bool is right.
     "min.dim": (lambda args: isinstance(args[0], torch.Tensor) and args[0].dtype == torch.bool,
                 "Inductor's vectorized bool argmin picks a wrong index"),
+    # torch 2.13, CPU: Welford's mean of no elements is 0 where eager's is nan
+    # (std_mean(empty) gave (nan, 0.)). Size 0 is in the signature.
+    **{name: (lambda args: isinstance(args[0], torch.Tensor) and args[0].numel() == 0,
+              "Inductor's mean of an empty reduction is 0, eager's nan")
+       for name in ("var_mean", "std_mean")},
 }
 
 
@@ -54,8 +59,22 @@ def _g_not_norm_shaped(v, g, dim) -> bool:
     return list(g.shape) != norm
 
 
+def _bool_alpha(op, args) -> bool:
+    """A bool tensor scaled by an alpha other than 0/1: Inductor multiplies in int64 and
+    stores the int into bool bytes (add(bool_a, bool_b, alpha=2) of [T, F] and [T, T] gave
+    [T, F], eager [T, T]). 0 and 1 are in the signature; any other alpha is lifted."""
+    names = [a.name for a in op._schema.arguments]
+    if "alpha" not in names:
+        return False
+    alpha = args[names.index("alpha")]
+    return alpha not in (0, 1) and any(
+        isinstance(a, torch.Tensor) and a.dtype == torch.bool for a in args)
+
+
 def reason(op, args):
     """Why Inductor would compute this call wrongly, or None."""
+    if _bool_alpha(op, args):
+        return "Inductor stores a bool tensor times alpha as an int into bool bytes"
     name = op._schema.name.split("::")[-1]
     entry = _WRONG.get(f"{name}.{op._schema.overload_name}") or _WRONG.get(name)
     if entry is None:

@@ -98,6 +98,18 @@ def _compile_op(op, args, layout, target, parallel: bool) -> CompiledKernel:
                             has_lifted_scalars, decompose=(op,))
 
 
+# Graph ops whose Inductor lowering checks indices inside the kernel (indirect indexing).
+_INDEXING_WORDS = ("index", "gather", "scatter", "take", "put", "embedding", "nll_loss",
+                   "unpool", "one_hot", "bucketize", "searchsorted", "histc", "bincount")
+
+
+def _checks_indices(gm) -> bool:
+    """Whether the graph reads or writes through tensor-valued indices (checked ones:
+    _unsafe_index, which Inductor's upsampling decomposes into, checks nothing)."""
+    names = [str(n.target) for n in gm.graph.nodes if n.op == "call_function"]
+    return any(w in name and "_unsafe" not in name for name in names for w in _INDEXING_WORDS)
+
+
 def _unlowered(gm) -> set:
     """The graph's ops that torch._decomp can decompose but that Inductor neither lowers
     nor decomposes itself: Inductor would make a fallback to ATen's kernel for them on the
@@ -150,8 +162,12 @@ def _trace_and_build(op, args, layout, parallel, on_device, target, start, descr
     patches = {"layout_optimization": False}
     if op_qualname in _SCALAR_LOOPS:
         patches["cpp.simdlen"] = 1
-    if not parallel:
-        patches["cpp.threads"] = 1  # small calls: no OpenMP fork
+    if not parallel or _checks_indices(traced.gm):
+        # Small calls: no OpenMP fork. Indexing: a failed bounds check throws, and an
+        # exception leaving an OpenMP region terminates the process (index_select of
+        # 40000 rows with one bad index did); out of a serial loop it reaches the holder,
+        # which has eager's kernel raise eager's error (csrc/kernel_holder.cpp).
+        patches["cpp.threads"] = 1
     try:
         built = build_artifact(traced, target.codegen, check_code, patches)
     except InductorFailed as e:

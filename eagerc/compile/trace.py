@@ -108,6 +108,54 @@ def split_call(op, args):
     return pos, kw
 
 
+def _clamp(x, min=None, max=None):
+    """aten.clamp with eager's promotion for lifted scalars. Inductor's decomposition
+    (torch 2.13) promotes over (Tensor, int, float, bool) only, so a lifted clamp bound
+    (a SymFloat) was left out: int64 [1, 5].clamp(max=2.5) came back int64 [1, 2] where
+    eager gives float32 [1.0, 2.5]; a bool tensor clamped by an int stayed bool."""
+    from torch._prims_common import ELEMENTWISE_TYPE_PROMOTION_KIND, elementwise_dtypes
+
+    bounds = [b for b in (min, max) if b is not None]
+    compute, result = elementwise_dtypes(x, *bounds, type_promotion_kind=ELEMENTWISE_TYPE_PROMOTION_KIND.DEFAULT)
+    x = x.to(compute)
+    if min is not None:
+        x = torch.ops.aten.clamp_min.default(x, min)
+    if max is not None:
+        x = torch.ops.aten.clamp_max.default(x, max)
+    return x.to(result)
+
+
+# Decompositions that replace Inductor's where it gets a lifted scalar's promotion wrong.
+_LIFTED_SCALAR_DECOMPOSITIONS = {torch.ops.aten.clamp.default: _clamp}
+
+# Reductions whose out= dtype, when `dtype` is None, is the dtype eager computes in
+# (ATen's infer_dtype_from_optional): sum(float_x, 1, out=int64_out) sums the elements
+# cast to int64. The graph is traced with dtype=out.dtype so it does the same; out's
+# dtype is in the signature. (Checked against eager for each, tools/check_promotion.py.)
+_OUT_DTYPE_COMPUTES = frozenset({"aten::sum.IntList_out", "aten::nansum.out", "aten::prod.int_out",
+                                 "aten::mean.out", "aten::nanmean.out", "aten::cumsum.out",
+                                 "aten::cumprod.out"})
+
+
+def computes_in_out_dtype(op, args) -> bool:
+    """A reduction whose out= dtype (dtype=None) is the dtype it computes in."""
+    if f"{op._schema.name}.{op._schema.overload_name}" not in _OUT_DTYPE_COMPUTES:
+        return False
+    names = [a.name for a in op._schema.arguments]
+    return args[names.index("dtype")] is None and isinstance(args[names.index("out")], torch.Tensor)
+
+
+def _with_out_dtype(op, args):
+    """`args` with dtype=out.dtype for a reduction whose out= dtype is its computation's."""
+    if not computes_in_out_dtype(op, args):
+        return args
+    names = [a.name for a in op._schema.arguments]
+    i, o = names.index("dtype"), names.index("out")
+    args = list(args)
+    args[i] = args[o].dtype
+    return args
+
+
 def _decompositions(also, own: dict) -> dict:
     from torch._decomp import decomposition_table
     from torch._inductor.decomposition import select_decomp_table
@@ -116,7 +164,7 @@ def _decompositions(also, own: dict) -> dict:
     # compile is such an op failed to trace it.
     import torch._inductor.lowering  # noqa: F401
 
-    table = select_decomp_table()
+    table = {**select_decomp_table(), **_LIFTED_SCALAR_DECOMPOSITIONS}
     if own:
         table = {**table, **own}
     return {**table, **{op: decomposition_table[op] for op in also}} if also else table
@@ -133,6 +181,7 @@ def trace_op(op, args, layout, decompose=(), own=None) -> Traced:
     from torch.fx.experimental.proxy_tensor import make_fx
 
     fake_mode, shape_env, fakes, bindings, checks = _fake_runtime_inputs(args, layout)
+    args = _with_out_dtype(op, args)
     schema = op._schema
     # Returns that alias a mutated argument are returned by the holder as that argument;
     # the graph's outputs are the fresh ones.
