@@ -81,8 +81,33 @@ class Target:
         return self.codegen.arch()
 
     def compiler_settings(self) -> dict:
-        """Named settings of this code generator that change its code (for the cache key)."""
-        return self.codegen.compiler_settings()
+        """Named settings of this code generator that change its code (for the cache key),
+        and the accelerator decompositions' version where they apply."""
+        settings = self.codegen.compiler_settings()
+        if not self.native_kernels:
+            from eagerc.compile.accelerator_decompositions import VERSION
+
+            settings = {**settings, "accelerator_decompositions": VERSION}
+        return settings
+
+    @property
+    def native_kernels(self) -> bool:
+        """Whether an op eagerc does not turn into generated code can lean on an ATen
+        kernel: the device's own, or (aliases on, EAGERC_ALIAS_FALLBACK) its memory home's,
+        through aliases or an extern. False for a new device with aliases off, as a
+        vendor's accelerator is: such ops are traced with the accelerator decompositions."""
+        from eagerc import _config
+
+        return not self.new_device or (self.host_aliases and _config.alias_fallback_enabled())
+
+    def decompositions(self) -> dict:
+        """Decompositions used in place of Inductor's when tracing for this target."""
+        own = self.codegen.decompositions()
+        if self.native_kernels:
+            return own
+        from eagerc.compile.accelerator_decompositions import ACCELERATOR_DECOMPOSITIONS
+
+        return {**ACCELERATOR_DECOMPOSITIONS, **own}
 
     @property
     def aliases_first(self) -> bool:

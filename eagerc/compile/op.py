@@ -123,12 +123,12 @@ def _unlowered(gm) -> set:
             and n.target not in lowerings and n.target not in inductor_decomps}
 
 
-def _trace(op, args, layout, decompose: tuple, has_lifted_scalars, codegen):
+def _trace(op, args, layout, decompose: tuple, has_lifted_scalars, target):
     """The traced call, with torch._decomp's decomposition for `decompose` and for every
-    op of the graph that Inductor has no lowering for, and `codegen`'s own."""
+    op of the graph that Inductor has no lowering for, and `target`'s own."""
     try:
         for _ in range(3):  # a decomposition may bring in another such op
-            traced = trace_op(op, args, layout, decompose=decompose, own=codegen.decompositions())
+            traced = trace_op(op, args, layout, decompose=decompose, own=target.decompositions())
             missing = _unlowered(traced.gm) - set(decompose)
             if not missing:
                 break
@@ -144,7 +144,7 @@ def _trace(op, args, layout, decompose: tuple, has_lifted_scalars, codegen):
 
 def _trace_and_build(op, args, layout, parallel, on_device, target, start, description,
                      has_lifted_scalars, decompose: tuple) -> CompiledKernel:
-    traced = _trace(op, args, layout, decompose, has_lifted_scalars, target.codegen)
+    traced = _trace(op, args, layout, decompose, has_lifted_scalars, target)
     op_qualname = op._schema.name
     calls_itself = (f'aoti_torch_call_dispatcher("{op_qualname}", "{op._schema.overload_name}"',
                     f'findSchemaOrThrow("{op_qualname}", "{op._schema.overload_name}")')

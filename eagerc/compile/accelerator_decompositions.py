@@ -1,0 +1,203 @@
+"""Decompositions for targets whose device has no kernels of its own to lean on.
+
+On the eagerc device over host memory (and over GPU memory), an op eagerc cannot compile
+as generated code runs an ATen kernel of the memory's home: as an extern the artifact
+calls (`aoti_torch_cpu_cummax`), or on zero-copy aliases. A vendor's accelerator has
+neither. For such a target (`Target.native_kernels` false: a new device whose aliases are
+off, EAGERC_ALIAS_FALLBACK=0), these ops are traced into ops Inductor generates code for:
+
+- scans (cummax, cummin, logcumsumexp): a Hillis-Steele scan, log2(n) steps of "combine
+  each element with the one 2^k before it" over the scanned dim moved last. Each step is
+  pointwise, so the kernel is generated code; the step count comes from the dim's size,
+  which the kernel's guard then holds (one kernel per power-of-two size class). The
+  combine is ATen's CPU loop's: cummax takes the later element when it is NaN or, the
+  earlier not being NaN, >= the earlier (ties and NaNs go to the last index), which is
+  associative, so the scan gives ATen's values and indices.
+- median, nanmedian, kthvalue: a stable sort along the dim and a gather at the rank ATen
+  picks (median of a row with a NaN: its first NaN; nanmedian: the lower middle of the
+  non-NaN values, the first NaN when there are none). Where the code generator sorts
+  (Triton) this is generated code; host C++ sorts through ATen's sort (an extern).
+- histc: each element's bin by ATen's linear formula, counted per bin as a reduction over
+  the elements (bins x elements comparisons, no scatter).
+- isin: a broadcast comparison reduced with any(). torch._decomp's isin picks a sort-based
+  path by a float power of the sizes, a guard eagerc cannot express.
+
+Not here: ops whose output shape depends on values (bincount, unique), bin edges returned
+with the counts (histogram), and what has no pointwise or recurrence form in PyTorch yet.
+"""
+from __future__ import annotations
+
+import torch
+from torch._prims_common.wrappers import out_wrapper
+
+aten = torch.ops.aten
+
+# Changes whenever a decomposition here changes the code it produces (the cache key of
+# a target that uses them holds it).
+VERSION = "1"
+
+
+def _scan(x, dim: int, combine, pad_value, *extra):
+    """Inclusive scan of `x` (and `extra` tensors carried along) over `dim` with
+    `combine(earlier, later) -> tuple`, each a tuple (x, *extra)."""
+    if x.dim() == 0:
+        return (x.clone(), *[e.clone() for e in extra])
+    dim = dim % x.dim()
+    state = tuple(t.movedim(dim, -1) for t in (x, *extra))
+    n = state[0].shape[-1]
+    step = 1
+    while step < n:
+        shifted = tuple(_shift(t, step, pad) for t, pad in zip(state, (pad_value, *[0] * len(extra))))
+        state = combine(shifted, state)
+        step *= 2
+    return tuple(t.movedim(-1, dim).contiguous() for t in state)
+
+
+def _shift(t, step: int, pad_value):
+    """`t` moved `step` places along its last dim, the first `step` places `pad_value`."""
+    head = torch.full((*t.shape[:-1], step), pad_value, dtype=t.dtype, device=t.device)
+    return torch.cat([head, t.narrow(-1, 0, t.shape[-1] - step)], -1)
+
+
+def _cum_extreme(later_wins):
+    def combine(earlier, later):
+        (ev, ei), (lv, li) = earlier, later
+        take = torch.isnan(lv) | (~torch.isnan(ev) & later_wins(lv, ev))
+        return torch.where(take, lv, ev), torch.where(take, li, ei)
+
+    def decomposition(x, dim):
+        shape = [1] * x.dim()
+        indices = torch.zeros_like(x, dtype=torch.int64)
+        if x.dim():
+            d = dim % x.dim()
+            shape[d] = x.shape[d]
+            indices = torch.arange(x.shape[d], device=x.device).view(shape).expand(x.shape)
+        pad = float("-inf") if later_wins is torch.ge else float("inf")
+        if not x.dtype.is_floating_point:
+            info = torch.iinfo(x.dtype) if x.dtype != torch.bool else None
+            pad = (info.min if pad < 0 else info.max) if info else (pad > 0)
+        return _scan(x, dim, combine, pad, indices)
+
+    return decomposition
+
+
+def _log_add_exp(earlier, later):
+    # ATen's _log_add_exp_helper: two equal infinities stay what they are.
+    (x,), (y,) = earlier, later
+    low = torch.where(torch.isnan(y), y, torch.minimum(x, y))
+    high = torch.where(torch.isnan(y), y, torch.maximum(x, y))
+    keep = (low == high) & ~torch.isfinite(low)
+    return (torch.where(keep, x, high + torch.log1p(torch.exp(low - high))),)
+
+
+def _logcumsumexp(x, dim):
+    return _scan(x, dim, _log_add_exp, float("-inf"))[0]
+
+
+def _sorted_pick(x, dim, rank):
+    """Values and indices of `x` sorted stably along `dim` at `rank` (a tensor with
+    `dim` kept as size 1)."""
+    values, indices = torch.sort(x, dim=dim, stable=True)
+    return values.gather(dim, rank), indices.gather(dim, rank)
+
+
+def _as_rows(x, dim):
+    return (x.unsqueeze(0), 0) if x.dim() == 0 else (x, dim % x.dim())
+
+
+def _median_dim(x, dim=-1, keepdim=False, ignore_nan=False):
+    rows, d = _as_rows(x, dim)
+    n = rows.shape[d]
+    nans = torch.isnan(rows).sum(d, keepdim=True)
+    if ignore_nan:
+        valid = n - nans
+        rank = torch.where(valid > 0, (valid - 1) // 2, 0)
+    else:  # a row with a NaN: its first NaN, which a stable sort puts at n - nans
+        rank = torch.where(nans > 0, n - nans, torch.full_like(nans, (n - 1) // 2))
+    values, indices = _sorted_pick(rows, d, rank)
+    if x.dim() == 0:
+        return values.squeeze(0), indices.squeeze(0)
+    if not keepdim:
+        values, indices = values.squeeze(d), indices.squeeze(d)
+    return values, indices
+
+
+def _median(x):
+    return _median_dim(x.reshape(-1), 0)[0] if x.numel() else torch.full((), float("nan"), dtype=x.dtype, device=x.device)
+
+
+def _nanmedian(x):
+    return _median_dim(x.reshape(-1), 0, ignore_nan=True)[0] if x.numel() else torch.full((), float("nan"), dtype=x.dtype, device=x.device)
+
+
+def _nanmedian_dim(x, dim=-1, keepdim=False):
+    return _median_dim(x, dim, keepdim, ignore_nan=True)
+
+
+def _kthvalue(x, k, dim=-1, keepdim=False):
+    rows, d = _as_rows(x, dim)
+    shape = list(rows.shape)
+    shape[d] = 1
+    rank = torch.full(shape, k - 1, dtype=torch.int64, device=x.device)
+    values, indices = _sorted_pick(rows, d, rank)
+    if x.dim() == 0:
+        return values.squeeze(0), indices.squeeze(0)
+    if not keepdim:
+        values, indices = values.squeeze(d), indices.squeeze(d)
+    return values, indices
+
+
+def _histc(x, bins=100, min=0, max=0):
+    # ATen's histc: the data's range when min == max, widened by one each side if it is
+    # still empty; bin = (x - low) / (high - low) * bins, the right edge into the last bin.
+    flat = x.reshape(-1)
+    low = torch.full((), min, dtype=x.dtype, device=x.device)
+    high = torch.full((), max, dtype=x.dtype, device=x.device)
+    if min == max and flat.numel():
+        low, high = torch.amin(flat), torch.amax(flat)
+    empty = low == high
+    low, high = torch.where(empty, low - 1, low), torch.where(empty, high + 1, high)
+    inside = (flat >= low) & (flat <= high)
+    position = ((flat - low) / (high - low) * bins).to(torch.int64)
+    position = torch.where(position == bins, bins - 1, position)
+    each_bin = torch.arange(bins, device=x.device)[:, None]
+    return ((position[None, :] == each_bin) & inside[None, :]).sum(1).to(x.dtype)
+
+
+def _isin(elements, test_elements, *, assume_unique=False, invert=False):
+    if not isinstance(elements, torch.Tensor):  # Scalar_Tensor
+        found = (test_elements == elements).any()
+    elif not isinstance(test_elements, torch.Tensor):  # Tensor_Scalar
+        found = elements == test_elements
+    else:
+        found = (elements.reshape(-1)[:, None] == test_elements.reshape(-1)[None, :]).any(1)
+        found = found.reshape(elements.shape)
+    return ~found if invert else found
+
+
+def _table() -> dict:
+    table = {}
+
+    def add(packet, fn, *out_names):
+        for name in packet.overloads():
+            overload = getattr(packet, name)
+            is_out = any(a.is_out for a in overload._schema.arguments)
+            table[overload] = out_wrapper(*out_names)(fn) if is_out else fn
+
+    add(aten.cummax, _cum_extreme(torch.ge), "values", "indices")
+    add(aten.cummin, _cum_extreme(torch.le), "values", "indices")
+    add(aten.logcumsumexp, _logcumsumexp)
+    table[aten.median.default] = _median
+    table[aten.median.dim] = _median_dim
+    table[aten.median.dim_values] = out_wrapper("values", "indices")(_median_dim)
+    table[aten.nanmedian.default] = _nanmedian
+    table[aten.nanmedian.dim] = _nanmedian_dim
+    table[aten.nanmedian.dim_values] = out_wrapper("values", "indices")(_nanmedian_dim)
+    table[aten.kthvalue.default] = _kthvalue
+    table[aten.kthvalue.values] = out_wrapper("values", "indices")(_kthvalue)
+    add(aten.histc, _histc)
+    add(aten.isin, _isin)
+    return {op: fn for op, fn in table.items() if "dimname" not in op._schema.overload_name}
+
+
+ACCELERATOR_DECOMPOSITIONS = _table()
