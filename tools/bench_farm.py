@@ -71,7 +71,7 @@ def _run(code: str, args: list, env: dict) -> dict:
 
 
 def _fresh_env(root: str, name: str, redis_url: str) -> dict:
-    env = dict(os.environ, EAGERC_REMOTE_CACHE=redis_url, OMP_NUM_THREADS="1",
+    env = dict(os.environ, EAGERC_REMOTE_CACHE=redis_url,
                EAGERC_CACHE_DIR=os.path.join(root, name, "eagerc"),
                TORCHINDUCTOR_CACHE_DIR=os.path.join(root, name, "inductor"))
     env.pop("RAY_ADDRESS", None)
