@@ -35,8 +35,8 @@ __all__ = ["home_alias", "register"]
 _DEVICE = "eagerc"
 # The backend that moves the bytes of each kind of memory.
 _BACKEND_OF_MEMORY = {"cpu": "gloo", "cuda": "nccl"}
-# c10d ops whose argument names the process group; every op with a device kernel in
-# torch's c10d library takes one (checked at registration: a new op is skipped, loudly).
+# The argument of a c10d collective that names its process group; an op without one is
+# no collective, and keeps torch's kernel.
 _GROUP_ARGUMENT = "process_group"
 
 _library: torch.library.Library | None = None
