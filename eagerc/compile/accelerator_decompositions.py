@@ -19,6 +19,7 @@ off, EAGERC_ALIAS_FALLBACK=0), these ops are traced into ops Inductor generates 
   (Triton) this is generated code; host C++ sorts through ATen's sort (an extern).
 - histc: each element's bin by ATen's linear formula, counted per bin as a reduction over
   the elements (bins x elements comparisons, no scatter).
+- take: an index into the flattened tensor through a 1-d index.
 - isin: a broadcast comparison reduced with any(). torch._decomp's isin picks a sort-based
   path by a float power of the sizes, a guard eagerc cannot express.
 
@@ -175,6 +176,12 @@ def _isin(elements, test_elements, *, assume_unique=False, invert=False):
     return ~found if invert else found
 
 
+def _take(x, index):
+    # Through a 1-d index: Inductor's take indexes with the index as given, and a 0-dim
+    # one was read as a Python int while tracing (over a fake: a garbage value).
+    return aten.index(x.reshape(-1), [index.reshape(-1)]).reshape(index.shape)
+
+
 def _table() -> dict:
     table = {}
 
@@ -197,6 +204,7 @@ def _table() -> dict:
     table[aten.kthvalue.values] = out_wrapper("values", "indices")(_kthvalue)
     add(aten.histc, _histc)
     add(aten.isin, _isin)
+    add(aten.take, _take)
     return {op: fn for op, fn in table.items() if "dimname" not in op._schema.overload_name}
 
 

@@ -31,6 +31,40 @@ _NOT_EXTERN = {"aoti_torch_cpu_randint_low_out", "aoti_torch_cuda_randint_low_ou
                "aoti_torch_cuda_caching_allocator_raw_delete"}
 
 
+# What served an op as a vendor's accelerator would see it (--vendor: aliases off): a
+# compiled kernel, an accelerator decomposition compiled (eagerc/compile/
+# accelerator_decompositions.py), an extern (named in the record), the host (ATen's CPU
+# kernel on aliases, or copied in and out: a compile_error runs so in the workers),
+# another op's kernels (composite), the device runtime, or nothing that worked.
+SERVED_BY = ("compiled", "decomposition", "extern", "host", "composite", "runtime", "none")
+
+
+def served_by(status: str, op: str, externs=(), decomposed=frozenset()) -> str | None:
+    """What served one (op, dtype) record; None for statuses that ran nothing
+    (not_served, decomposed, no_sample). `decomposed`: ops ("aten::cummax") traced with
+    an accelerator decomposition in this run."""
+    if status in ("not_served", "decomposed", "no_sample"):
+        return None
+    if status in ("aliased", "compile_error"):
+        return "host"
+    if status in ("composite", "runtime"):
+        return status
+    if status == "extern" or externs:
+        return "extern" if status in ("extern", "pass", "random") else "none"
+    if status in ("pass", "random"):
+        return "decomposition" if op in decomposed else "compiled"
+    return "none"
+
+
+def accelerator_decomposed_ops() -> frozenset:
+    """The overloads the accelerator decompositions cover, as coverage names them."""
+    from eagerc.compile.accelerator_decompositions import ACCELERATOR_DECOMPOSITIONS
+
+    return frozenset("aten::" + (op._schema.name.split("::")[1]
+                                 + ("" if op._schema.overload_name == "" else "." + op._schema.overload_name))
+                     for op in ACCELERATOR_DECOMPOSITIONS)
+
+
 def worst(statuses) -> str:
     return min(statuses, key=ORDER.index)
 

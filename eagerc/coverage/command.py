@@ -43,6 +43,10 @@ def parser() -> argparse.ArgumentParser:
                    "cluster this machine belongs to), 'ray://head:10001', or 'local' (a new one "
                    "here); --workers then caps the tasks in flight. Set EAGERC_REMOTE_CACHE so "
                    "every host shares the kernels (docs/fleet.md)")
+    p.add_argument("--vendor", action="store_true",
+                   help="report the device as a vendor's accelerator would see it: aliases off "
+                        "(EAGERC_ALIAS_FALLBACK=0), and per op what served it (compiled, "
+                        "decomposition, extern, host)")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
     return p
 
@@ -65,6 +69,8 @@ def main(argv=None) -> int:
     except TargetError as e:
         print(f"coverage: --device {args.device}: {e}", file=sys.stderr)
         return 2
+    if args.vendor:  # the workers inherit it (and a Ray cluster's tasks: EAGERC_* travel)
+        os.environ["EAGERC_ALIAS_FALLBACK"] = "0"
     os.makedirs(args.out, exist_ok=True)
     patterns = [p.strip() for p in args.ops.split(",") if p.strip()]
     names = enum.select(patterns, enum.all_overloads())
@@ -112,6 +118,7 @@ def main(argv=None) -> int:
                      fresh_cache=args.fresh_cache, progress=not args.quiet, cluster=args.cluster)
     results = {k: v for k, v in runner.load_results(args.out).items() if k[0] in facts and k[1] in dtypes}
     report = report_json.build(results, plans, device=args.device, dtypes=dtypes, grad=args.grad,
+                               vendor=args.vendor,
                                command=["python", "-m", "eagerc.coverage"] + list(argv if argv is not None
                                                                                   else sys.argv[1:]))
     comparison, regressions = None, 0
@@ -129,6 +136,9 @@ def main(argv=None) -> int:
         print(f"coverage {args.device} {d}: {s['working']}/{s['tested']} tested overloads working "
               f"({s['working_pct']}%); " + ", ".join(f"{k} {s['by_status'][k]}" for k in ORDER
                                                      if k in s["by_status"]))
+        if args.vendor:
+            print(f"coverage {args.device} {d}, as a vendor sees it: {s['working_without_host']}/{s['tested']} "
+                  "work without the host; served by " + ", ".join(f"{k} {n}" for k, n in s["served_by"].items()))
     if comparison:
         print(comparison.splitlines()[0])
     print(f"coverage: wrote {os.path.join(args.out, 'report.html')} (and report.json, report.md)")

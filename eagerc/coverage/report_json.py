@@ -15,7 +15,7 @@ import platform
 import torch
 
 from eagerc._version import __version__
-from eagerc.coverage.classify import ORDER, WORKING, worst
+from eagerc.coverage.classify import ORDER, SERVED_BY, WORKING, accelerator_decomposed_ops, served_by, worst
 from eagerc.coverage.enumerate import family
 
 SCHEMA_VERSION = 1
@@ -65,13 +65,32 @@ def _opinfo(plan, results: dict, dtype: str) -> dict:
     return entries
 
 
-def build(results: dict, plans: dict, *, device: str, dtypes: list, grad: bool, command: list) -> dict:
+def _served_summary(records: list) -> dict:
+    """The vendor's view of one dtype: what served each tested overload, and how many work
+    without the host (neither aliases nor a copy to CPU)."""
+    counts = collections.Counter(r["served_by"] for r in records if r.get("served_by"))
+    return {"served_by": {k: counts[k] for k in SERVED_BY if counts[k]},
+            "working_without_host": sum(1 for r in records if r["status"] in WORKING
+                                        and r.get("served_by") not in ("host", None))}
+
+
+def build(results: dict, plans: dict, *, device: str, dtypes: list, grad: bool, command: list,
+          vendor: bool = False) -> dict:
+    """`vendor`: the sweep ran as a vendor's accelerator would (aliases off); each record
+    then says what served it (classify.served_by) and the summary counts them."""
+    decomposed = accelerator_decomposed_ops() if vendor else frozenset()
     ops = collections.defaultdict(lambda: {"family": None, "results": {}})
     for (op, dtype), record in sorted(results.items()):
         entry = ops[op]
         entry["family"] = family(op)
         entry["results"][dtype] = {k: v for k, v in record.items() if k not in ("op", "dtype")}
+        if vendor:
+            entry["results"][dtype]["served_by"] = served_by(record["status"], op, record.get("externs") or (),
+                                                             decomposed)
     summary = {d: _summary([r for (op, dt), r in results.items() if dt == d]) for d in dtypes}
+    if vendor:
+        for d in dtypes:
+            summary[d].update(_served_summary([e["results"][d] for e in ops.values() if d in e["results"]]))
     opinfo = {d: _opinfo(plans[d], results, d) for d in dtypes if d in plans}
     opinfo_summary = {}
     for d, entries in opinfo.items():
@@ -91,6 +110,7 @@ def build(results: dict, plans: dict, *, device: str, dtypes: list, grad: bool, 
         "device": device,
         "dtypes": dtypes,
         "grad": grad,
+        "vendor_view": vendor,
         "statuses": STATUS_MEANINGS,
         "working_statuses": list(WORKING),
         "summary": summary,

@@ -4,7 +4,7 @@ from __future__ import annotations
 import collections
 import re
 
-from eagerc.coverage.classify import ORDER, WORKING
+from eagerc.coverage.classify import ORDER, SERVED_BY, WORKING
 from eagerc.coverage.report_json import rows
 
 
@@ -56,6 +56,17 @@ def render(report: dict, comparison: str | None = None) -> str:
                    + " | ".join(str(s["by_status"].get(k, 0)) for k in ORDER) + " |")
     out += ["", "working = " + " + ".join(report["working_statuses"])
             + "; tested = all but decomposed and no_sample.", ""]
+    if report.get("vendor_view"):
+        out += ["## As a vendor's accelerator sees it (aliases off)", "",
+                "| dtype | tested | working without the host | " + " | ".join(SERVED_BY) + " |",
+                "|---" * (3 + len(SERVED_BY)) + "|"]
+        for dtype, s in report["summary"].items():
+            out.append(f"| {dtype} | {s['tested']} | {s['working_without_host']} | "
+                       + " | ".join(str(s["served_by"].get(k, 0)) for k in SERVED_BY) + " |")
+        host = sorted(op for op, _, _, r in rows(report) if r.get("served_by") == "host")
+        out += ["", "host = ATen's CPU kernel on aliases or copied in and out (a vendor device needs a "
+                "kernel, a decomposition or the host round trip for these): "
+                + (", ".join(f"`{op}`" for op in host) or "none"), ""]
     if report.get("opinfo_summary"):
         out += ["## Per OpInfo entry (worst status of the overloads its samples reach)", "",
                 "| dtype | entries | working | working % | by status |", "|---|---|---|---|---|"]
