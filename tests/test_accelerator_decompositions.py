@@ -140,3 +140,58 @@ def test_compiled_on_a_device_without_aliases(family):
     """Each family compiles on the eagerc device with aliases off (a vendor's view), and
     every OpInfo sample matches native eager."""
     _run_on_device(family, 3)
+
+
+def test_vendor_view_names_what_served_each_op():
+    """--vendor's report: per record what served it, and what works without the host."""
+    from eagerc.coverage import report_json, report_md
+    from eagerc.coverage.classify import served_by
+
+    results = {
+        ("aten::abs", "float32"): {"status": "pass"},
+        ("aten::cummax", "float32"): {"status": "pass"},
+        ("aten::median", "float32"): {"status": "extern", "externs": ["aoti_torch_cpu_sort_stable"]},
+        ("aten::nonzero", "float32"): {"status": "aliased"},
+        ("aten::linalg_inv_ex", "float32"): {"status": "compile_error", "detail": "no lowering"},
+        ("aten::view", "float32"): {"status": "runtime"},
+        ("aten::bad", "float32"): {"status": "mismatch"},
+        ("aten::sin", "float32"): {"status": "decomposed"},
+    }
+    results = {k: {"op": k[0], "dtype": k[1], **v} for k, v in results.items()}
+    report = report_json.build(results, {}, device="eagerc", dtypes=["float32"], grad=False,
+                               command=["x"], vendor=True)
+    served = {op: e["results"]["float32"].get("served_by") for op, e in report["ops"].items()}
+    assert served == {"aten::abs": "compiled", "aten::cummax": "decomposition", "aten::median": "extern",
+                      "aten::nonzero": "host", "aten::linalg_inv_ex": "host", "aten::view": "runtime",
+                      "aten::bad": "none", "aten::sin": None}
+    summary = report["summary"]["float32"]
+    assert summary["tested"] == 7 and summary["working"] == 5
+    assert summary["working_without_host"] == 4  # abs, cummax, median, view; not nonzero
+    assert summary["served_by"] == {"compiled": 1, "decomposition": 1, "extern": 1, "host": 2,
+                                    "runtime": 1, "none": 1}
+    text = report_md.render(report)
+    assert "As a vendor's accelerator sees it" in text and "`aten::linalg_inv_ex`, `aten::nonzero`" in text
+    # Without --vendor nothing changes: no served_by, no vendor table.
+    plain = report_json.build(results, {}, device="eagerc", dtypes=["float32"], grad=False, command=["x"])
+    assert "served_by" not in plain["summary"]["float32"] and not plain["vendor_view"]
+    assert "vendor" not in report_md.render(plain)
+    assert served_by("pass", "aten::cummax") == "compiled"  # not in this run's decomposed set
+
+
+def test_only_a_device_without_native_kernels_uses_them(monkeypatch):
+    """A new device with aliases off traces with the decompositions, and its cache
+    namespace says so (kernels compiled either way never mix); CPU never does."""
+    import eagerc  # noqa: F401 - registers the eagerc device
+    from eagerc.targets import for_device
+
+    monkeypatch.setenv("EAGERC_ALIAS_FALLBACK", "1")
+    device, cpu = for_device("eagerc"), for_device("cpu")
+    assert device.native_kernels and cpu.native_kernels
+    assert "accelerator_decompositions" not in device.compiler_settings()
+    assert torch.ops.aten.cummax.default not in device.decompositions()
+    monkeypatch.setenv("EAGERC_ALIAS_FALLBACK", "0")
+    assert not device.native_kernels and cpu.native_kernels
+    assert "accelerator_decompositions" in device.compiler_settings()
+    assert device.decompositions()[torch.ops.aten.cummax.default] is \
+        ACCELERATOR_DECOMPOSITIONS[torch.ops.aten.cummax.default]
+    assert torch.ops.aten.cummax.default not in cpu.decompositions()
