@@ -372,7 +372,9 @@ def test_custom_autograd_function_backward_under_grad():
         x = X.clone().requires_grad_()
         cap(x).backward()
         assert_close(x.grad, 2 * X)
-    assert any(r.startswith("autograd") for r in capture_stats(cap)["stop_reasons"])
+    # captured for training: the Function is one node, its own backward in the compiled one
+    stats = capture_stats(cap)
+    assert stats["training_graphs"] == 1 and stats["hits"] == 1 and stats["eager_runs"] == 0
 
 
 def test_unresolvable_targets_become_named_shims():

@@ -24,7 +24,10 @@ def capture(fn=None, *, dynamic=None, backend=None):
     graph as is) or a callable `(gm, example_inputs) -> fn`. `dynamic`: None lifts float
     arguments to graph inputs and compiles new records with symbolic sizes for the argument
     tensors' dims (sizes Python reads are recorded as graph values), once the function has
-    3 records; True at once; False never (see docs/capture.md).
+    3 records; True at once; False never (see docs/capture.md). With grad mode on and an
+    input (a parameter) requiring grad, the graph is compiled for training (forward and
+    backward through AOTAutograd, as torch.compile does): `backward()` on the result runs
+    the compiled backward.
 
     >>> import torch, eagerc
     >>> f = eagerc.capture(lambda x, s: torch.relu(x) * s, backend="eager")
@@ -41,7 +44,8 @@ def capture(fn=None, *, dynamic=None, backend=None):
 
 def capture_stats(captured):
     """Counters of a captured function: records, hits, misses, graphs (compiled graphs),
-    graphs_from_disk (of those, loaded from kernel_cache without compiling), eager_runs,
+    graphs_from_disk (of those, loaded from kernel_cache without compiling), training_graphs
+    (of those, compiled for training: forward and backward through AOTAutograd), eager_runs,
     split_runs (eager runs whose child modules' calls were captured on their own; then
     `split` sums the children's counters), segment_graphs / segment_runs / segment_ops /
     segment_divergences (a stopped call's own ops as compiled segments: graphs compiled,
@@ -55,7 +59,7 @@ def capture_stats(captured):
 
     >>> import eagerc
     >>> sorted(eagerc.capture_stats(eagerc.capture(abs)))
-    ['eager_runs', 'graphs', 'graphs_from_disk', 'guard_failures', 'hits', 'misses', 'records', 'segment_divergences', 'segment_graphs', 'segment_ops', 'segment_runs', 'split_runs', 'stop_reasons', 'value_misses']
+    ['eager_runs', 'graphs', 'graphs_from_disk', 'guard_failures', 'hits', 'misses', 'records', 'segment_divergences', 'segment_graphs', 'segment_ops', 'segment_runs', 'split_runs', 'stop_reasons', 'training_graphs', 'value_misses']
     """
     from eagerc.capture import api
 

@@ -44,6 +44,8 @@ class Captured:
         # graphs_from_disk: compiled graphs loaded from kernel_cache instead of compiled.
         self.stats = {"hits": 0, "misses": 0, "graphs": 0, "graphs_from_disk": 0,
                       "eager_runs": 0, "split_runs": 0,
+                      # graphs compiled for training (forward + backward, training.py)
+                      "training_graphs": 0,
                       # partial capture of a stopped call's own ops (stream.py, segments.py):
                       # segment graphs compiled, replays, ops answered from them, replays
                       # that left the recorded stream
@@ -65,6 +67,14 @@ class Captured:
         self.__wrapped__ = fn
 
     def _compile(self, gm, example_inputs):
+        from .training import compile_joint, needs_autograd
+        if needs_autograd(example_inputs):  # a training record: forward + backward
+            inductor = self._backend is None or self._backend == "inductor"
+            self.stats["training_graphs"] += 1
+            return compile_joint(gm, example_inputs, self._compile_static, inductor)
+        return self._compile_static(gm, example_inputs)
+
+    def _compile_static(self, gm, example_inputs):
         backend = self._backend
         if backend is None or backend == "inductor":
             from .backend import _compile_graph

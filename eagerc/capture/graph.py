@@ -152,9 +152,6 @@ class OpRecorder(TorchFunctionMode):
         if is_getter and name not in _VIEW_ATTRS:
             self.monitor.stop(f"unknown tensor attribute: Tensor.{name}")
             return call(args, kwargs)
-        if torch.is_grad_enabled() and _needs_grad(args, kwargs):
-            self.monitor.stop("autograd: grad mode on and an input requires grad")
-            return call(args, kwargs)
         try:
             fx_args, fx_kwargs = self._to_fx((args, kwargs))
             target = None if is_getter else ("call_method", "detach") if as_detach \

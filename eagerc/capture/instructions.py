@@ -17,6 +17,7 @@ from . import annotations, frames, replay
 from .frames import NULL, peek, peek_many
 from .refgraph import Relation
 from .symbolic import SymbolicInt, bake_all
+from .training import function_applied, record_function_apply
 
 _OWN_DIR = os.path.dirname(os.path.abspath(__file__))
 # torch's __torch_function__ dispatch plumbing: it only routes calls to the op recorder.
@@ -404,6 +405,14 @@ def _call(w, frame, name, argc, top):
 
 
 def _apply_call(w, fn, args, kw_values=()):
+    applied = function_applied(fn, args) if w.mon.stopped is None else None
+    if applied is not None and record_function_apply(
+            w.mon, *applied, kw_values, lambda after: setattr(
+                w, "post", lambda f, t: after(peek(f, t, 0)))):
+        w.mon.suspend += 1  # its forward runs unwatched: the node stands for it
+        w.mon.opaque += 1
+        w.resume = True
+        return
     post = w.mon.before_call(fn, args, kw_values)
     if post is not None:
         w.post = lambda f, t: post(peek(f, t, 0))

@@ -19,6 +19,7 @@ from .guards import Consts, access, check_source, grad_mode, tensor_guard
 from .mock import _IMMUTABLE, CannotMock, MockBuilder, materialize_final
 from .refgraph import Relation
 from .symbolic import bake_all
+from .training import needs_autograd
 
 
 class Record:
@@ -151,6 +152,8 @@ def build_record(mon, result, compile_graph, compile_symbolic=None):
         consts.env["_scalar"] = _scalar
         dims = _dynamic_dims(mon, plan) if compile_symbolic is not None else None
         with torch.set_grad_enabled(mon.grad_mode):
+            if dims and needs_autograd(examples):
+                dims = None  # training records are compiled for static shapes
             if dims and any(dims):
                 try:
                     consts.env["_run"], consts.env["_shape_ok"] = compile_symbolic(

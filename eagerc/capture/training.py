@@ -1,0 +1,113 @@
+"""Training records: a recorded forward whose inputs require grad, compiled through
+AOTAutograd as torch.compile does (joint forward/backward traced once, partitioned into a
+forward and a backward graph, each compiled by the record's backend).
+
+The compiled function returned here is called by the record's mock like any compiled
+graph; with grad mode on its outputs carry an autograd node whose backward runs the
+compiled backward graph, so `loss.backward()` after a captured call fills `.grad` as eager
+does. Input mutations (BatchNorm's running statistics in train mode) are applied by
+AOTAutograd's epilogue. Random ops (dropout) follow torch.compile's semantics: with
+Inductor, its own philox-seeded lowering draws the mask in the forward and the backward
+reuses it (saved); with the eager backend the ATen ops draw from torch's generator as eager
+does. `autograd.Function.apply` is one node of the recorded graph (monitor.py): AOTAutograd
+traces its forward and its own backward into the joint graph.
+"""
+import torch
+
+
+def needs_autograd(example_inputs):
+    """Whether a graph on these inputs must be differentiable (compiled by `compile_joint`)."""
+    return torch.is_grad_enabled() and any(
+        isinstance(t, torch.Tensor) and t.requires_grad for t in example_inputs)
+
+
+def _boxed(fn):
+    """AOTAutograd calls compiled graphs with one list of inputs."""
+    def run(args):
+        out = fn(*args)
+        args.clear()
+        return out
+    run._boxed_call = True
+    return run
+
+
+def compile_joint(gm, example_inputs, compile_graph, inductor):
+    """`gm` compiled for training. `compile_graph(gm, inputs) -> fn(*inputs) -> outputs`
+    compiles each of the forward and backward graphs AOTAutograd makes (ATen graphs);
+    `inductor`: use Inductor's decompositions and its min-cut partitioner (what
+    torch.compile's default backend does), else the graphs keep the ops the program called
+    (torch.compile's "aot_eager")."""
+    from torch._functorch.aot_autograd import aot_module_simplified
+    from torch._functorch.partitioners import default_partition, min_cut_rematerialization_partition
+
+    def compiler(g, inputs):
+        return _boxed(compile_graph(g, list(inputs)))
+
+    decompositions, partition = None, default_partition
+    if inductor:
+        from torch._inductor.decomposition import select_decomp_table
+        decompositions, partition = select_decomp_table(), min_cut_rematerialization_partition
+    # (gm holds no parameters: they are graph inputs, so the result takes *inputs)
+    return aot_module_simplified(gm, list(example_inputs), fw_compiler=compiler,
+                                 bw_compiler=compiler, partition_fn=partition,
+                                 decompositions=decompositions,
+                                 keep_inference_input_mutations=True)
+
+
+# -- autograd.Function.apply under grad: one node of the recorded graph ------------------
+_APPLY = torch.autograd.function.Function.apply.__func__
+_APPLY_TARGETS = {}  # autograd.Function subclass -> the graph target calling its apply
+
+
+def function_applied(fn, args):
+    """(the autograd.Function subclass, its arguments) when `fn(*args)` is
+    `SomeFunction.apply(...)`, else None. The call is seen either as the bound classmethod
+    or, after LOAD_METHOD, as the plain function with the class first."""
+    if getattr(fn, "__func__", None) is _APPLY and isinstance(fn.__self__, type):
+        return fn.__self__, list(args)
+    if fn is _APPLY and args and isinstance(args[0], type):
+        return args[0], list(args[1:])
+    return None
+
+
+def _apply_target(cls):
+    """A plain function calling `cls.apply`, named after the class (graph source names it,
+    and a graph's code is part of its cache key)."""
+    target = _APPLY_TARGETS.get(cls)
+    if target is None:
+        def target(*args):
+            return cls.apply(*args)
+        target.__module__ = cls.__module__
+        target.__name__ = target.__qualname__ = \
+            f"{cls.__qualname__.replace('.', '_').replace('<', '_').replace('>', '_')}_apply"
+        _APPLY_TARGETS[cls] = target
+    return target
+
+
+def record_function_apply(mon, cls, args, kw_values, set_post):
+    """A custom autograd.Function applied with grad mode on to a tensor that requires grad:
+    its forward is not followed (the ops inside would give AOTAutograd a backward derived
+    from them, not the Function's own); the call is one graph node, through which
+    AOTAutograd traces the forward and the Function's backward. True when the call was
+    taken (the caller then runs it opaque), False to follow it as any Python code (no grad:
+    the forward's ops are the graph's, as under no_grad)."""
+    from .graph import CaptureStop, _tensors_in
+    if not torch.is_grad_enabled() or not any(t.requires_grad for t in _tensors_in(list(args))):
+        return False
+    if kw_values:
+        mon.stop("autograd.Function.apply with keyword arguments")
+        return True
+    rec = mon.recorder
+    try:
+        fx_args = rec._to_fx(tuple(args))
+    except CaptureStop as e:
+        mon.stop(str(e))
+        return True
+    target = _apply_target(cls)
+
+    def after(out):
+        node = rec.graph.call_function(target, fx_args)
+        if not rec._bind(out, node):
+            mon.stop(f"autograd.Function returned a {type(out).__name__}")
+    set_post(after)
+    return True
