@@ -131,7 +131,7 @@ _LIFTED_SCALAR_DECOMPOSITIONS = {torch.ops.aten.clamp.default: _clamp}
 # Reductions whose out= dtype, when `dtype` is None, is the dtype eager computes in
 # (ATen's infer_dtype_from_optional): sum(float_x, 1, out=int64_out) sums the elements
 # cast to int64. The graph is traced with dtype=out.dtype so it does the same; out's
-# dtype is in the signature. (Checked against eager for each, tools/check_promotion.py.)
+# dtype is in the signature. (Checked against eager by tests/test_promotion.py and tools/op_sweep.py.)
 _OUT_DTYPE_COMPUTES = frozenset({"aten::sum.IntList_out", "aten::nansum.out", "aten::prod.int_out",
                                  "aten::mean.out", "aten::nanmean.out", "aten::cumsum.out",
                                  "aten::cumprod.out"})
