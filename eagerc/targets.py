@@ -105,9 +105,9 @@ class Target:
         own = self.codegen.decompositions()
         if self.native_kernels:
             return own
-        from eagerc.compile.accelerator_decompositions import ACCELERATOR_DECOMPOSITIONS
+        from eagerc.compile.accelerator_decompositions import for_codegen
 
-        return {**ACCELERATOR_DECOMPOSITIONS, **own}
+        return {**for_codegen(self.codegen.name), **own}
 
     @property
     def aliases_first(self) -> bool:

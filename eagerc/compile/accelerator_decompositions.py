@@ -20,6 +20,8 @@ off, EAGERC_ALIAS_FALLBACK=0), these ops are traced into ops Inductor generates 
 - histc: each element's bin by ATen's linear formula, counted per bin as a reduction over
   the elements (bins x elements comparisons, no scatter).
 - take: an index into the flattened tensor through a 1-d index.
+- special functions the code generator has no code for (Triton: ndtr, log_ndtr,
+  spherical_bessel_j0) as ATen's formulas over functions it has (erf, erfc, erfcx, sin).
 - isin: a broadcast comparison reduced with any(). torch._decomp's isin picks a sort-based
   path by a float power of the sizes, a guard eagerc cannot express.
 
@@ -180,6 +182,65 @@ def _take(x, index):
     # Through a 1-d index: Inductor's take indexes with the index as given, and a 0-dim
     # one was read as a Python int while tracing (over a fake: a garbage value).
     return aten.index(x.reshape(-1), [index.reshape(-1)]).reshape(index.shape)
+
+
+def _floating(x):
+    return x if x.is_floating_point() else x.to(torch.get_default_dtype())
+
+
+def _ndtr(x):
+    # ATen's calc_ndtr: erf near zero, erfc in the tails (no cancellation there).
+    x = _floating(x)
+    t = x * 0.7071067811865476
+    tail = 0.5 * torch.erfc(torch.abs(t))
+    return torch.where(torch.abs(t) < 0.7071067811865476, 0.5 + 0.5 * torch.erf(t),
+                       torch.where(t > 0, 1 - tail, tail))
+
+
+def _log_ndtr(x):
+    # ATen's calc_log_ndtr: through erfcx below -1, where log(ndtr) would underflow.
+    x = _floating(x)
+    t = x * 0.7071067811865476
+    return torch.where(x < -1, torch.log(torch.special.erfcx(-t) / 2) - t * t,
+                       torch.log1p(-torch.erfc(t) / 2))
+
+
+def _spherical_bessel_j0(x):
+    # ATen's spherical_bessel_j0_forward: its Taylor series below 0.5, sin(x)/x above,
+    # 0 at the infinities.
+    x = _floating(x)
+    x2 = x * x
+    series = 1 + x2 * (-1 / 6 + x2 * (1 / 120 + x2 * (-1 / 5040 + x2 * (
+        1 / 362880 + x2 * (-1 / 39916800 + x2 * (1 / 6227020800))))))
+    return torch.where(torch.isinf(x), torch.zeros_like(x),
+                       torch.where(torch.abs(x) < 0.5, series, torch.sin(x) / x))
+
+
+# Inductor's pointwise op -> its decomposition, for code generators with no
+# implementation of that op (Inductor's pointwise_overrides_data names none for them:
+# Triton has no ndtr, log_ndtr or spherical_bessel_j0; host C++ has every one).
+_SPECIAL = {"ndtr": _ndtr, "log_ndtr": _log_ndtr, "spherical_bessel_j0": _spherical_bessel_j0}
+
+
+def special_for(codegen_name: str) -> dict:
+    """Decompositions of the special functions `codegen_name`'s code ("cpp", "triton")
+    has no implementation of."""
+    from torch._inductor.codegen.common import pointwise_overrides_data
+
+    table = {}
+    for key, fn in _SPECIAL.items():
+        data = pointwise_overrides_data[key]
+        if getattr(data, codegen_name, None) is None:
+            packet = getattr(aten, data.name)
+            for name in packet.overloads():
+                overload = getattr(packet, name)
+                table[overload] = out_wrapper()(fn) if name == "out" else fn
+    return table
+
+
+def for_codegen(codegen_name: str) -> dict:
+    """The decompositions a target of `codegen_name` with no native kernels traces with."""
+    return {**ACCELERATOR_DECOMPOSITIONS, **special_for(codegen_name)}
 
 
 def _table() -> dict:

@@ -56,13 +56,19 @@ def served_by(status: str, op: str, externs=(), decomposed=frozenset()) -> str |
     return "none"
 
 
-def accelerator_decomposed_ops() -> frozenset:
-    """The overloads the accelerator decompositions cover, as coverage names them."""
-    from eagerc.compile.accelerator_decompositions import ACCELERATOR_DECOMPOSITIONS
+def accelerator_decomposed_ops(device: str) -> frozenset:
+    """The overloads the accelerator decompositions cover on `device` (its code generator
+    decides which special functions), as coverage names them."""
+    from eagerc.compile.accelerator_decompositions import for_codegen
+    from eagerc.targets import TargetError, for_device
 
+    try:
+        codegen = for_device(device).codegen.name
+    except TargetError:
+        return frozenset()
     return frozenset("aten::" + (op._schema.name.split("::")[1]
                                  + ("" if op._schema.overload_name == "" else "." + op._schema.overload_name))
-                     for op in ACCELERATOR_DECOMPOSITIONS)
+                     for op in for_codegen(codegen))
 
 
 def worst(statuses) -> str:

@@ -78,7 +78,7 @@ def build(results: dict, plans: dict, *, device: str, dtypes: list, grad: bool, 
           vendor: bool = False) -> dict:
     """`vendor`: the sweep ran as a vendor's accelerator would (aliases off); each record
     then says what served it (classify.served_by) and the summary counts them."""
-    decomposed = accelerator_decomposed_ops() if vendor else frozenset()
+    decomposed = accelerator_decomposed_ops(device) if vendor else frozenset()
     ops = collections.defaultdict(lambda: {"family": None, "results": {}})
     for (op, dtype), record in sorted(results.items()):
         entry = ops[op]
