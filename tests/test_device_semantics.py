@@ -184,6 +184,7 @@ def test_type_promotion_and_broadcasting():
 
 # ---------------------------------------------------------------- factories
 
+@pytest.mark.slow
 def test_factory_ops_on_device():
     cases = {
         "zeros": lambda d: torch.zeros(2, 3, device=d),

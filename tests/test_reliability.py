@@ -161,6 +161,7 @@ def test_what_native_devices_accept_from_the_cpu_still_works(fresh_cache):
     assert torch.equal(x[torch.tensor([1])].cpu(), torch.arange(3.0, 6.0).reshape(1, 3))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("device", ["cpu", "eagerc"])
 def test_threads_missing_at_once_record_no_failure(fresh_cache, device):
     """Eight threads hitting and missing float64 abs and add at once: every result right,

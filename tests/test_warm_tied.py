@@ -61,6 +61,7 @@ class _SharedParts(torch.nn.Module):
         return self.out(h).log_softmax(-1)
 
 
+@pytest.mark.slow
 def test_shared_parameters_buffers_and_a_module_used_twice(fresh_cache):
     torch.manual_seed(0)
     model = _SharedParts()
@@ -157,6 +158,7 @@ def test_a_discovery_that_stops_early_says_so(fresh_cache):
     assert report.calls > 0  # what was found before the stop is still warmed
 
 
+@pytest.mark.slow
 def test_command_line_exits_1_when_discovery_stopped(fresh_cache, tmp_path):
     (tmp_path / "branchy.py").write_text(textwrap.dedent("""
         import torch
