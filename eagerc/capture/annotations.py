@@ -194,6 +194,12 @@ _annotate([torch._C._log_api_usage_once, torch._C._functorch.unwrap_if_dead], PU
 _annotate([torch._C._dynamo.eval_frame.set_eval_frame], PURE_REF)
 # Entering no_grad inside a captured region changes grad mode only for its duration.
 _annotate([torch._C._set_grad_enabled, torch.set_grad_enabled], PURE)
+# warnings.catch_warnings / filterwarnings: the filter list and the module attributes they
+# change are Python state the monitor follows (and the mock replays); the native only bumps
+# the version that invalidates "shown once" caches, which decides what is shown, not values.
+import warnings  # noqa: E402
+
+_annotate([warnings._filters_mutated], PURE_REF)
 
 
 # torch natives named like queries read process-wide torch settings (tracing, autocast, SDPA
@@ -243,6 +249,16 @@ _BY_NAME = {
     ("transformers.modeling_utils", "PreTrainedModel.warn_if_padding_and_no_attention_mask"):
         PURE_REF,
 }
+# re's compile cache: the pattern for (pattern, flags) is the same on every call (compiled
+# once, cached); followed, its cache dict went into the guard and every new pattern made
+# the next identical call miss (warnings.filterwarnings compiles its message).
+_BY_NAME[("re", "_compile")] = PURE_REF
+# Compiled patterns and their matches are immutable: their methods compute from their
+# arguments (strings the guard checks).
+import re  # noqa: E402
+
+_all_methods(re.Pattern, PURE)
+_all_methods(re.Match, PURE)
 # Logging from inside forward (transformers' logger.warning): a report, as warnings.warn
 # (the logging machinery itself inspects frames: sys._getframe).
 _BY_NAME.update({("logging", f"Logger.{name}"): PURE_REF for name in (

@@ -120,6 +120,8 @@ class OpRecorder(TorchFunctionMode):
     def _handle(self, func, args, kwargs, call):
         name, is_getter = func_name(func)
         if name in ("__set__", "__delete__"):
+            if _noop_flag_write(func, name, args):
+                return call(args, kwargs)
             self.monitor.stop("tensor attribute write")
             return call(args, kwargs)
         as_detach = is_getter and name == "data"
@@ -466,6 +468,16 @@ def _symbolic_in(value, depth=4):
     elif isinstance(value, slice):
         for v in (value.start, value.stop, value.step):
             yield from _symbolic_in(v, 0)
+
+
+def _noop_flag_write(func, name, args):
+    """`t.requires_grad = False` on a tensor that does not require grad: nothing changes
+    (other tensor attribute writes stop capture; a plain Python attribute such as
+    `t.some_attr` is not a descriptor write and is followed as any object's)."""
+    desc = getattr(func, "__self__", None)
+    return name == "__set__" and getattr(desc, "__name__", "") == "requires_grad" and \
+        len(args) == 2 and isinstance(args[0], torch.Tensor) and args[1] is False and \
+        not args[0].requires_grad
 
 
 def _needs_grad(args, kwargs):

@@ -17,6 +17,7 @@ from . import annotations, frames, replay
 from .frames import NULL, peek, peek_many
 from .refgraph import Relation
 from .symbolic import SymbolicInt, bake_all
+from .legacy import record_legacy
 from .training import function_applied, record_function_apply
 
 _OWN_DIR = os.path.dirname(os.path.abspath(__file__))
@@ -405,11 +406,13 @@ def _call(w, frame, name, argc, top):
 
 
 def _apply_call(w, fn, args, kw_values=()):
+    def set_post(after):
+        w.post = lambda f, t: after(peek(f, t, 0))
     applied = function_applied(fn, args) if w.mon.stopped is None else None
-    if applied is not None and record_function_apply(
-            w.mon, *applied, kw_values, lambda after: setattr(
-                w, "post", lambda f, t: after(peek(f, t, 0)))):
-        w.mon.suspend += 1  # its forward runs unwatched: the node stands for it
+    if (applied is not None and record_function_apply(w.mon, *applied, kw_values, set_post)) \
+            or (w.mon.stopped is None and type(fn) is not types.FunctionType and
+                record_legacy(w.mon, fn, args, kw_values, set_post)):
+        w.mon.suspend += 1  # runs unwatched: the graph node recorded after it stands for it
         w.mon.opaque += 1
         w.resume = True
         return

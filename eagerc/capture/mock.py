@@ -96,6 +96,7 @@ class MockBuilder:
             if idx is None:
                 idx = self._out_index[id(fx_node)] = len(self.outputs)
                 self.outputs.append(fx_node)
+                self._tensor_attrs(f"O[{idx}]", obj)
             return f"O[{idx}]"
         if isinstance(obj, _IMMUTABLE) and type(obj) is not tuple:
             return repr(obj) if _literal(obj) else self.consts.add(obj)
@@ -111,6 +112,21 @@ class MockBuilder:
             self.memo[node.node_id] = name
             return name
         return self._new_mutable(node, obj, refs)
+
+    def _tensor_attrs(self, expr, tensor, names=None):
+        """Python attributes the run set on a tensor (`t.some_attr = 3`), set again by the
+        mock on the tensor its graph returns (or on the outside tensor). Values: immutable
+        constants; anything else cannot be rebuilt."""
+        d = getattr(tensor, "__dict__", None) or {}
+        for name in sorted(d if names is None else names):
+            if name not in d:
+                self.lines.append(f"{self.consts.add(object.__delattr__)}({expr}, {name!r})")
+                continue
+            value = plain(d[name])
+            if not isinstance(value, _IMMUTABLE) or type(value) is tuple:
+                raise CannotMock(f"tensor attribute {name!r} holds a {type(value).__name__}")
+            v = repr(value) if _literal(value) else self.consts.add(value)
+            self.lines.append(f"{self.consts.add(object.__setattr__)}({expr}, {name!r}, {v})")
 
     def _new_mutable(self, node, obj, refs):
         cls = type(obj)
@@ -161,8 +177,15 @@ class MockBuilder:
     def update(self, node):
         """Statements that bring object `node` from outside to its final state."""
         obj = node.obj
-        if isinstance(obj, torch.Tensor) or node.node_id == 0:
-            return  # the compiled graph updates tensors in place itself
+        if isinstance(obj, torch.Tensor):
+            # the compiled graph updates its values in place itself; Python attributes the
+            # run set on it are set again
+            names = [rel.key for rel in node.written if rel.kind == "attr"]
+            if names:
+                self._tensor_attrs(self.slot_of(node.node_id), obj, names)
+            return
+        if node.node_id == 0:
+            return
         slot = self.slot_of(node.node_id)
         last = node.versions[-1].refs
         rp = self.replays

@@ -233,6 +233,9 @@ class Monitor:
         holder = self.holder(obj)
         if holder is None or isinstance(obj, torch.Tensor):
             return
+        if _module_dict(obj) is not None:  # one node for `mod.x` and the global `x`
+            self.graph.read(self.const_node(obj.__dict__), Relation("global", name), result)
+            return
         source = attr_source(obj, name, result)
         if source == "attr":
             # An instance __dict__ is a namespace: its keys are read one by one.
@@ -254,6 +257,13 @@ class Monitor:
             setter = object.__setattr__
         if setter is not object.__setattr__ and not isinstance(obj, types.ModuleType):
             self.stop(f"attribute write through native __setattr__ of {type(obj).__name__}")
+            return
+        if _module_dict(obj) is not None:
+            # `warnings.filters = ...` and the module's own code reading the global `filters`
+            # are one reference: its globals dict's item (else a read after the write looks
+            # like an outside read, and the guard checks the run's value against the old one)
+            self.graph.write(self.const_node(obj.__dict__), Relation("global", name), value,
+                             delete=delete)
             return
         self.graph.write(holder, Relation("attr", name), value, delete=delete)
 
@@ -440,6 +450,14 @@ class Monitor:
 
     def is_new_function(self, fn):
         return id(fn) in self._new_funcs
+
+
+def _module_dict(obj):
+    """A plain module's namespace (its globals), or None."""
+    if type(obj) is types.ModuleType:
+        d = obj.__dict__
+        return d if type(d) is dict else None
+    return None
 
 
 def attr_source(obj, name, result):
