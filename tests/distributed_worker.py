@@ -138,12 +138,17 @@ def checkpoint(rank: int, world: int, device: str, out_dir: str) -> dict:
 
 
 def failure(rank: int, world: int, device: str, kind: str) -> dict:
-    """Rank 0 runs an all_reduce its peer never joins: the peer sleeps past the timeout
-    ("timeout") or has exited ("dead_peer"). Returns the exception rank 0 got."""
+    """Rank 0 runs an all_reduce its peer never joins: the peer waits, alive, until rank 0
+    has seen the timeout ("timeout"), or has exited ("dead_peer"). Returns the exception
+    rank 0 got."""
+    store = dist.distributed_c10d._get_default_store()  # apart from gloo's connections
     if rank != 0:
         if kind == "dead_peer":
             os._exit(0)
-        time.sleep(12)
+        try:
+            store.wait(["failure_seen"], datetime.timedelta(seconds=300))
+        except dist.DistError:
+            pass  # rank 0, which hosts the store, saw the failure and exited first
         return {}
     if kind == "dead_peer":
         time.sleep(2)  # the peer is gone
@@ -152,6 +157,9 @@ def failure(rank: int, world: int, device: str, kind: str) -> dict:
         dist.all_reduce(x)
     except Exception as e:  # noqa: BLE001  (what torch raises is the result)
         return {"type": f"{type(e).__module__}.{type(e).__qualname__}", "message": str(e)}
+    finally:
+        if kind == "timeout":
+            store.set("failure_seen", "1")
     return {"type": None}
 
 
