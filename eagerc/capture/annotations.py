@@ -284,6 +284,10 @@ def lookup(fn):
     return ann
 
 
+def _pybind11_record(owner):
+    return type(owner).__module__ == "pybind11_builtins"
+
+
 def _lookup(fn):
     t = type(fn)
     if t is types.FunctionType:
@@ -300,8 +304,10 @@ def _lookup(fn):
         ann = _BY_OBJ.get(fn) if _hashable(owner) else None
         if ann is not None:
             return ann
-        if owner is None or isinstance(owner, types.ModuleType):
-            pass
+        if owner is None or isinstance(owner, types.ModuleType) or _pybind11_record(owner):
+            # a module-level native (a pybind11 function's __self__ is its function record):
+            # annotated by object, or by (module, name) for libraries not imported here
+            ann = _BY_NAME.get((getattr(fn, "__module__", None), fn.__name__))
         elif isinstance(owner, type):  # classmethod of a builtin class, e.g. dict.fromkeys
             ann = _method_key(owner, fn.__name__) or PURE_REF
         else:

@@ -528,6 +528,8 @@ def _plain_values(values, depth=2):
 def _qualname(fn):
     owner = getattr(fn, "__objclass__", None) or getattr(fn, "__self__", None)
     mod = getattr(fn, "__module__", None) or (type(owner).__name__ if owner is not None else "")
+    if owner is not None and type(owner).__module__ == "pybind11_builtins":
+        return f"{mod}.{fn.__name__}"  # (its __qualname__ names the function record type)
     return f"{mod}.{getattr(fn, '__qualname__', getattr(fn, '__name__', repr(fn)))}"
 
 
