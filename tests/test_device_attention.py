@@ -58,3 +58,18 @@ def test_the_users_backend_choice_is_honoured():
     assert_close(out.cpu(), F.scaled_dot_product_attention(q, k, v))
     reached = _ops_reached()
     assert FUSED not in reached and "aten::_safe_softmax@PrivateUse1" in reached, reached
+
+
+def test_a_mask_that_needs_a_gradient_keeps_the_path_cpu_would_take():
+    # T5's position bias is added into the mask and trained: the CPU's choice sees a mask
+    # that requires grad and refuses the fused kernel (not differentiable in attn_mask), so
+    # the device must decide on stand-ins that keep requires_grad too.
+    torch.manual_seed(0)
+    q, k, v = (torch.randn(1, 2, 6, 8) for _ in range(3))
+    bias = torch.randn(1, 2, 6, 6)
+    on_device = [t.to("eagerc").requires_grad_() for t in (q, k, v, bias)]
+    F.scaled_dot_product_attention(*on_device[:3], attn_mask=on_device[3]).square().sum().backward()
+    cpu = [t.clone().requires_grad_() for t in (q, k, v, bias)]
+    F.scaled_dot_product_attention(*cpu[:3], attn_mask=cpu[3]).square().sum().backward()
+    for got, want in zip(on_device, cpu):
+        assert_close(got.grad.cpu(), want.grad)

@@ -27,10 +27,14 @@ namespace {
 // The CPU's choice reads only metadata, so it sees CPU stand-ins with each tensor's
 // sizes, strides and dtype over a dummy address: no aliasing of real storage, and it works
 // for fake tensors too (warm_cache's discovery runs models under FakeTensorMode).
+// requires_grad is kept: the CPU's choice refuses fused kernels for a mask that needs a
+// gradient, and without it T5's attention in grad mode picked one that is not
+// differentiable with respect to attn_mask.
 at::Tensor cpu_standin(const at::Tensor& t) {
   alignas(64) static char never_read[64];
-  return at::from_blob(never_read, t.sizes(), t.strides(),
-                       at::TensorOptions().dtype(t.scalar_type()).device(c10::kCPU));
+  at::Tensor standin = at::from_blob(never_read, t.sizes(), t.strides(),
+                                     at::TensorOptions().dtype(t.scalar_type()).device(c10::kCPU));
+  return t.requires_grad() ? standin.requires_grad_() : standin;
 }
 
 // The same over no memory on `home` (a GPU): for_blob with a target device does not ask
@@ -68,10 +72,10 @@ int64_t attention_choice(const at::Tensor& query, const at::Tensor& key, const a
       c10::DispatchKeySet({c10::DispatchKey::Python, c10::DispatchKey::PythonTLSSnapshot}));
   const int64_t choice = at::_fused_sdp_choice(standin(query), standin(key), standin(value), mask,
                                                dropout_p, is_causal, scale, enable_gqa);
-  // Inference only: with a gradient to record the math path stays, until the backward of
-  // memory-efficient attention on the device is verified on a GPU (session 9's attempt
-  // failed first in the test's own CUDA reference backward: a registered PrivateUse1 device
-  // is torch's accelerator, and the engine then asserts in backwards over CUDA tensors).
+  // Inference only: with a gradient to record the math path stays. The backward of
+  // memory-efficient attention on the device is not verified on a GPU: a registered
+  // PrivateUse1 device is torch's accelerator, and the engine then asserts in a CUDA
+  // reference backward (pytorch/pytorch#161129), so the test's reference cannot run.
   const bool records_grad = at::GradMode::is_enabled() &&
                             (query.requires_grad() || key.requires_grad() || value.requires_grad());
   const bool neutral =
