@@ -18,15 +18,17 @@ off, EAGERC_ALIAS_FALLBACK=0), these ops are traced into ops Inductor generates 
   non-NaN values, the first NaN when there are none). Where the code generator sorts
   (Triton) this is generated code; host C++ sorts through ATen's sort (an extern).
 - histc: each element's bin by ATen's linear formula, counted per bin as a reduction over
-  the elements (bins x elements comparisons, no scatter).
+  the elements (bins x elements comparisons, no scatter); histogram over given edges the
+  same way, an element's bin counted from the edges below it (ATen's upper_bound).
 - take: an index into the flattened tensor through a 1-d index.
 - special functions the code generator has no code for (Triton: ndtr, log_ndtr,
   spherical_bessel_j0) as ATen's formulas over functions it has (erf, erfc, erfcx, sin).
 - isin: a broadcast comparison reduced with any(). torch._decomp's isin picks a sort-based
   path by a float power of the sizes, a guard eagerc cannot express.
 
-Not here: ops whose output shape depends on values (bincount, unique), bin edges returned
-with the counts (histogram), and what has no pointwise or recurrence form in PyTorch yet.
+Not here: ops whose output shape depends on values (bincount, unique), histogram with a
+bin count (eagerc does not compile its float[] range argument: it runs on aliases), and
+what has no pointwise or recurrence form in PyTorch yet.
 """
 from __future__ import annotations
 
@@ -37,7 +39,7 @@ aten = torch.ops.aten
 
 # Changes whenever a decomposition here changes the code it produces (the cache key of
 # a target that uses them holds it).
-VERSION = "1"
+VERSION = "2"
 
 
 def _scan(x, dim: int, combine, pad_value, *extra):
@@ -167,6 +169,26 @@ def _histc(x, bins=100, min=0, max=0):
     return ((position[None, :] == each_bin) & inside[None, :]).sum(1).to(x.dtype)
 
 
+def _histogram_bins(x, bins, *, weight=None, density=False):
+    # ATen's histogram over given edges: an element's bin is the number of edges <= it,
+    # less one (upper_bound), the rightmost edge into the last bin, elements outside the
+    # edges (and NaN) in none; weights summed; density divides by the total, then by the
+    # bin widths.
+    flat = x.reshape(-1)
+    edges = bins.reshape(-1)
+    count = edges.shape[0] - 1
+    inside = (flat >= edges[0]) & (flat <= edges[-1])
+    position = (edges[:, None] <= flat[None, :]).sum(0) - 1
+    position = torch.where(position == count, count - 1, position)
+    hit = (position[None, :] == torch.arange(count, device=x.device)[:, None]) & inside[None, :]
+    each = torch.ones_like(flat) if weight is None else weight.reshape(-1).to(x.dtype)
+    hist = torch.where(hit, each[None, :], torch.zeros((), dtype=x.dtype, device=x.device)).sum(1)
+    if density:
+        hist = hist / hist.sum()
+        hist = hist / (edges[1:] - edges[:-1])
+    return hist, bins.clone()
+
+
 def _isin(elements, test_elements, *, assume_unique=False, invert=False):
     if not isinstance(elements, torch.Tensor):  # Scalar_Tensor
         found = (test_elements == elements).any()
@@ -265,6 +287,8 @@ def _table() -> dict:
     table[aten.kthvalue.values] = out_wrapper("values", "indices")(_kthvalue)
     add(aten.histc, _histc)
     add(aten.isin, _isin)
+    table[aten.histogram.bins_tensor] = _histogram_bins
+    table[aten.histogram.bins_tensor_out] = out_wrapper("hist", "bin_edges")(_histogram_bins)
     add(aten.take, _take)
     return {op: fn for op, fn in table.items() if "dimname" not in op._schema.overload_name}
 
