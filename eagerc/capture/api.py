@@ -5,6 +5,7 @@ import os
 import threading
 
 from . import segments
+from .backend import GraphCompiler
 from .records import RecordCache, build_record
 from .speculate import MAX_VALUE_MISSES, ValueMiss
 from .segment_graph import compile_stream
@@ -17,11 +18,6 @@ SEGMENTS_ENV = "EAGERC_CAPTURE_SEGMENTS"
 _state = threading.local()  # .active: a monitor run or a mock is in progress on this thread
 
 
-def _eager_backend(gm, example_inputs):
-    return gm
-
-
-_BACKENDS = {"eager": _eager_backend}
 LIFT_AFTER = 3  # records of one function before its float arguments become graph inputs
 MAX_FAULTS = 3  # internal errors of capture before a function runs eagerly for good
 log = logging.getLogger("eagerc")
@@ -57,6 +53,8 @@ class Captured:
                       # per miss while records exist: the failing check of the most
                       # recently matched record's guard (Record.why_not)
                       "guard_failures": collections.Counter()}
+        # the record's backend: static, symbolic and training graphs (backend.py)
+        self.compiler = GraphCompiler(backend, self.stats)
         self.faults = 0  # internal errors of capture (guard, monitor, record, mock)
         self.disabled = False
         # Monitor runs go on past tensor values Python reads, checked after the graph
@@ -65,44 +63,6 @@ class Captured:
         self.split = split  # partial capture of child modules when a record stops
         self._children = None  # [(child module, its Captured forward)], made on first need
         self.__wrapped__ = fn
-
-    def _compile(self, gm, example_inputs):
-        from .training import compile_joint, needs_autograd
-        if needs_autograd(example_inputs):  # a training record: forward + backward
-            inductor = self._backend is None or self._backend == "inductor"
-            self.stats["training_graphs"] += 1
-            return compile_joint(gm, example_inputs, self._compile_static, inductor)
-        return self._compile_static(gm, example_inputs)
-
-    def _compile_static(self, gm, example_inputs):
-        backend = self._backend
-        if backend is None or backend == "inductor":
-            from .backend import _compile_graph
-            fn, from_disk = _compile_graph(gm, example_inputs)
-            self.stats["graphs_from_disk"] += from_disk
-            return fn
-        return self._backend_fn()(gm, example_inputs)
-
-    def _backend_fn(self):
-        backend = self._backend
-        if isinstance(backend, str):
-            try:
-                backend = _BACKENDS[backend]
-            except KeyError:
-                raise ValueError(f"unknown capture backend {backend!r}: use 'inductor', "
-                                 f"'eager' or a callable (gm, example_inputs) -> fn") from None
-        return backend
-
-    def _compile_symbolic(self, gm, example_inputs, dynamic_dims):
-        from .backend import _compile_graph_symbolic
-        backend = self._backend
-        if backend is not None and backend != "inductor":
-            backend = self._backend_fn()
-        else:
-            backend = None
-        compiled, from_disk = _compile_graph_symbolic(gm, example_inputs, dynamic_dims, backend)
-        self.stats["graphs_from_disk"] += from_disk
-        return compiled
 
     def __call__(self, *args, **kwargs):
         mode = segments.current()
@@ -257,7 +217,7 @@ class Captured:
                 if not returned:
                     return  # the program raised: the next such call records
                 record.stream_recordings += 1
-                stream = compile_stream(mode, self._compile)
+                stream = compile_stream(mode, self.compiler.compile)
                 record.stream = stream if stream is not None and stream.graph_ops() else False
                 if record.stream:
                     self.stats["segment_graphs"] += sum(
@@ -371,7 +331,7 @@ class Captured:
         another monitor run; none if that fails too. Whether one was added."""
         try:
             mon.stopped = reason
-            record = build_record(mon, None, self._compile)
+            record = build_record(mon, None, self.compiler.compile)
         except Exception:  # noqa: BLE001 - the next such call monitors again
             return False
         record.raised = raised
@@ -393,14 +353,19 @@ class Captured:
             self.stats["stop_reasons"][lift_stop] += 1
             return  # no record: the next call with these values records them
         try:
-            record = build_record(mon, result, self._compile,
-                                  self._compile_symbolic if symbolic else None)
+            record = build_record(mon, result, self.compiler.compile,
+                                  self.compiler.compile_symbolic if symbolic else None)
             if getattr(mon, "symbolic_failed", False):
                 self.symbolic_after = None
-        except Exception:
+        except Exception as e:
             if not mon.lifted:
                 raise
-            self.lift_after = None  # an op wants a Python number: keep floats constant
+            # an op wants a Python number: keep floats constant. No record: the next such
+            # call records again, and says why here
+            self.lift_after = None
+            self.stats["stop_reasons"][
+                f"lifted float arguments refused by the compile ({type(e).__name__}): "
+                "floats kept constant"] += 1
             return
         self.cache.add(record)
         if record.eager:

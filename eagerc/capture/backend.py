@@ -5,11 +5,63 @@ becomes an artifact in kernel_cache, shared with the per-op kernels, so a later 
 recording the same graph loads it instead of compiling. Graphs that path refuses (outputs
 aliasing inputs, inputs on other devices) are compiled by Inductor's compile_fx; a graph
 that cannot be compiled at all runs as recorded (the FX graph itself), with a warning.
-Each function returns `(fn, from_disk)`.
+Each function returns `(fn, from_disk)`. `GraphCompiler` picks the path for a record's
+backend: one entry for static graphs (training graphs through AOTAutograd, training.py) and
+one for symbolic ones.
 """
 import logging
 
 log = logging.getLogger("eagerc")
+
+
+def _eager_backend(gm, example_inputs):
+    return gm
+
+
+_BACKENDS = {"eager": _eager_backend}
+
+
+class GraphCompiler:
+    """Compiles a record's (or a segment's) graph for one `backend`: "inductor"/None
+    (eagerc's compile/cache layer), "eager" or a callable `(gm, example_inputs) -> fn`.
+    Counts graphs loaded from disk and training graphs into `stats`."""
+
+    def __init__(self, backend, stats):
+        self.backend, self.stats = backend, stats
+        self.inductor = backend is None or backend == "inductor"
+
+    def compile(self, gm, example_inputs):
+        """fn(*inputs) -> outputs. With grad mode on and an input requiring grad: forward
+        and backward through AOTAutograd, each graph compiled by `compile_static`."""
+        from .training import compile_joint, needs_autograd
+        if needs_autograd(example_inputs):
+            self.stats["training_graphs"] += 1
+            return compile_joint(gm, example_inputs, self.compile_static, self.inductor)
+        return self.compile_static(gm, example_inputs)
+
+    def compile_static(self, gm, example_inputs):
+        if self.inductor:
+            fn, from_disk = _compile_graph(gm, example_inputs)
+            self.stats["graphs_from_disk"] += from_disk
+            return fn
+        return self.backend_fn()(gm, example_inputs)
+
+    def compile_symbolic(self, gm, example_inputs, dynamic_dims):
+        """((fn, shape_ok)) with symbolic sizes for `dynamic_dims` (see _compile_graph_symbolic)."""
+        backend = None if self.inductor else self.backend_fn()
+        compiled, from_disk = _compile_graph_symbolic(gm, example_inputs, dynamic_dims, backend)
+        self.stats["graphs_from_disk"] += from_disk
+        return compiled
+
+    def backend_fn(self):
+        backend = self.backend
+        if isinstance(backend, str):
+            try:
+                backend = _BACKENDS[backend]
+            except KeyError:
+                raise ValueError(f"unknown capture backend {backend!r}: use 'inductor', "
+                                 f"'eager' or a callable (gm, example_inputs) -> fn") from None
+        return backend
 
 
 def _compile_graph(gm, example_inputs):
