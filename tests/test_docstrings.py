@@ -8,7 +8,8 @@ MODULES = """eagerc eagerc.ops eagerc.targets eagerc.codegen eagerc.cache eagerc
 eagerc.capture.guards eagerc.capture.annotations eagerc.capture.refgraph eagerc.device
 eagerc.device.device_module kernel_cache kernel_cache.interface kernel_cache.records
 kernel_cache.remote kernel_cache.namespace kernel_cache.layout kernel_cache.disk
-kernel_cache.tiered kernel_cache.tables kernel_cache.remote_stats eagerc.device.distributed eagerc._cluster""".split()
+kernel_cache.tiered kernel_cache.tables kernel_cache.remote_stats eagerc.device.distributed eagerc._cluster
+eagerc.device.module_conversion""".split()
 
 
 @pytest.mark.parametrize("name", MODULES)

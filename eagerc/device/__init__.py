@@ -76,6 +76,10 @@ def register() -> bool:
     from eagerc.device import distributed
 
     distributed.register(backing)
+    # module.to(device) keeps tied parameters tied (torch unties them on PrivateUse1).
+    from eagerc.device import module_conversion
+
+    module_conversion.install(NAME)
     _registered = True
     return True
 
