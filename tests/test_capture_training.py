@@ -223,3 +223,21 @@ def test_transformers_training_step(make, backend):
     stats = _steps(model, ids, lambda out: out.logits.float().pow(2).mean(), backend,
                    model_tol=True)
     _assert_one_training_graph(stats)
+
+
+def test_grad_fn_read_of_a_tensor_the_run_made():
+    """`y.grad_fn is not None` on a tensor the run made is fixed by grad mode and the
+    inputs' requires_grad (both guarded): one record per grad mode, no stop."""
+    lin = torch.nn.Linear(4, 4)
+
+    def f(x):
+        y = lin(x)
+        return y * 2 if y.grad_fn is not None else y * 3
+    captured = capture(f, backend="eager")
+    x = torch.randn(2, 4)
+    for _ in range(2):
+        assert_close(captured(x), lin(x) * 2)
+        with torch.no_grad():
+            assert_close(captured(x), lin(x) * 3)
+    stats = capture_stats(captured)
+    assert stats["records"] == 2 and stats["hits"] == 2 and stats["stop_reasons"] == {}, stats

@@ -137,8 +137,12 @@ class OpRecorder(TorchFunctionMode):
             if name in _STRIDE_META and args:
                 self.monitor.note_stride_read(args[0])
             return call(args, kwargs)
-        if name == "grad_fn" and args and self._made_without_grad(args[0]):
-            return call(args, kwargs)  # None by construction (nn.Parameter checks it)
+        if name == "grad_fn" and args and self._made_by_run(args[0]):
+            # None or not by construction: whether the op's inputs required grad under the
+            # grad mode, both fixed by the guard (nn.Parameter checks it, BigBird branches on
+            # it). The node object itself is not state a mock can rebuild: storing it or
+            # calling its methods stops elsewhere.
+            return call(args, kwargs)
         if name in _VALUE_READS:
             if name in _CONST_READS and args and self.nodes.get(id(args[0])) in self.const:
                 return call(args, kwargs)  # a value made from constants only: a constant
@@ -232,11 +236,10 @@ class OpRecorder(TorchFunctionMode):
             self.vary[id(out)] = True
         self._bind(out, node)
 
-    def _made_without_grad(self, tensor):
-        """A tensor the run made by a recorded op with grad mode off: it has no grad_fn."""
+    def _made_by_run(self, tensor):
+        """A tensor a recorded op of the run made (not a graph input)."""
         node = self.nodes.get(id(tensor))
-        return node is not None and node.op != "placeholder" and not torch.is_grad_enabled() \
-            and not self.monitor.grad_mode
+        return node is not None and node.op != "placeholder"
 
     def _bind(self, out, node):
         """Make `out` (a tensor, a tuple of tensors or None) refer to `node`."""
