@@ -23,7 +23,7 @@ from eagerc.testing import assert_close
 FAMILIES = {
     "cummax": ["cummax"], "cummin": ["cummin"], "logcumsumexp": ["logcumsumexp"],
     "median": ["median"], "nanmedian": ["nanmedian"], "kthvalue": ["kthvalue"],
-    "histc": ["histc"], "histogram": ["histogram"], "isin": ["isin"], "take": ["take"],
+    "histc": ["histc"], "histogram": ["histogram"], "bucketize": ["bucketize"], "isin": ["isin"], "take": ["take"],
 }
 
 
@@ -176,7 +176,7 @@ def _run_on_device(names: list, samples: int):
 @pytest.mark.slow
 @pytest.mark.parametrize("family", [["cummax", "cummin", "logcumsumexp"],
                                     ["median", "nanmedian", "kthvalue"],
-                                    ["histc", "histogram", "isin", "take"]], ids=lambda f: f[0])
+                                    ["histc", "histogram", "bucketize", "isin", "take"]], ids=lambda f: f[0])
 def test_compiled_on_a_device_without_aliases(family):
     """Each family compiles on the eagerc device with aliases off (a vendor's view), and
     every OpInfo sample matches native eager."""

@@ -20,6 +20,8 @@ off, EAGERC_ALIAS_FALLBACK=0), these ops are traced into ops Inductor generates 
 - histc: each element's bin by ATen's linear formula, counted per bin as a reduction over
   the elements (bins x elements comparisons, no scatter); histogram over given edges the
   same way, an element's bin counted from the edges below it (ATen's upper_bound).
+- bucketize: the boundaries its binary search steps past, counted (a reduction over the
+  boundaries per element).
 - take: an index into the flattened tensor through a 1-d index.
 - special functions the code generator has no code for (Triton: ndtr, log_ndtr,
   spherical_bessel_j0) as ATen's formulas over functions it has (erf, erfc, erfcx, sin).
@@ -39,7 +41,7 @@ aten = torch.ops.aten
 
 # Changes whenever a decomposition here changes the code it produces (the cache key of
 # a target that uses them holds it).
-VERSION = "2"
+VERSION = "3"
 
 
 def _scan(x, dim: int, combine, pad_value, *extra):
@@ -189,6 +191,15 @@ def _histogram_bins(x, bins, *, weight=None, density=False):
     return hist, bins.clone()
 
 
+def _bucketize(x, boundaries, *, out_int32=False, right=False):
+    # ATen's binary search as a count over the (1-d, sorted) boundaries: those for which
+    # its step moves right, !(b >= x) (right: !(b > x)); so NaN lands past the last.
+    if not isinstance(x, torch.Tensor):  # Scalar
+        x = torch.full((), x, dtype=boundaries.dtype, device=boundaries.device)
+    below = ~(boundaries > x[..., None]) if right else ~(boundaries >= x[..., None])
+    return below.sum(-1).to(torch.int32 if out_int32 else torch.int64)
+
+
 def _isin(elements, test_elements, *, assume_unique=False, invert=False):
     if not isinstance(elements, torch.Tensor):  # Scalar_Tensor
         found = (test_elements == elements).any()
@@ -287,6 +298,7 @@ def _table() -> dict:
     table[aten.kthvalue.values] = out_wrapper("values", "indices")(_kthvalue)
     add(aten.histc, _histc)
     add(aten.isin, _isin)
+    add(aten.bucketize, _bucketize)
     table[aten.histogram.bins_tensor] = _histogram_bins
     table[aten.histogram.bins_tensor_out] = out_wrapper("hist", "bin_edges")(_histogram_bins)
     add(aten.take, _take)
