@@ -2,6 +2,7 @@
 
     python tools/capture_corpus.py                       # idioms + named transformers models
     python tools/capture_corpus.py --suite idioms        # tools/capture_idioms.py only
+    python tools/capture_corpus.py --suite diffusers     # tools/capture_diffusers.py (pip install diffusers)
     python tools/capture_corpus.py --suite hf --hf-all --max-models 60 --timeout 120
     python tools/capture_corpus.py --hf-all --base-models 150     # + transformers base models
     python tools/capture_corpus.py --only module_counter,llama -v
@@ -233,6 +234,9 @@ def programs(suite, hf_all, max_models, max_base=0):
     if suite in ("all", "hf"):
         from capture_hf import hf_programs
         out.update(hf_programs(hf_all, max_models, max_base))
+    if suite in ("all", "diffusers"):
+        from capture_diffusers import diffusers_programs
+        out.update(diffusers_programs())
     return out
 
 
@@ -288,7 +292,7 @@ def table(rows):
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--suite", choices=["all", "idioms", "hf"], default="all")
+    ap.add_argument("--suite", choices=["all", "idioms", "hf", "diffusers"], default="all")
     ap.add_argument("--hf-all", action="store_true",
                     help="also every causal-LM architecture of transformers' auto mapping")
     ap.add_argument("--max-models", type=int, default=400)

@@ -4,6 +4,7 @@ of tools/capture_hf.py (issue 30).
     python tools/capture_train_corpus.py                          # the named architectures
     python tools/capture_train_corpus.py --hf-all --max-models 40 --timeout 180
     python tools/capture_train_corpus.py --only gpt2,bert -v
+    python tools/capture_train_corpus.py --diffusers --only diffusers_vae,diffusers_unet_cond
 
 Per model (tiny config, random init, `train()`, dropout off so that eager is the
 reference): a loss (mean of squares of the output) and its backward, STEPS times with SGD
@@ -177,6 +178,8 @@ def main(argv=None):
     ap.add_argument("--max-models", type=int, default=400)
     ap.add_argument("--timeout", type=int, default=180)
     ap.add_argument("--only", default="")
+    ap.add_argument("--diffusers", action="store_true",
+                    help="also tools/capture_diffusers.py's models (pip install diffusers)")
     ap.add_argument("-v", action="store_true")
     args = ap.parse_args(argv)
     warnings.simplefilter("ignore")
@@ -185,6 +188,9 @@ def main(argv=None):
     torch.set_num_threads(1)
     from capture_hf import hf_programs
     progs = hf_programs(args.hf_all, args.max_models)
+    if args.diffusers:
+        from capture_diffusers import diffusers_programs
+        progs.update(diffusers_programs())
     if args.only:
         progs = {k: v for k, v in progs.items() if k in args.only.split(",")}
     rows = []
