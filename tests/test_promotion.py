@@ -25,6 +25,8 @@ CASES = {
     "bool clamp min=2.5": lambda d: T([True, False], device=d).clamp(min=2.5),
     "float clamp max=2": lambda d: T([1.5, 5.0], device=d).clamp(max=2),
     "bool add alpha=2": lambda d: torch.add(T([True, False], device=d), T([True, True], device=d), alpha=2),
+    "bool add alpha=0": lambda d: torch.add(T([True, False] * 3, device=d), T([True, True] * 3, device=d), alpha=0),
+    "bool add alpha=False": lambda d: torch.add(T([True, False] * 3, device=d), T([True, True] * 3, device=d), alpha=False),
     "bool add_ alpha=3": lambda d: T([False, False], device=d).add_(T([True, False], device=d), alpha=3),
     "int add alpha=2": lambda d: torch.add(T([1, 2], device=d), T([3, 4], device=d), alpha=2),
     "int + 2.5 (wrapped number)": lambda d: T([1, 2], device=d) + 2.5,
