@@ -61,6 +61,7 @@ def _samples(info, n):
 def _run(call, module, sample, training):
     """(outputs, grads) of three identical calls, or ('raised', text)."""
     args, kwargs = sample.forward_input.args, sample.forward_input.kwargs
+    torch.manual_seed(1)  # the same draws for each tool (lazy modules initialize on call)
     res = []
     try:
         for _ in range(3):
@@ -119,6 +120,7 @@ def run_case(info, sample, training):
         row["capture_new_exc"] is None
     row["stop_reasons"] = dict(stats["stop_reasons"])
     row["rerecord"] = stats["misses"] > 1
+    row["guard_failures"] = dict(stats["guard_failures"])
     dynamo.reset()
     m = copy.deepcopy(base)
     got = _run(torch.compile(m, fullgraph=True, backend="eager"), m, sample, training)
@@ -184,6 +186,9 @@ def table(rows):
     reasons = collections.Counter(k for r in done for k in r.get("stop_reasons", {}))
     lines += ["Capture stop reasons, by cases:", ""] + \
         [f"- {c} × {k}" for k, c in reasons.most_common()] + [""]
+    lines += ["Re-records on identical calls (the check that missed):", ""] + \
+        [f"- {r['name']}: {'; '.join(r.get('guard_failures', {}))[:160] or 'no reason'}"
+         for r in done if r.get("rerecord")] + [""]
     bad = [r for r in done if not r["capture_equal"] or r.get("capture_new_exc")]
     lines += ["Cases not equal to eager or raising under capture:", ""] + \
         [f"- {r['name']}: {r.get('capture_new_exc') or 'values'}" for r in bad]
