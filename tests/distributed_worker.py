@@ -56,6 +56,9 @@ def collectives(rank: int, world: int, device: str) -> dict:
     work = dist.all_reduce(a, async_op=True)
     seen["async_handle"] = type(work).__name__
     work.wait()
+    # NCCL's wait() only orders the current stream after the collective: the work is
+    # complete once the device has caught up (gloo's is at once).
+    getattr(torch, torch.device(device).type).synchronize()
     seen["async_completed"] = work.is_completed()
     seen["async_all_reduce_bf16"] = _values(a.float())
     dist.barrier()
