@@ -35,13 +35,14 @@ what has no pointwise or recurrence form in PyTorch yet.
 from __future__ import annotations
 
 import torch
+from torch._inductor import inductor_prims
 from torch._prims_common.wrappers import out_wrapper
 
 aten = torch.ops.aten
 
 # Changes whenever a decomposition here changes the code it produces (the cache key of
 # a target that uses them holds it).
-VERSION = "3"
+VERSION = "4"
 
 
 def _scan(x, dim: int, combine, pad_value, *extra):
@@ -55,7 +56,9 @@ def _scan(x, dim: int, combine, pad_value, *extra):
     step = 1
     while step < n:
         shifted = tuple(_shift(t, step, pad) for t, pad in zip(state, (pad_value, *[0] * len(extra))))
-        state = combine(shifted, state)
+        # Each step its own buffer: inlined into the next, step k recomputes 2^k elements
+        # of the first (cummax 64x64: 1.6 ms against ATen's 5 us).
+        state = tuple(inductor_prims.force_stride_order(t, t.stride()) for t in combine(shifted, state))
         step *= 2
     return tuple(t.movedim(-1, dim).contiguous() for t in state)
 
