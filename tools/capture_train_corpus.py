@@ -48,8 +48,8 @@ def _no_dropout(model):
     for m in model.modules():
         if isinstance(m, torch.nn.modules.dropout._DropoutNd):
             m.p = 0.0
-        for k in ("dropout", "attention_dropout", "hidden_dropout", "activation_dropout"):
-            if isinstance(getattr(m, k, None), float):
+        for k, v in list(vars(m).items()):  # attn_dropout, attention_dropout, ... as floats
+            if "drop" in k.lower() and isinstance(v, float):
                 setattr(m, k, 0.0)
 
 
