@@ -34,6 +34,7 @@ CASES = {
     "bool * 2": lambda d: T([True, False], device=d) * 2,
     "int ** 2.0": lambda d: T([2, 3], device=d) ** 2.0,
     "int where scalar float": lambda d: torch.where(T([True, False], device=d), T([1, 2], device=d), 2.5),
+    "int threshold -5.5": lambda d: torch.nn.functional.threshold(T([-6, -5, 3], device=d), -5.5, 7),
     "sum out=int64": lambda d: torch.sum(T([[0.5, 0.6], [-0.5, -0.7], [-1.5, 0.2]], device=d), 1,
                                          out=torch.empty(3, dtype=torch.int64, device=d)),
     "cumsum out=int64": lambda d: torch.cumsum(T([[0.5, 0.6], [-0.5, -0.7]], device=d), 1,
