@@ -105,7 +105,9 @@ void* allocate_block(size_t nbytes) {
   void* block = block_cache().take(rounded);
   if (!block) {
     block = std::aligned_alloc(kAlignment, rounded);
-    TORCH_CHECK(block != nullptr, "eagerc: out of host memory allocating ", nbytes, " bytes");
+    // OutOfMemoryError, as CUDA's allocator raises: torch.OutOfMemoryError in Python, and a
+    // compiled kernel's failed allocation reaches the user as it is (KernelHolder).
+    TORCH_CHECK_WITH(OutOfMemoryError, block != nullptr, "eagerc: out of host memory allocating ", nbytes, " bytes");
     *static_cast<size_t*>(block) = rounded;
   }
   return static_cast<char*>(block) + kHeader;
