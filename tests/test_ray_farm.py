@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
-import socket
 import subprocess
 import sys
 import textwrap
@@ -22,38 +20,18 @@ ray = pytest.importorskip("ray")
 redis = pytest.importorskip("redis")
 
 from eagerc import _cluster  # noqa: E402
+from private_redis import RedisServer  # noqa: E402
 
 pytestmark = pytest.mark.warm
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def redis_url(tmp_path_factory):
-    if shutil.which("redis-server") is None:
-        pytest.skip("no redis-server on PATH (apt-get install redis-server)")
-    port = _free_port()
-    process = subprocess.Popen(["redis-server", "--port", str(port), "--bind", "127.0.0.1",
-                                "--save", "", "--appendonly", "no",
-                                "--dir", str(tmp_path_factory.mktemp("redis"))],
-                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    client = redis.Redis(port=port)
-    for _ in range(100):
-        try:
-            client.ping()
-            break
-        except redis.exceptions.ConnectionError:
-            time.sleep(0.05)
-    else:
-        process.kill()
-        pytest.skip("redis-server did not start")
-    yield f"redis://127.0.0.1:{port}/0"
-    process.kill()
-    process.wait()
+    server = RedisServer(tmp_path_factory.mktemp("redis"))
+    try:
+        yield server.start().url
+    finally:
+        server.stop()
 
 
 @pytest.fixture(scope="module")

@@ -11,7 +11,6 @@ import hashlib
 import json
 import logging
 import os
-import shutil
 import socket
 import subprocess
 import sys
@@ -19,6 +18,8 @@ import threading
 import time
 
 import pytest
+
+from private_redis import RedisServer
 
 from kernel_cache import DiskStore, Entry, Namespace, RedisStore, TieredStore, open_store
 
@@ -41,52 +42,6 @@ def _isolated_env(tmp_path, monkeypatch):
 def read(path):
     with open(path, "rb") as f:
         return f.read()
-
-
-def _debug_option() -> list[str]:
-    """Redis 7 refuses DEBUG (the slow-server test's SLEEP) unless enabled at start."""
-    version = subprocess.run(["redis-server", "--version"], capture_output=True, text=True).stdout
-    major = version.split("v=", 1)[-1].split(".", 1)[0]
-    return ["--enable-debug-command", "yes"] if major.isdigit() and int(major) >= 7 else []
-
-
-class RedisServer:
-    """A private redis-server on one loopback port that a test can stop and start again."""
-
-    def __init__(self, directory):
-        self.redis = pytest.importorskip("redis")
-        if shutil.which("redis-server") is None:
-            pytest.skip("no redis-server on PATH (apt-get install redis-server)")
-        with socket.socket() as probe:
-            probe.bind(("127.0.0.1", 0))
-            self.port = probe.getsockname()[1]
-        self.directory = str(directory)
-        self.url = f"redis://127.0.0.1:{self.port}/0"
-        self.process = None
-
-    def start(self):
-        # No persistence: a restart loses every key, as a fleet's cache server may.
-        self.process = subprocess.Popen(
-            ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
-             "--appendonly", "no", "--dir", self.directory, *_debug_option()],
-            stdout=subprocess.DEVNULL)
-        for _ in range(200):
-            try:
-                self.client().ping()
-                return self
-            except (self.redis.exceptions.ConnectionError, FileNotFoundError):
-                time.sleep(0.05)
-        self.stop()
-        pytest.skip("redis-server did not start")
-
-    def stop(self):
-        if self.process is not None:
-            self.process.terminate()
-            self.process.wait(timeout=10)
-            self.process = None
-
-    def client(self):
-        return self.redis.Redis.from_url(self.url, socket_timeout=30)
 
 
 @pytest.fixture
