@@ -21,15 +21,9 @@ import sys
 import tempfile
 import time
 
-MODEL = r"""
-import torch, transformers
-def bert():
-    torch.manual_seed(0)
-    cfg = transformers.BertConfig(hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
-                                  intermediate_size=64, vocab_size=100, max_position_embeddings=64)
-    ids = torch.randint(0, 100, (2, 16)); mask = torch.ones(2, 16, dtype=torch.long); mask[1, 8:] = 0
-    return transformers.BertModel(cfg).eval(), (ids, mask)
-"""
+from bench_warm import bert_source  # noqa: E402  (tools/ is this script's folder)
+
+MODEL = bert_source(hidden=32, heads=2, vocab=100, seq=16, pad_from=8)
 
 WARM = MODEL + r"""
 import json, sys, time, eagerc

@@ -13,15 +13,24 @@ import subprocess
 import sys
 import tempfile
 
-MODEL = r"""
+def bert_source(hidden: int = 64, heads: int = 4, vocab: int = 200, seq: int = 32,
+                pad_from: int = 20) -> str:
+    """The source of `bert()`: a tiny transformers BERT and its inputs (one padded row),
+    run in a child process by this script and by tools/bench_farm.py."""
+    return f"""
 import torch, transformers
 def bert():
     torch.manual_seed(0)
-    cfg = transformers.BertConfig(hidden_size=64, num_hidden_layers=2, num_attention_heads=4,
-                                  intermediate_size=128, vocab_size=200, max_position_embeddings=128)
-    ids = torch.randint(0, 200, (2, 32)); mask = torch.ones(2, 32, dtype=torch.long); mask[1, 20:] = 0
+    cfg = transformers.BertConfig(hidden_size={hidden}, num_hidden_layers=2, num_attention_heads={heads},
+                                  intermediate_size={2 * hidden}, vocab_size={vocab},
+                                  max_position_embeddings={2 * seq})
+    ids = torch.randint(0, {vocab}, (2, {seq})); mask = torch.ones(2, {seq}, dtype=torch.long)
+    mask[1, {pad_from}:] = 0
     return transformers.BertModel(cfg).eval(), (ids, mask)
 """
+
+
+MODEL = bert_source()
 
 WARM = MODEL + r"""
 import json, sys, time, eagerc
