@@ -19,6 +19,7 @@ import torch
 import torch.fx as fx
 from torch.overrides import TorchFunctionMode
 
+from . import numpy_ops
 from .fx_targets import as_graph_constant, fx_target
 from .speculate import SPECULATED, eval_dropout, read_value
 from .symbolic import SymbolicInt, _expect, _v, plain
@@ -143,6 +144,10 @@ class OpRecorder(TorchFunctionMode):
             # it). The node object itself is not state a mock can rebuild: storing it or
             # calling its methods stops elsewhere.
             return call(args, kwargs)
+        if name in numpy_ops.TENSOR_CALLS:  # t.numpy(), torch.tensor(array): numpy_ops.py
+            out = numpy_ops.record_torch_call(self, name, args, kwargs, call)
+            if out is not numpy_ops.NOT_TRACED:
+                return out
         if name in _VALUE_READS:
             if name in _CONST_READS and args and self.nodes.get(id(args[0])) in self.const:
                 return call(args, kwargs)  # a value made from constants only: a constant

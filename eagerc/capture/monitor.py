@@ -18,7 +18,7 @@ import types
 
 import torch
 
-from . import annotations
+from . import annotations, numpy_ops
 from .instructions import SKIP, FrameWatch, _hashable_key, analyze
 from .graph import OpRecorder
 from .guards import snapshot
@@ -319,6 +319,10 @@ class Monitor:
             bad = self._not_a_number(list(args) + list(kw_values))
             if bad is not None:
                 self.stop(f"numpy call on {bad}: {_qualname(fn)}")
+            else:  # arrays of tensor data: traced through numpy's protocols (numpy_ops.py)
+                bad = numpy_ops.native_on_traced(fn, list(args) + list(kw_values))
+                if bad is not None:
+                    self.stop(bad)
             return None
         for pos in ann.inplace:
             if pos < len(args) and not isinstance(args[pos], _IMMUTABLE_VALUES):
@@ -347,6 +351,9 @@ class Monitor:
                     self.expand_lazy(node)
         calls = self.recorder.calls
         if ann.as_op:
+            traced = numpy_ops.from_numpy_call(self, fn, args)  # torch.from_numpy(array)
+            if traced is not None:
+                return traced
             return lambda out: self._check_torch_call(fn, calls, out)
         if ann.value_read and any(isinstance(a, torch.Tensor) for a in args):
             return lambda out: self._check_value_read(fn, calls)
