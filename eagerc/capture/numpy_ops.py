@@ -315,6 +315,7 @@ if np is not None:
 
     def _value_read(name):
         real = getattr(np.ndarray, name)
+        what = "written" if name in _WRITES else "read"
         if isinstance(real, property) or not callable(real):
             def getter(self):
                 mon = _monitor()
