@@ -241,3 +241,26 @@ def test_grad_fn_read_of_a_tensor_the_run_made():
             assert_close(captured(x), lin(x) * 3)
     stats = capture_stats(captured)
     assert stats["records"] == 2 and stats["hits"] == 2 and stats["stop_reasons"] == {}, stats
+
+
+class _Experts(torch.nn.Module):
+    """MoE experts as transformers computes them on the CPU: rows sorted by expert,
+    `torch._grouped_mm` with cumulative offsets (float32: its meta function refuses it)."""
+
+    def __init__(self):
+        super().__init__()
+        self.w = torch.nn.Parameter(torch.randn(3, 8, 8) * 0.3)
+
+    def forward(self, x, offs):
+        return torch._grouped_mm(x, self.w, offs=offs).relu()
+
+
+@pytest.mark.skipif(not hasattr(torch, "_grouped_mm"), reason="no torch._grouped_mm")
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_grouped_mm_float32_training(backend):
+    offsets = iter([[2, 2, 7], [0, 5, 7], [3, 6, 7]])  # a new split of the rows per step
+
+    def inputs():
+        return torch.randn(7, 8), torch.tensor(next(offsets), dtype=torch.int32)
+    stats = _steps(_Experts(), inputs, lambda out: out.pow(2).mean(), backend)
+    _assert_one_training_graph(stats)

@@ -47,11 +47,60 @@ def compile_joint(gm, example_inputs, compile_graph, inductor):
     if inductor:
         from torch._inductor.decomposition import select_decomp_table
         decompositions, partition = select_decomp_table(), min_cut_rematerialization_partition
+    _traceable(gm)
     # (gm holds no parameters: they are graph inputs, so the result takes *inputs)
     return aot_module_simplified(gm, list(example_inputs), fw_compiler=compiler,
                                  bw_compiler=compiler, partition_fn=partition,
                                  decompositions=decompositions,
                                  keep_inference_input_mutations=True)
+
+
+# -- ops whose meta function refuses what their eager kernel computes ----------------------
+def grouped_mm(a, b, offs=None, bias=None, out_dtype=None):
+    """`torch._grouped_mm` in a graph AOTAutograd traces. Its meta function (run on fake
+    tensors by the trace) accepts bfloat16 only, while the CPU kernel computes float32 too,
+    and transformers' MoE experts call it on float32 CPU weights unless Dynamo is compiling
+    (they take a custom-op path then). Here each row of a 2-D `a` is multiplied by its
+    group's matrix of a 3-D `b` (the group of row m: the number of offsets <= m), without
+    reading `offs` in Python, so the graph is one graph for any split of the rows; autograd
+    derives the backward from these ops. Rows past the last offset, which eager leaves
+    uninitialized, are zero. bfloat16 and other forms call the op itself."""
+    if a.dtype == torch.bfloat16 and b.dtype == torch.bfloat16 or not (
+            a.dim() == 3 and b.dim() == 3 and offs is None or
+            a.dim() == 2 and b.dim() == 3 and offs is not None):
+        return torch._grouped_mm(a, b, offs=offs, bias=bias, out_dtype=out_dtype)
+    if offs is None:
+        out = torch.bmm(a, b)
+        if bias is not None:
+            out = out + bias.unsqueeze(-2)
+    else:
+        rows = torch.arange(a.shape[0], device=a.device, dtype=offs.dtype)
+        group = torch.searchsorted(offs, rows, right=True)
+        inside = group < b.shape[0]
+        group = group.clamp(max=b.shape[0] - 1)
+        out = torch.bmm(a.unsqueeze(1), b[group]).squeeze(1)
+        if bias is not None:
+            out = out + bias[group]
+        out = torch.where(inside.unsqueeze(1), out, out.new_zeros(()))
+    return out if out_dtype is None else out.to(out_dtype)
+
+
+_TRACEABLE = {}  # graph target -> a function AOTAutograd can trace in its place
+if hasattr(torch, "_grouped_mm"):
+    _TRACEABLE[torch._grouped_mm] = grouped_mm
+    if hasattr(torch.nn.functional, "grouped_mm"):
+        _TRACEABLE[torch.nn.functional.grouped_mm] = grouped_mm
+
+
+def _traceable(gm):
+    """Swap, in place, graph targets whose meta functions refuse what eager computes."""
+    changed = False
+    for node in gm.graph.nodes:
+        if node.op == "call_function" and node.target in _TRACEABLE:
+            node.target = _TRACEABLE[node.target]
+            changed = True
+    if changed:
+        gm.recompile()
 
 
 # -- autograd.Function.apply under grad: one node of the recorded graph ------------------
