@@ -100,8 +100,8 @@ def test_sizes_that_steer_python_stay_specialized():
             x = torch.randn(n, 2)
             assert_close(cap(x), fn(x))
         stats = capture_stats(cap)
-        # The whole stats on failure: it failed once in a full CI run (session 10) and in no
-        # isolated run; its guard failures and stop reasons say which record missed.
+        # The whole stats on failure: its guard failures and stop reasons say which record
+        # missed.
         assert (stats["records"], stats["hits"]) == (3, 2), (fn.__name__, stats)
 
 

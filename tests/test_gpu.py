@@ -180,8 +180,8 @@ def test_kernels_run_on_the_current_stream(fresh_cache):
 
 
 def test_new_process_loads_self_contained_artifacts(fresh_cache, tmp_path):
-    # A child that hangs prints every thread's stack and exits (on the H100 in session 8 the
-    # first child ran past pytest's 400 s while three other test workers compiled).
+    # A child that hangs prints every thread's stack and exits (while other test workers
+    # compile on the machine, the first child can run past pytest's 400 s).
     script = textwrap.dedent("""
         import faulthandler; faulthandler.dump_traceback_later(240, exit=True)
         import os, sys, torch, eagerc

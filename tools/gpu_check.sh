@@ -44,7 +44,7 @@ if [ "$what" = with ]; then
 fi
 if [ "$what" = gpu-tests ] || [ "$what" = tests ]; then
   # The test that starts fresh CUDA processes runs alone afterwards: under three other
-  # compiling workers its first child ran past 400 s (session 8).
+  # compiling workers its first child can run past 400 s.
   SOLO=test_new_process_loads_self_contained_artifacts
   python3 -m pytest -q -rf --tb=short -p no:cacheprovider -o addopts="" --timeout=400 $XDIST -k "not $SOLO" ${EAGERC_GPU_TESTS:-tests/test_gpu*.py} 2>&1 | tee "$OUT/tests_gpu.txt" | tail -60
   [ "${EAGERC_GPU_SKIP_SOLO:-0}" = 1 ] || \
@@ -82,8 +82,8 @@ fi
 if [ "$what" = coverage ]; then
   # The coverage report on CUDA (override mode): which ops compile, which are extern.
   python3 -m eagerc.coverage --device cuda --quiet --out "$OUT/coverage_cuda" "$@" 2>&1 | tail -30 | tee "$OUT/coverage_cuda.txt"
-  # One archive: the device tool brings back only a few files per call (session 9 lost
-  # the reports and logs of 14 workers).
+  # One archive: the device tool brings back only a few files per call (a report and its
+  # workers' logs are more than that).
   tar czf "$OUT/coverage_cuda.tgz" -C "$OUT" coverage_cuda && rm -rf "$OUT/coverage_cuda"
 fi
 }
