@@ -2,14 +2,19 @@
 
 The default path is eagerc's compile/cache service (eagerc/graph_kernels.py): the graph
 becomes an artifact in kernel_cache, shared with the per-op kernels, so a later process
-recording the same graph loads it instead of compiling. Graphs that path refuses (outputs
-aliasing inputs, inputs on other devices) are compiled by Inductor's compile_fx; a graph
+recording the same graph loads it instead of compiling. Outputs a kernel cannot return
+(views of inputs or of other outputs, repeated outputs, None: AOTAutograd's forward and
+backward graphs have them) are rebuilt after the kernel by graph_outputs.py. Graphs that
+path still refuses (inputs on other devices, graphs that do not trace) are compiled by
+Inductor's compile_fx; a graph
 that cannot be compiled at all runs as recorded (the FX graph itself), with a warning.
 Each function returns `(fn, from_disk)`. `GraphCompiler` picks the path for a record's
 backend: one entry for static graphs (training graphs through AOTAutograd, training.py) and
 one for symbolic ones.
 """
 import logging
+
+from .graph_outputs import matching_layout, split_outputs
 
 log = logging.getLogger("eagerc")
 
@@ -73,8 +78,15 @@ def _compile_graph(gm, example_inputs):
     from eagerc.graph_kernels import load_or_compile
 
     try:
-        kernel = load_or_compile(gm, list(example_inputs))
-        return kernel.run, kernel.from_disk
+        split = split_outputs(gm)
+        if split is None:
+            kernel = load_or_compile(gm, list(example_inputs))
+            run = kernel.run
+        else:
+            kernel_gm, epilogue = split  # outputs a kernel cannot return: rebuilt after it
+            kernel = load_or_compile(kernel_gm, list(example_inputs))
+            run = _with_epilogue(kernel.run, epilogue)
+        return matching_layout(run, gm, example_inputs), kernel.from_disk
     except CompileError as e:
         log.info("eagerc.capture: graph compiled by compile_fx (%s)", e)
     from torch._inductor.compile_fx import compile_fx  # heavy: imported on first compile
@@ -85,6 +97,12 @@ def _compile_graph(gm, example_inputs):
         log.warning("eagerc.capture: graph not compiled (%s); it runs as recorded",
                     error_summary(e))
         return gm, False
+
+
+def _with_epilogue(run, epilogue):
+    def run_all(*inputs):
+        return epilogue(inputs, run(*inputs))
+    return run_all
 
 
 def _compile_graph_symbolic(gm, example_inputs, dynamic_dims, backend=None):
@@ -102,8 +120,12 @@ def _compile_graph_symbolic(gm, example_inputs, dynamic_dims, backend=None):
         from eagerc.graph_kernels import load_or_compile
 
         try:
-            kernel = load_or_compile(gm, list(example_inputs), dynamic_dims)
-            return (kernel.run, kernel.guard), kernel.from_disk
+            split = split_outputs(gm)
+            if split is None:
+                kernel = load_or_compile(gm, list(example_inputs), dynamic_dims)
+                return (kernel.run, kernel.guard), kernel.from_disk
+            kernel = load_or_compile(split[0], list(example_inputs), dynamic_dims)
+            return (_with_epilogue(kernel.run, split[1]), kernel.guard), kernel.from_disk
         except CompileError as e:
             log.info("eagerc.capture: symbolic graph compiled by compile_fx (%s)", e)
         try:
