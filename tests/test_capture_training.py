@@ -264,3 +264,14 @@ def test_grouped_mm_float32_training(backend):
         return torch.randn(7, 8), torch.tensor(next(offsets), dtype=torch.int32)
     stats = _steps(_Experts(), inputs, lambda out: out.pow(2).mean(), backend)
     _assert_one_training_graph(stats)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_max_pool_training(backend):
+    """A ResNet stem (convolution, BatchNorm, ReLU, max pooling): Inductor's decomposition
+    of max_pool2d_with_indices asks its lowerings, which the joint trace must have imported."""
+    model = torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3), torch.nn.BatchNorm2d(4),
+                                torch.nn.ReLU(), torch.nn.MaxPool2d(3, 2, 1)).train()
+    stats = _steps(model, lambda: (torch.randn(2, 3, 12, 12),), lambda out: out.pow(2).mean(),
+                   backend)
+    _assert_one_training_graph(stats)

@@ -46,6 +46,10 @@ def compile_joint(gm, example_inputs, compile_graph, inductor):
     decompositions, partition = None, default_partition
     if inductor:
         from torch._inductor.decomposition import select_decomp_table
+        # Inductor's decompositions ask its lowerings (max_pool2d_with_indices asks
+        # `torch._inductor.lowering.should_fallback_max_pool_with_indices`), which only
+        # compile_fx imports: without it a ResNet's joint trace failed (AttributeError).
+        import torch._inductor.lowering  # noqa: F401
         decompositions, partition = select_decomp_table(), min_cut_rematerialization_partition
     _traceable(gm)
     # (gm holds no parameters: they are graph inputs, so the result takes *inputs)
