@@ -11,6 +11,7 @@
 #   bash tools/gpu_check.sh bench [ARGS]   # build + tools/bench_gpu.py ARGS
 #   bash tools/gpu_check.sh probe MODE     # build + tools/gpu_probe.py MODE (diagnostics)
 #   bash tools/gpu_check.sh hit [ARGS]     # build + tools/bench_hit.py --device cuda ARGS
+#   bash tools/gpu_check.sh capture-train [ARGS]  # build + tools/bench_capture_train.py ARGS
 #   bash tools/gpu_check.sh cold-child M   # build + model M's first forward, progress, stacks
 #   bash tools/gpu_check.sh coverage ARGS  # build + python -m eagerc.coverage --device cuda ARGS
 #   bash tools/gpu_check.sh with VAR=VALUE STEP  # one step with an extra environment variable
@@ -65,6 +66,10 @@ if [ "$what" = probe ]; then
 fi
 if [ "$what" = bench ]; then
   python3 tools/bench_gpu.py "$@" 2>&1 | grep --line-buffered -v "Warn\|warnings.warn" | tee "$OUT/bench_$1${TAG:-}.txt"
+fi
+if [ "$what" = capture-train ]; then
+  # Training step under eager, torch.compile and eagerc.capture (tools/bench_capture_train.py).
+  python3 tools/bench_capture_train.py "$@" 2>&1 | grep --line-buffered -v "Warn\|warnings.warn" | tee "$OUT/bench_capture_train.txt"
 fi
 if [ "$what" = cold-child ]; then
   # One model's first forward (override mode, fresh caches) in the foreground, with its
