@@ -135,3 +135,22 @@ def test_array_returned_outside_run_behaves_as_ndarray():
     np.testing.assert_allclose(out, f(x))
     assert float(out.sum()) == pytest.approx(float(f(x).sum()))
     assert repr(out) == repr(np.asarray(f(x)))
+
+
+def test_array_stored_outside_is_rebuilt_by_the_mock():
+    """An array of tensor data stored on an outside object: the mock stores the graph's
+    tensor's `.numpy()` (a plain ndarray, as eager's)."""
+    class State:
+        pass
+    state = State()
+
+    def f(x):
+        state.a = np.sqrt(np.abs((x * 2).numpy()))
+        return x + 1
+
+    captured = capture(f, backend="eager")
+    for _ in range(3):
+        x = torch.randn(3, 4)
+        assert_close(captured(x), x + 1)
+        np.testing.assert_allclose(state.a, np.sqrt(np.abs((x * 2).numpy())), rtol=1e-6)
+    _whole(capture_stats(captured))

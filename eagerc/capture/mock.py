@@ -14,6 +14,7 @@ import types
 
 import torch
 
+from . import numpy_ops
 from .guards import _literal
 from .refgraph import Relation, contents, expandable
 from .symbolic import plain
@@ -100,6 +101,16 @@ class MockBuilder:
             return f"O[{idx}]"
         if isinstance(obj, _IMMUTABLE) and type(obj) is not tuple:
             return repr(obj) if _literal(obj) else self.consts.add(obj)
+        array_node = numpy_ops.traced_node(self.recorder, obj)
+        if array_node is not None:  # an ndarray of tensor data: the graph's tensor's memory
+            idx = self._out_index.get(id(array_node))
+            if idx is None:
+                idx = self._out_index[id(array_node)] = len(self.outputs)
+                self.outputs.append(array_node)
+            name = f"n{node.node_id}"
+            self.lines.append(f"{name} = O[{idx}].numpy()")
+            self.memo[node.node_id] = name
+            return name
         if not node.new:
             raise CannotMock(f"object from outside without a guard path: {type(obj).__name__}")
         refs = node.versions[-1].refs

@@ -413,6 +413,15 @@ def from_numpy_call(mon, fn, args):
     return after
 
 
+def traced_node(rec, obj):
+    """The graph node of `obj` when it is a traced array of this run (the mock rebuilds it
+    as that node's tensor's `.numpy()`), else None."""
+    if np is None or not isinstance(obj, TracedArray):
+        return None
+    entry = _table(rec).get(id(obj))
+    return entry[1] if entry is not None and entry[0] is obj else None
+
+
 def native_on_traced(fn, values, depth=3):
     """A stop reason when a numpy native that is neither a dispatched function nor a ufunc
     (whose calls come back here through numpy's protocols) gets a traced array: it could
