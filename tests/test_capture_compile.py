@@ -242,15 +242,17 @@ def test_training_graphs_go_through_the_cache_and_load_from_disk(fresh_cache):
     backward returns None for inputs that need no gradient: both graphs still go through
     eagerc's compile/cache layer (outputs rebuilt after the kernel); a second capture of
     the same model loads both from disk, gradients equal eager's. The convolution's saved
-    output comes back from the forward kernel in another layout than the trace said: the
-    backward kernel gets it in its own layout."""
+    output comes back from the forward kernel in another layout than the trace said (here
+    channels-last on this CPU): a backward kernel for that layout is compiled too, and
+    cached like the others."""
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3), torch.nn.BatchNorm2d(4),
                                 torch.nn.ReLU(), torch.nn.Flatten(), torch.nn.Linear(144, 3))
     x = torch.randn(2, 3, 8, 8)
     ref = copy.deepcopy(model)
     ref(x).pow(2).mean().backward()
-    for expected in [(2, 0), (2, 2)]:
+    first = None
+    for _ in range(2):
         model.zero_grad()
         cap = capture(model)
         for _ in range(2):
@@ -258,4 +260,9 @@ def test_training_graphs_go_through_the_cache_and_load_from_disk(fresh_cache):
             cap(x).pow(2).mean().backward()
         for p, q in zip(model.parameters(), ref.parameters()):
             assert_close(p.grad, q.grad)
-        assert graph_counts() == expected
+        counts = graph_counts()
+        if first is None:  # forward, backward (and the backward for the saved layout)
+            first = counts
+            assert counts[0] in (2, 3) and counts[1] == 0, counts
+        else:  # a new capture of the same model: every graph from disk
+            assert counts == (first[0], first[0]), counts

@@ -77,16 +77,24 @@ def _compile_graph(gm, example_inputs):
     from eagerc.compile.errors import CompileError, error_summary
     from eagerc.graph_kernels import load_or_compile
 
-    try:
+    def kernel_for(inputs):
         split = split_outputs(gm)
         if split is None:
-            kernel = load_or_compile(gm, list(example_inputs))
-            run = kernel.run
-        else:
-            kernel_gm, epilogue = split  # outputs a kernel cannot return: rebuilt after it
-            kernel = load_or_compile(kernel_gm, list(example_inputs))
-            run = _with_epilogue(kernel.run, epilogue)
-        return matching_layout(run, gm, example_inputs), kernel.from_disk
+            kernel = load_or_compile(gm, list(inputs))
+            return kernel.run, kernel.from_disk
+        kernel_gm, epilogue = split  # outputs a kernel cannot return: rebuilt after it
+        kernel = load_or_compile(kernel_gm, list(inputs))
+        return _with_epilogue(kernel.run, epilogue), kernel.from_disk
+
+    def for_layout(inputs):  # another layout of the inputs: its own kernel, also cached
+        try:
+            return kernel_for(inputs)[0]
+        except CompileError:
+            return None
+
+    try:
+        run, from_disk = kernel_for(example_inputs)
+        return matching_layout(run, gm, example_inputs, for_layout), from_disk
     except CompileError as e:
         log.info("eagerc.capture: graph compiled by compile_fx (%s)", e)
     from torch._inductor.compile_fx import compile_fx  # heavy: imported on first compile

@@ -120,33 +120,51 @@ def _epilogue(graph, outs, chains, bases):
     return epilogue
 
 
-def matching_layout(run, gm, example_inputs):
+def matching_layout(run, gm, example_inputs, for_layout=None):
     """`run` (a static kernel of `gm`, which assumes its inputs' strides and offsets) for
     inputs that may come with another layout. A record's guard checks its graph's inputs,
     but AOTAutograd's backward graph takes the forward's saved tensors, whose layout is the
     forward kernel's choice (Inductor may write a convolution's output channels-last where
-    the trace said contiguous): such an input is copied into the layout the kernel was
-    compiled for; one the graph writes into is not copied, the call runs `gm` as recorded."""
+    the trace said contiguous). For a layout seen at run time, `for_layout(inputs)` gives a
+    kernel compiled for it (once; None if it cannot); failing that, inputs are copied into
+    the layout the kernel was compiled for, and a graph writing into such an input runs
+    `gm` as recorded (a copy would lose the write)."""
     expect = [(tuple(t.shape), _strides(t.shape, t.stride()), t.storage_offset())
               if isinstance(t, torch.Tensor) else None for t in example_inputs]
     if not any(expect):
         return run
     written = _written_inputs(gm)
+    variants = {}  # the layouts of all inputs -> a kernel for them (or None)
 
-    def call(*inputs):
-        fixed = None
+    def other_layout(inputs):
+        key = tuple((_key(t) if isinstance(t, torch.Tensor) else None) for t in inputs)
+        if key not in variants:
+            variants[key] = for_layout(inputs) if for_layout is not None else None
+        variant = variants[key]
+        if variant is not None:
+            return variant(*inputs)
+        fixed = list(inputs)
         for i, (t, e) in enumerate(zip(inputs, expect)):
             if e is None or not isinstance(t, torch.Tensor) or \
                     _strides(t.shape, t.stride()) == e[1] and t.storage_offset() == e[2]:
                 continue
             if i in written or e[2] != 0 or tuple(t.shape) != e[0]:
                 return list(gm(*inputs))
-            if fixed is None:
-                fixed = list(inputs)
             fixed[i] = torch.empty_strided(t.shape, tuple(e[1]), dtype=t.dtype,
                                            device=t.device).copy_(t)
-        return run(*(inputs if fixed is None else fixed))
+        return run(*fixed)
+
+    def call(*inputs):
+        for t, e in zip(inputs, expect):
+            if e is not None and isinstance(t, torch.Tensor) and not (
+                    _strides(t.shape, t.stride()) == e[1] and t.storage_offset() == e[2]):
+                return other_layout(inputs)
+        return run(*inputs)
     return call
+
+
+def _key(t):
+    return tuple(t.shape), tuple(_strides(t.shape, t.stride())), t.storage_offset()
 
 
 def _strides(shape, strides):
