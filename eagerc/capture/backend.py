@@ -74,6 +74,8 @@ def _compile_graph(gm, example_inputs):
 
     The callable takes the graph inputs positionally and returns the outputs as a sequence.
     """
+    from torch._subclasses.fake_tensor import FakeTensor
+
     from eagerc.compile.errors import CompileError, error_summary
     from eagerc.graph_kernels import load_or_compile
 
@@ -94,7 +96,11 @@ def _compile_graph(gm, example_inputs):
 
     try:
         run, from_disk = kernel_for(example_inputs)
-        return matching_layout(run, gm, example_inputs, for_layout), from_disk
+        if any(isinstance(t, FakeTensor) for t in example_inputs):
+            # AOTAutograd's graphs (fake inputs): the backward's saved tensors come in the
+            # forward kernel's layouts. A record's inputs are checked by its guard.
+            run = matching_layout(run, gm, example_inputs, for_layout)
+        return run, from_disk
     except CompileError as e:
         log.info("eagerc.capture: graph compiled by compile_fx (%s)", e)
     from torch._inductor.compile_fx import compile_fx  # heavy: imported on first compile

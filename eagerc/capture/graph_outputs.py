@@ -154,9 +154,12 @@ def matching_layout(run, gm, example_inputs, for_layout=None):
                                            device=t.device).copy_(t)
         return run(*fixed)
 
+    exact = [(t.stride(), t.storage_offset()) if isinstance(t, torch.Tensor) else None
+             for t in example_inputs]
+
     def call(*inputs):
-        for t, e in zip(inputs, expect):
-            if e is not None and isinstance(t, torch.Tensor) and not (
+        for t, x, e in zip(inputs, exact, expect):
+            if x is not None and (t.stride() != x[0] or t.storage_offset() != x[1]) and not (
                     _strides(t.shape, t.stride()) == e[1] and t.storage_offset() == e[2]):
                 return other_layout(inputs)
         return run(*inputs)
