@@ -32,7 +32,7 @@ import torch
 
 from eagerc import _stats
 from eagerc.aten_meta import storage_extent
-from eagerc.compile.errors import NOWHERE, CompileError
+from eagerc.refusals import NOWHERE, CompileError
 
 COMPILE_ENV = "EAGERC_COMPILE"
 _modes: dict = {}          # device -> "now" | "background" (set by enable)

@@ -41,7 +41,7 @@ import torch
 
 from eagerc import _config, _stats
 from eagerc._version import __version__
-from eagerc.compile.errors import NOWHERE, ON_DISK, CompileError, NeedsHostAliases, NotCompiled
+from eagerc.refusals import NOWHERE, ON_DISK, CompileError, NeedsHostAliases, NotCompiled
 
 log = logging.getLogger("eagerc")
 

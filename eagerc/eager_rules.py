@@ -10,7 +10,7 @@ memory has a home. If
 eager raises, :class:`EagerRaises` carries its exception type and message to the holder,
 which raises the same for the caller; nothing is compiled or remembered, since a user
 error says nothing about the signature. A failure after eager accepted the call is the
-compiler's, a property of the signature (eagerc/compile/errors.py).
+compiler's, a property of the signature (eagerc/refusals.py).
 
 Devices are checked separately (CPU copies cannot show them), with eager's rules:
 operators checked by the dispatcher's generated device check want every tensor on one
@@ -25,7 +25,7 @@ import os
 import torch
 
 from eagerc.aten_meta import callable_for
-from eagerc.compile.errors import EagerRaises
+from eagerc.refusals import EagerRaises
 from eagerc.compile.trace import split_call
 
 

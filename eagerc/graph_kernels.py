@@ -20,7 +20,7 @@ import torch
 
 from eagerc import _C
 from eagerc.cache import CacheKey, Compiled, Request, service
-from eagerc.compile.errors import CompileError
+from eagerc.refusals import CompileError
 from eagerc.targets import TargetError, for_device
 
 STAT_KEY = "capture-graph"

@@ -12,7 +12,7 @@ import torch
 from eagerc import _C, _stats, background
 from eagerc.aten_meta import overload_by_name
 from eagerc.cache import CacheKey, Compiled, Request, service
-from eagerc.compile.errors import (NOWHERE, ON_DISK, CompileError, EagerRaises, NeedsHostAliases,
+from eagerc.refusals import (NOWHERE, ON_DISK, CompileError, EagerRaises, NeedsHostAliases,
                                    SpecializeValues)
 from eagerc.eager_rules import check_call
 from eagerc.ops import served_device

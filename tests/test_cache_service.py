@@ -10,8 +10,8 @@ import eagerc
 from eagerc import _C, targets
 from eagerc.cache import CacheKey
 from eagerc.compile import op as op_compiler
-from eagerc.compile import errors
-from eagerc.compile.errors import CompileError
+from eagerc import refusals as errors
+from eagerc.refusals import CompileError
 from eagerc.testing import assert_close
 
 ABS = "aten::abs@CPU"

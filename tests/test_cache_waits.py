@@ -203,7 +203,7 @@ def test_a_full_cache_warns_once_and_every_call_is_right(fresh_cache, monkeypatc
 
 def test_a_full_compiler_disk_warns_once(fresh_cache, monkeypatch, caplog):
     from eagerc.compile import op as op_compiler
-    from eagerc.compile.errors import CompileError, IN_PROCESS
+    from eagerc.refusals import CompileError, IN_PROCESS
 
     def no_space(*args, **kwargs):
         try:

@@ -180,7 +180,7 @@ def test_graph_nothing_can_compile_runs_as_recorded(fresh_cache, monkeypatch, ca
     import torch._inductor.compile_fx as inductor
 
     from eagerc import graph_kernels
-    from eagerc.compile.errors import CompileError
+    from eagerc.refusals import CompileError
 
     def refuse(*a, **k):
         raise CompileError("refused for the test")

@@ -13,7 +13,7 @@ import subprocess
 
 import pytest
 
-from eagerc.compile.errors import CompileError
+from eagerc.refusals import CompileError
 from eagerc.codegen.triton import embed_cubins
 
 WRAPPER = """

@@ -76,7 +76,7 @@ def _compile_graph(gm, example_inputs):
     """
     from torch._subclasses.fake_tensor import FakeTensor
 
-    from eagerc.compile.errors import CompileError, error_summary
+    from eagerc.refusals import CompileError, error_summary
     from eagerc.graph_kernels import load_or_compile
 
     def kernel_for(inputs):
@@ -127,10 +127,10 @@ def _compile_graph_symbolic(gm, example_inputs, dynamic_dims, backend=None):
     such as `2 <= s0`), so a call never reaches the compiled graph with a shape it was not
     compiled for. On eagerc's path that check is C++ inside the artifact.
     """
-    from eagerc.compile.errors import error_summary
+    from eagerc.refusals import error_summary
 
     if backend is None:
-        from eagerc.compile.errors import CompileError
+        from eagerc.refusals import CompileError
         from eagerc.graph_kernels import load_or_compile
 
         try:

@@ -37,7 +37,7 @@ _LOAD_KERNEL_FROM_FILE = re.compile(
 def embed_cubins(code: str) -> str:
     """Replace every ``loadKernel("<file>.cubin", name, shm, cubin_dir_)`` by a load from
     bytes linked into the library (Inductor's in-memory overload of loadKernel)."""
-    from eagerc.compile.errors import CompileError
+    from eagerc.refusals import CompileError
     from eagerc.compile.wrapper_source import after_header
 
     blobs = []
@@ -159,7 +159,7 @@ class TritonCodegen(Codegen):
         import torch._inductor.codegen.cuda.device_op_overrides  # noqa: F401 - registers on import
         from torch._inductor.codegen.common import init_backend_registration
 
-        from eagerc.compile.errors import CompileError
+        from eagerc.refusals import CompileError
 
         init_backend_registration()
         if not computes_on_gpu(traced):

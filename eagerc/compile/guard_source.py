@@ -28,7 +28,7 @@ from torch.utils._sympy.functions import (
 )
 
 
-from eagerc.compile.errors import CompileError
+from eagerc.refusals import CompileError
 
 
 class GuardError(CompileError):

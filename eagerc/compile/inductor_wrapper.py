@@ -23,8 +23,8 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 
-from eagerc.compile.errors import (IN_PROCESS, ON_DISK, CompileError, InductorFailed,
-                                   NeedsHostAliases, environment_failure, error_summary)
+from eagerc.refusals import (IN_PROCESS, ON_DISK, CompileError, InductorFailed,
+                            NeedsHostAliases, environment_failure, error_summary)
 from eagerc.compile import glue_prelude
 from eagerc.compile.guard_source import guard_source, range_checks
 from eagerc.compile.lock import compile_lock

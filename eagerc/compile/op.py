@@ -13,7 +13,7 @@ import time
 import torch
 
 from eagerc.aten_meta import qualified_name
-from eagerc.compile.errors import CompileError, InductorFailed, NeedsHostAliases, SpecializeValues, error_summary
+from eagerc.refusals import CompileError, InductorFailed, NeedsHostAliases, SpecializeValues, error_summary
 from eagerc.compile import known_wrong
 from eagerc.compile.inductor_wrapper import build_artifact
 from eagerc.compile.lock import compile_lock

@@ -13,7 +13,7 @@ import dataclasses
 import torch
 
 from eagerc.aten_meta import callable_for
-from eagerc.compile.errors import CompileError
+from eagerc.refusals import CompileError
 
 
 @dataclasses.dataclass

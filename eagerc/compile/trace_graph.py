@@ -14,7 +14,7 @@ import copy
 import torch
 
 from eagerc import _C
-from eagerc.compile.errors import CompileError, error_summary
+from eagerc.refusals import CompileError, error_summary
 from eagerc.compile.guard_source import bind_symbols
 from eagerc.compile.lock import compile_lock
 from eagerc.compile.trace import Traced, fake_input, seed_random_ops

@@ -1,4 +1,4 @@
-"""Why a call or a graph was not compiled.
+"""Why a call or a graph was not compiled (raised by the compiler, answered by the miss path).
 
 Every refusal is a :class:`NotCompiled`. The compile/cache service (eagerc/cache.py)
 decides from its type what to remember: a :class:`CompileError` says where (its
