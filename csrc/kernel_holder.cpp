@@ -158,7 +158,7 @@ bool writes_overlap(const OpPlan& plan, const torch::jit::Stack& stack) {
 
 // Whether a call on a host-memory device also passes CPU tensors that are not 0-dim (a
 // 0-dim CPU tensor is a scalar to most ops). Eager's device rules decide about such a
-// call on a miss (eagerc/eager_rules.py); on CPU aliases the difference is invisible.
+// call on a miss (eagerc/per_op/eager_rules.py); on CPU aliases the difference is invisible.
 bool mixes_cpu_tensors(size_t n, const torch::jit::Stack& stack) {
   bool mixed = false;
   for (size_t i = stack.size() - n; i < stack.size() && !mixed; ++i) {

@@ -1,4 +1,4 @@
-// The typed seam between the kernel holder and the Python resolver (eagerc/resolver.py).
+// The typed seam between the kernel holder and the Python resolver (eagerc/per_op/resolver.py).
 //
 // On an L1 miss C++ hands Python a MissRequest and gets a MissAnswer back; both are
 // pybind classes (eagerc._C.MissRequest / MissAnswer), so the contract is checked by

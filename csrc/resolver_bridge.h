@@ -1,5 +1,5 @@
 // The miss path: the only place the kernel holder enters Python. It takes the
-// GIL once, asks the Python resolver (eagerc/resolver.py) for a kernel for this
+// GIL once, asks the Python resolver (eagerc/per_op/resolver.py) for a kernel for this
 // call (from disk or freshly compiled) and adds it to the L1 table.
 #pragma once
 #include <pybind11/pybind11.h>

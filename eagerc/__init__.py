@@ -22,7 +22,7 @@ import torch  # noqa: F401  (loads libtorch before eagerc._C)
 
 from eagerc._version import __version__
 from eagerc.capture import capture, capture_stats
-from eagerc.ops import disable, enable, enabled, reset_stats, stats
+from eagerc.per_op.registration import disable, enable, enabled, reset_stats, stats
 
 
 def _register_device() -> None:
@@ -61,7 +61,7 @@ _register_device()
 
 def wait_compiles() -> None:
     """Block until every background compile (``compile="background"``) has finished."""
-    from eagerc.background import compiler
+    from eagerc.per_op.background import compiler
 
     compiler().wait()
 

@@ -17,7 +17,7 @@ import torch
 
 import eagerc
 from eagerc import _console
-from eagerc.ops import served_device
+from eagerc.targets import served_device
 from eagerc.testing import assert_close
 
 

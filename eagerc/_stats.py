@@ -6,7 +6,7 @@ import threading
 
 _lock = threading.Lock()
 # ready_on_miss: C++ counted a miss, but the call took the kernel a background compile had
-# just made ready (eagerc/background.py); stats() reports it as the hit it is for the caller.
+# just made ready (eagerc/per_op/background.py); stats() reports it as the hit it is for the caller.
 _per_op: dict = collections.defaultdict(
     lambda: {"compiles": 0, "disk_loads": 0, "compile_seconds": 0.0, "background_compiles": 0,
              "ready_on_miss": 0})

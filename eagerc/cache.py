@@ -1,6 +1,6 @@
 """The compile/cache service: one get-or-compile for every caller.
 
-Op misses (eagerc/resolver.py), captured graphs (eagerc/graph_kernels.py), and next
+Op misses (eagerc/per_op/resolver.py), captured graphs (eagerc/graph_kernels.py), and next
 warm_cache and coverage, all ask :func:`service` the same question: "the artifact for this
 key, from disk or the remote tier, or compiled now" (L1 is the caller's: the C++ table for
 ops, which names the variants it already holds; capture's record cache for graphs). The

@@ -41,7 +41,7 @@ from eagerc import codegen as codegen_registry
 from eagerc.aten_meta import storage_extent
 from eagerc.codegen import Codegen
 
-__all__ = ["Target", "TargetError", "for_device", "register_device", "known_targets"]
+__all__ = ["Target", "TargetError", "for_device", "register_device", "known_targets", "served_device"]
 
 
 class TargetError(ValueError):
@@ -214,6 +214,23 @@ def for_device(device) -> Target:
     target = _home_target(name) or _from_inductor_backend(name)
     with _lock:
         return _targets.setdefault(name, target)
+
+
+# Dispatch key -> the device enable() serves on it ("PrivateUse1" -> "eagerc").
+_served: dict = {}
+
+
+def serve(target: Target) -> None:
+    """Record that `target`'s device is served on its dispatch key (by enable())."""
+    with _lock:
+        _served[target.dispatch_key] = target.device
+
+
+def served_device(dispatch_key: str) -> str:
+    """The device enabled on `dispatch_key` ("PrivateUse1" -> "eagerc"); the key itself
+    when none was."""
+    with _lock:
+        return _served.get(dispatch_key, dispatch_key)
 
 
 def _device_type(device) -> str:

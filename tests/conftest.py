@@ -38,7 +38,8 @@ def fresh_cache(tmp_path, monkeypatch):
 @pytest.fixture
 def miss_keys(fresh_cache):
     """(op name, signature key bytes) of every L1 miss the resolver sees, in order."""
-    from eagerc import _C, ops
+    from eagerc import _C
+    from eagerc.per_op import registration as ops
 
     keys = []
 

@@ -1,4 +1,4 @@
-"""Background compilation (eagerc/background.py): a miss is served at once by a kernel
+"""Background compilation (eagerc/per_op/background.py): a miss is served at once by a kernel
 that exists (the device's own in override mode; ATen's CPU kernel on aliases on the
 eagerc device) while its own compiles on a background thread; results are right at every
 moment, later calls hit the compiled kernel, and an exit mid-compile breaks nothing."""
@@ -24,7 +24,7 @@ def background_cpu(fresh_cache):
     yield
     eagerc.wait_compiles()
     eagerc.disable("cpu")
-    from eagerc import background
+    from eagerc.per_op import background
 
     background.set_mode("cpu", None)
 
@@ -91,7 +91,7 @@ def test_a_queued_kernel_is_compiled_once(background_cpu):
 
 @pytest.mark.slow
 def test_eagerc_device_first_run_is_right_while_compiling(fresh_cache, tiny_bert):
-    from eagerc import background
+    from eagerc.per_op import background
 
     model, device_model = tiny_bert(), tiny_bert().to("eagerc")
     ids = torch.randint(0, 100, (2, 12))
@@ -123,12 +123,12 @@ def test_eagerc_device_first_run_is_right_while_compiling(fresh_cache, tiny_bert
 @pytest.mark.slow
 def test_exit_with_compiles_pending_leaves_no_broken_entry(tmp_path):
     child = textwrap.dedent("""
-        import torch, eagerc
+        import torch, eagerc, eagerc.per_op.background
         x = torch.randn(64, 64)
         eagerc.enable("cpu", compile="background")
         outs = [torch.exp(x), torch.tanh(x), torch.sigmoid(x), x.sum(0), torch.softmax(x, 0),
                 torch.log1p(x.abs()), torch.erf(x), x.amax(1)]
-        print(eagerc.background.compiler().pending())
+        print(eagerc.per_op.background.compiler().pending())
     """)
     env = dict(os.environ, EAGERC_CACHE_DIR=str(tmp_path / "cache"))
     r = subprocess.run([sys.executable, "-c", child], env=env, capture_output=True, text=True,
@@ -139,7 +139,7 @@ def test_exit_with_compiles_pending_leaves_no_broken_entry(tmp_path):
                        capture_output=True, text=True, timeout=300)
     assert v.returncode == 0 and "0 broken evicted, 0 broken left in place" in v.stdout, v.stdout
     again = textwrap.dedent("""
-        import torch, eagerc
+        import torch, eagerc, eagerc.per_op.background
         x = torch.randn(64, 64)
         with eagerc.enabled("cpu"):
             got = [torch.exp(x), torch.tanh(x), torch.sigmoid(x), x.sum(0)]
@@ -152,7 +152,7 @@ def test_exit_with_compiles_pending_leaves_no_broken_entry(tmp_path):
 
 
 def test_mode_from_the_environment(monkeypatch):
-    from eagerc import background
+    from eagerc.per_op import background
 
     monkeypatch.setenv("EAGERC_COMPILE", "background")
     assert background.is_background("some-device")

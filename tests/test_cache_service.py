@@ -76,7 +76,7 @@ def test_layout_is_owned_by_cpp():
 
 
 def test_resolver_receives_the_call_layout(fresh_cache, monkeypatch):
-    from eagerc import resolver
+    from eagerc.per_op import resolver
 
     seen = []
     real = resolver.resolve

@@ -56,7 +56,7 @@ def test_plain_progress_writes_lines_off_a_terminal(console, monkeypatch):
 
 def test_demo_table_names_devices_and_fits_long_names():
     from eagerc import _demo
-    from eagerc.ops import served_device
+    from eagerc.targets import served_device
 
     counters = {"hits": 1, "misses": 1, "compiles": 1, "disk_loads": 0, "fallbacks": 0, "fallback_reasons": {}}
     long = "aten::_scaled_dot_product_flash_attention_for_cpu"

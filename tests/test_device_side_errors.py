@@ -2,7 +2,7 @@
 
 A compiled kernel checks index bounds itself and words a failure as its generated code
 ("cpp_fused_0, /tmp/.../x.cpp:44, index out of bounds: 0 <= tmp7 < ks2"). On a miss eager's
-kernel runs first (eagerc/eager_rules.py), but a bad index reaching a kernel that already
+kernel runs first (eagerc/per_op/eager_rules.py), but a bad index reaching a kernel that already
 exists used to get that message. The holder now has eager's kernel run such a call again
 (csrc/kernel_holder.cpp), so the caller gets eager's own exception and message; kernels that
 index are compiled single-threaded, since an exception leaving an OpenMP region would

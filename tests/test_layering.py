@@ -90,6 +90,10 @@ def test_the_check_sees_a_violation(tmp_path, monkeypatch):
 
 def test_layers_are_what_the_architecture_says():
     assert layer("eagerc.cache") == layer("eagerc.compile.op") == layer("eagerc.targets") == "core"
+    # The per-op mode (registration, the miss resolver, eager's check, background compiles)
+    # and the refusal types are core: the features and the public API build on them.
+    assert layer("eagerc.per_op.resolver") == layer("eagerc.per_op.registration") == "core"
+    assert layer("eagerc.refusals") == "core"
     # The code generator objects are core: targets and the compiler ask them, features never
     # need to (the eagerc device's Inductor backend registers what they recognize).
     assert layer("eagerc.codegen") == layer("eagerc.codegen.cpp") == layer("eagerc.codegen.triton") == "core"

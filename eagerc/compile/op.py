@@ -68,7 +68,7 @@ def compile_op(op, args, layout, target, parallel: bool) -> CompiledKernel:
     `layout`: the call's runtime inputs (eagerc._C.RuntimeSlot list from the holder).
     `parallel`: the call is large enough for a parallel kernel (else single-threaded).
     Raises CompileError, SpecializeValues or NeedsHostAliases. The caller has checked that
-    eager accepts this call (eagerc/eager_rules.py), so a tracing failure is a property of
+    eager accepts this call (eagerc/per_op/eager_rules.py), so a tracing failure is a property of
     the signature, not a user error.
     """
     with compile_lock:

@@ -17,7 +17,7 @@ from torch.utils._pytree import tree_map
 
 from eagerc import _C
 from eagerc.aten_meta import overload_by_name, storage_extent
-from eagerc.ops import stats
+from eagerc.per_op.registration import stats
 from eagerc.warm.discover import CallSpec, TensorSpec
 
 

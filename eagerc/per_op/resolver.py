@@ -9,14 +9,14 @@ from __future__ import annotations
 
 import torch
 
-from eagerc import _C, _stats, background
+from eagerc import _C, _stats
 from eagerc.aten_meta import overload_by_name
 from eagerc.cache import CacheKey, Compiled, Request, service
 from eagerc.refusals import (NOWHERE, ON_DISK, CompileError, EagerRaises, NeedsHostAliases,
                                    SpecializeValues)
-from eagerc.eager_rules import check_call
-from eagerc.ops import served_device
-from eagerc.targets import TargetError, for_device
+from eagerc.per_op import background
+from eagerc.per_op.eager_rules import check_call
+from eagerc.targets import TargetError, for_device, served_device
 
 
 def _context_is_unusual() -> bool:
@@ -82,7 +82,7 @@ def resolve(request) -> "_C.MissAnswer":
         return _C.MissAnswer.interim()  # still compiling: no store lookup per call
     ready = background.compiler().take_ready(deferred_id, request.known_variants)
     if ready is not None:
-        _stats.count(stat_key, "ready_on_miss")  # a hit for the caller (eagerc/background.py)
+        _stats.count(stat_key, "ready_on_miss")  # a hit for the caller (eagerc/per_op/background.py)
         return _C.MissAnswer.kernel(ready)
     eager_accepted = []  # set once compile_call has run eager on this call
     key = CacheKey("op", target, request.op_name, request.key)

@@ -7,13 +7,6 @@ from typing import Iterable, Optional
 from eagerc import _C, _config, _stats, targets
 
 _resolver_installed = False
-# Dispatch key -> the device whose holders it carries (the resolver finds the target by it).
-_served: dict = {}
-
-
-def served_device(dispatch_key: str) -> str:
-    """The device enabled on `dispatch_key` ("PrivateUse1" -> "eagerc")."""
-    return _served.get(dispatch_key, dispatch_key)
 
 
 def _normalize(op: str) -> str:
@@ -23,7 +16,7 @@ def _normalize(op: str) -> str:
 
 def _resolve(request):
     """The first miss loads the resolver (and with it the cache service), not `import eagerc`."""
-    from eagerc.resolver import resolve
+    from eagerc.per_op.resolver import resolve
 
     return resolve(request)
 
@@ -47,7 +40,7 @@ def enable(device: str = "cpu", ops: Optional[Iterable[str]] = None,
     A device eagerc has no target for (eagerc/targets.py) raises TargetError, a
     ValueError naming the known targets and how to add one. ``compile="background"``
     serves a miss at once with an existing kernel while its own compiles on a
-    background thread (eagerc/background.py); default: ``$EAGERC_COMPILE`` or "now".
+    background thread (eagerc/per_op/background.py); default: ``$EAGERC_COMPILE`` or "now".
 
         >>> import torch, eagerc
         >>> ops = eagerc.enable("cpu", ops=["aten::abs"])
@@ -56,11 +49,11 @@ def enable(device: str = "cpu", ops: Optional[Iterable[str]] = None,
         >>> eagerc.disable("cpu")
     """
     target = targets.for_device(device)
-    from eagerc import background
+    from eagerc.per_op import background
 
     background.set_mode(target.device, compile)
     _install_resolver()
-    _served[target.dispatch_key] = target.device
+    targets.serve(target)
     key, new_device = target.dispatch_key, target.new_device
     serving = {"host_aliases": target.host_aliases, "new_device": new_device,
                "aliases_first": target.aliases_first}
