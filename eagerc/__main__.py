@@ -25,7 +25,7 @@ def main(argv=None) -> int:
 
     _console.log_to_console()  # compiles and progress reach stderr as they happen
     if args.command == "warm":
-        from eagerc.warm.command import run_warm
+        from eagerc.warm.warm_command import run_warm
 
         return run_warm(args.factory, train=args.train, workers=args.workers, device=args.device,
                         cluster=args.cluster)

@@ -156,7 +156,7 @@ def test_warm_on_ray_fills_the_shared_tier_for_every_host(local_ray, redis_url, 
 def test_coverage_on_ray_answers_as_local_workers_do(local_ray, fresh_cache, tmp_path):
     import json
 
-    from eagerc.coverage import command
+    from eagerc.coverage import coverage_command as command
 
     ops = "aten::abs,aten::add.Tensor,aten::cumsum,aten::nonzero"
     common = ["--device", "eagerc", "--ops", ops, "--quiet", "--samples", "2"]

@@ -85,7 +85,7 @@ def _worker_pids(parent: int) -> list:
                 cmd = f.read()
         except OSError:
             continue
-        if ppid == parent and b"eagerc.warm.worker" in cmd:
+        if ppid == parent and b"eagerc.warm.compile_worker" in cmd:
             pids.append(int(entry))
     return pids
 

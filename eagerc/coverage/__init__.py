@@ -7,6 +7,6 @@ dispatcher knows, per dtype, on the device and on CPU eager, and gives each one 
 
 One module per job: enumerate (the overloads and their static facts), samples (OpInfo
 recording and schema samples), execute and classify (one task in a worker), check (the
-comparison with CPU eager), worker and runner (processes, timeouts, resume), report_json /
-report_md / report_html, compare (regressions against an older report), command.
+comparison with CPU eager), op_worker and runner (processes, timeouts, resume), report_json /
+report_md / report_html, compare (regressions against an older report), coverage_command.
 """

@@ -1,5 +1,5 @@
 import sys
 
-from eagerc.coverage.command import main
+from eagerc.coverage.coverage_command import main
 
 sys.exit(main())

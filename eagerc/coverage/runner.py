@@ -24,7 +24,7 @@ from eagerc import _console
 from eagerc.coverage import enumerate as enum
 from eagerc.coverage.execute import CPU_STAGE
 from eagerc.coverage.samples import Plan, record_opinfo
-from eagerc.coverage.worker import _HEADER, send
+from eagerc.coverage.op_worker import _HEADER, send
 
 RESULTS = "results.jsonl"
 
@@ -89,7 +89,7 @@ def plan_for(dtype: str, grad: bool, wanted, out_dir: str, samples: int, log=pri
 class WorkerProcess:
     def __init__(self, device: str, env: dict, log_path: str):
         self.log = open(log_path, "ab")
-        self.process = subprocess.Popen([sys.executable, "-m", "eagerc.coverage.worker", device],
+        self.process = subprocess.Popen([sys.executable, "-m", "eagerc.coverage.op_worker", device],
                                         stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                         stderr=self.log, env=env)
         self.fd = self.process.stdout.fileno()

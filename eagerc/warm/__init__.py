@@ -2,7 +2,7 @@
 
 1. Discover (eagerc/warm/discover.py): the model runs on fake tensors, no kernel runs; a
    dispatch mode records each call that reaches the device.
-2. Replay (eagerc/warm/replay.py): worker processes, one per core by default, replay the
+2. Replay (eagerc/warm/replay_call.py): worker processes, one per core by default, replay the
    calls on small real tensors; the device's own dispatch compiles what is missing
    through the compile/cache service, which stores each kernel as it finishes (the
    service's per-key lock keeps two workers, or two processes warming the same model,
@@ -39,7 +39,7 @@ def _device_of(model: torch.nn.Module, example_inputs: tuple) -> torch.device:
 
 def _replay_here(calls, device_type: str, collect) -> None:
     import eagerc
-    from eagerc.warm.replay import replay
+    from eagerc.warm.replay_call import replay
 
     if device_type != "eagerc":
         eagerc.enable(device_type)
@@ -52,8 +52,8 @@ def _replay_in_workers(calls, device_type: str, workers: int, collect) -> None:
     calls. A worker that dies (killed, out of memory) costs its current call, reported
     as failed; a new worker takes over the rest. The compile/cache service stores
     atomically, so what the dead worker was compiling leaves no entry behind."""
-    from eagerc.warm.replay import ReplayResult
-    from eagerc.warm.worker import Worker
+    from eagerc.warm.replay_call import ReplayResult
+    from eagerc.warm.compile_worker import Worker
 
     todo: queue.Queue = queue.Queue()
     for call in calls:
@@ -96,8 +96,8 @@ def _replay_on_cluster(calls, device_type: str, address: str, workers: int | Non
     the shared tier the driver's EAGERC_REMOTE_CACHE names; a task whose worker or host is
     lost runs again elsewhere; one that fails is reported as a local worker's would be."""
     from eagerc import _cluster
-    from eagerc.warm.replay import ReplayResult
-    from eagerc.warm.worker import replay_task
+    from eagerc.warm.replay_call import ReplayResult
+    from eagerc.warm.compile_worker import replay_task
 
     _cluster.run(replay_task, [(call, device_type) for call in calls], address=address,
                  workers=workers, env=cluster_env(),

@@ -4,7 +4,7 @@ The model runs on fake tensors (torch._subclasses.FakeTensorMode: shapes, stride
 dtypes, no data), and a dispatch mode records every ATen call that reaches the device's
 dispatch key with at least one of the device's tensors. Dispatch modes see calls after
 autograd, as a backend does; an op the device does not implement itself decomposes again
-when the call is replayed on real tensors (eagerc/warm/replay.py), so the replay reaches
+when the call is replayed on real tensors (eagerc/warm/replay_call.py), so the replay reaches
 exactly the kernels a real run reaches.
 """
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Coverage workers: fresh interpreters (``python -m eagerc.coverage.worker DEVICE``) that
+"""Coverage workers: fresh interpreters (``python -m eagerc.coverage.op_worker DEVICE``) that
 run (overload, dtype) tasks sent by the runner, one at a time, and answer one result
 record each.
 

@@ -1,4 +1,4 @@
-"""warm_cache's compile workers: fresh interpreters (``python -m eagerc.warm.worker``)
+"""warm_cache's compile workers: fresh interpreters (``python -m eagerc.warm.compile_worker``)
 that replay calls sent by the parent, one at a time.
 
 Not multiprocessing: its "spawn" re-imports the user's main script in each worker (a
@@ -40,7 +40,7 @@ class Worker:
 
     def __init__(self, device_type: str):
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "eagerc.warm.worker", device_type],
+            [sys.executable, "-m", "eagerc.warm.compile_worker", device_type],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=dict(os.environ))
 
     def replay(self, call):
@@ -67,7 +67,7 @@ def replay_task(task):
 
     if device_type != "eagerc":
         eagerc.enable(device_type)
-    from eagerc.warm.replay import replay
+    from eagerc.warm.replay_call import replay
 
     return replay(call)
 
@@ -80,7 +80,7 @@ def _serve(device_type: str) -> None:
 
     if device_type != "eagerc":
         eagerc.enable(device_type)
-    from eagerc.warm.replay import replay
+    from eagerc.warm.replay_call import replay
 
     requests = sys.stdin.buffer
     while True:
