@@ -18,12 +18,12 @@ import types
 
 import torch
 
-from . import annotations, numpy_ops
+from . import annotations, lazy_modules, numpy_ops
 from .instructions import SKIP, FrameWatch, _hashable_key, analyze
-from .graph import OpRecorder
+from .op_recorder import OpRecorder
 from .guards import snapshot
 from .refgraph import RefGraph, Relation
-from .replay import Replays
+from .replayed_updates import Replays
 from .tracer import make_tracer
 from .symbolic import SymbolicInt, bake_all
 
@@ -121,11 +121,12 @@ class Monitor:
         self._infos = {}
         self.started = self.finished = False
         self.result = None
-        self.replays = Replays()  # counters and appends the mock recomputes (replay.py)
+        self.replays = Replays()  # counters and appends the mock recomputes (replayed_updates.py)
 
     # -- running --------------------------------------------------------------------------
     def prepare(self):
         """Read the called object and the arguments (before the program runs)."""
+        lazy_modules.initialize(self.fn, self.args, self.kwargs)  # as its pre-hook would
         g = self.graph
         self.grad_mode = torch.is_grad_enabled()
         fn_node = g.read(g.root, Relation("fn"), self.fn)
