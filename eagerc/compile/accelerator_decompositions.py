@@ -23,8 +23,8 @@ off, EAGERC_ALIAS_FALLBACK=0), these ops are traced into ops Inductor generates 
 - bucketize: the boundaries its binary search steps past, counted (a reduction over the
   boundaries per element).
 - take: an index into the flattened tensor through a 1-d index.
-- special functions the code generator has no code for (Triton: ndtr, log_ndtr,
-  spherical_bessel_j0) as ATen's formulas over functions it has (erf, erfc, erfcx, sin).
+- special functions and orthogonal polynomials the code generator has no code for
+  (accelerator_special.py, accelerator_polynomials.py): pointwise code over functions it has.
 - isin: a broadcast comparison reduced with any(). torch._decomp's isin picks a sort-based
   path by a float power of the sizes, a guard eagerc cannot express.
 
@@ -42,7 +42,7 @@ aten = torch.ops.aten
 
 # Changes whenever a decomposition here changes the code it produces (the cache key of
 # a target that uses them holds it).
-VERSION = "4"
+VERSION = "5"
 
 
 def _scan(x, dim: int, combine, pad_value, *extra):
@@ -58,9 +58,17 @@ def _scan(x, dim: int, combine, pad_value, *extra):
         shifted = tuple(_shift(t, step, pad) for t, pad in zip(state, (pad_value, *[0] * len(extra))))
         # Each step its own buffer: inlined into the next, step k recomputes 2^k elements
         # of the first (cummax 64x64: 1.6 ms against ATen's 5 us).
-        state = tuple(inductor_prims.force_stride_order(t, t.stride()) for t in combine(shifted, state))
+        state = tuple(_realized(t) for t in combine(shifted, state))
         step *= 2
     return tuple(t.movedim(-1, dim).contiguous() for t in state)
+
+
+def _realized(t):
+    """`t` (contiguous) as a buffer of its own. Forced through a 1-d view: Inductor's
+    force_stride_order sorts the strides it is given, and with symbolic sizes (s0*s1 > 1)
+    torch 2.11's sort asks sympy for a truth value it cannot give (the scans failed to
+    lower on Triton)."""
+    return inductor_prims.force_stride_order(t.reshape(-1), (1,)).view(t.shape)
 
 
 def _shift(t, step: int, pad_value):
@@ -220,58 +228,7 @@ def _take(x, index):
     return aten.index(x.reshape(-1), [index.reshape(-1)]).reshape(index.shape)
 
 
-def _floating(x):
-    return x if x.is_floating_point() else x.to(torch.get_default_dtype())
-
-
-def _ndtr(x):
-    # ATen's calc_ndtr: erf near zero, erfc in the tails (no cancellation there).
-    x = _floating(x)
-    t = x * 0.7071067811865476
-    tail = 0.5 * torch.erfc(torch.abs(t))
-    return torch.where(torch.abs(t) < 0.7071067811865476, 0.5 + 0.5 * torch.erf(t),
-                       torch.where(t > 0, 1 - tail, tail))
-
-
-def _log_ndtr(x):
-    # ATen's calc_log_ndtr: through erfcx below -1, where log(ndtr) would underflow.
-    x = _floating(x)
-    t = x * 0.7071067811865476
-    return torch.where(x < -1, torch.log(torch.special.erfcx(-t) / 2) - t * t,
-                       torch.log1p(-torch.erfc(t) / 2))
-
-
-def _spherical_bessel_j0(x):
-    # ATen's spherical_bessel_j0_forward: its Taylor series below 0.5, sin(x)/x above,
-    # 0 at the infinities.
-    x = _floating(x)
-    x2 = x * x
-    series = 1 + x2 * (-1 / 6 + x2 * (1 / 120 + x2 * (-1 / 5040 + x2 * (
-        1 / 362880 + x2 * (-1 / 39916800 + x2 * (1 / 6227020800))))))
-    return torch.where(torch.isinf(x), torch.zeros_like(x),
-                       torch.where(torch.abs(x) < 0.5, series, torch.sin(x) / x))
-
-
-# Inductor's pointwise op -> its decomposition, for code generators with no
-# implementation of that op (Inductor's pointwise_overrides_data names none for them:
-# Triton has no ndtr, log_ndtr or spherical_bessel_j0; host C++ has every one).
-_SPECIAL = {"ndtr": _ndtr, "log_ndtr": _log_ndtr, "spherical_bessel_j0": _spherical_bessel_j0}
-
-
-def special_for(codegen_name: str) -> dict:
-    """Decompositions of the special functions `codegen_name`'s code ("cpp", "triton")
-    has no implementation of."""
-    from torch._inductor.codegen.common import pointwise_overrides_data
-
-    table = {}
-    for key, fn in _SPECIAL.items():
-        data = pointwise_overrides_data[key]
-        if getattr(data, codegen_name, None) is None:
-            packet = getattr(aten, data.name)
-            for name in packet.overloads():
-                overload = getattr(packet, name)
-                table[overload] = out_wrapper()(fn) if name == "out" else fn
-    return table
+from eagerc.compile.accelerator_special import special_for  # noqa: E402
 
 
 def for_codegen(codegen_name: str) -> dict:

@@ -1,0 +1,223 @@
+"""Special functions as pointwise code over functions every code generator has, for the
+code generators Inductor gives no implementation of them (its pointwise_overrides_data
+names none: Triton has no ndtr, ndtri, log_ndtr, spherical_bessel_j0, modified_bessel_k0/
+k1 and their scaled forms, zeta, polygamma, nor the orthogonal polynomials).
+
+Each follows ATen's special cases (its values at 0, the poles, the infinities, NaN) and
+computes the function from its mathematics; the harder ones in float64 and rounded to the
+input's dtype once, so float32 results are the correctly rounded values ATen's float32
+code approximates.
+"""
+from __future__ import annotations
+
+import math
+
+import torch
+from torch._prims_common.wrappers import out_wrapper
+
+aten = torch.ops.aten
+
+_SQRT1_2 = 0.7071067811865476
+_EULER = 0.5772156649015329
+
+
+def _floating(x):
+    return x if x.is_floating_point() else x.to(torch.get_default_dtype())
+
+
+def _ndtr(x):
+    # ATen's calc_ndtr: erf near zero, erfc in the tails (no cancellation there).
+    x = _floating(x)
+    t = x * _SQRT1_2
+    tail = 0.5 * torch.erfc(torch.abs(t))
+    return torch.where(torch.abs(t) < _SQRT1_2, 0.5 + 0.5 * torch.erf(t),
+                       torch.where(t > 0, 1 - tail, tail))
+
+
+def _log_ndtr(x):
+    # ATen's calc_log_ndtr: through erfcx below -1, where log(ndtr) would underflow.
+    x = _floating(x)
+    t = x * _SQRT1_2
+    return torch.where(x < -1, torch.log(torch.special.erfcx(-t) / 2) - t * t,
+                       torch.log1p(-torch.erfc(t) / 2))
+
+
+def _spherical_bessel_j0(x):
+    # ATen's spherical_bessel_j0_forward: its Taylor series below 0.5, sin(x)/x above,
+    # 0 at the infinities.
+    x = _floating(x)
+    x2 = x * x
+    series = 1 + x2 * (-1 / 6 + x2 * (1 / 120 + x2 * (-1 / 5040 + x2 * (
+        1 / 362880 + x2 * (-1 / 39916800 + x2 * (1 / 6227020800))))))
+    return torch.where(torch.isinf(x), torch.zeros_like(x),
+                       torch.where(torch.abs(x) < 0.5, series, torch.sin(x) / x))
+
+
+def _ndtri(p):
+    # The inverse of ndtr by Newton's method on log(ndtr(x)) = log(q) for the lower half
+    # q = min(p, 1 - p) (log space: relative accuracy deep in the tail), from erfinv's
+    # value (or the tail's asymptote where 2q - 1 has lost q); float64 throughout.
+    # ATen: -inf at 0, inf at 1, NaN outside [0, 1].
+    p = _floating(p)
+    q64 = p.to(torch.float64)
+    upper = q64 > 0.5
+    q = torch.where(upper, 1 - q64, q64).clamp(min=1e-300)
+    log_q = torch.log(q)
+    tail = -torch.sqrt(torch.clamp(-2 * log_q - torch.log(torch.clamp(-2 * log_q, min=1.0)) - math.log(2 * math.pi), min=0.0))
+    x = torch.where(q > 1e-10, math.sqrt(2) * torch.erfinv(2 * q - 1), tail)
+    for _ in range(5):
+        log_phi = -0.5 * x * x - 0.5 * math.log(2 * math.pi)
+        x = x - (_log_ndtr(x) - log_q) * torch.exp(_log_ndtr(x) - log_phi)
+    x = torch.where(upper, -x, x)
+    x = torch.where(q64 == 0, -math.inf, torch.where(q64 == 1, math.inf, x))
+    x = torch.where((q64 < 0) | (q64 > 1) | torch.isnan(q64), math.nan, x)
+    return x.to(p.dtype)
+
+
+_K_SERIES_TERMS = 16
+_K_NODES = 41
+_K_STEP = 0.25
+
+
+def _scaled_k(x, order: int):
+    """exp(x) K_order(x) for x >= 2, float64: the trapezoid rule on
+    exp(-x (cosh t - 1)) cosh(order t) over t >= 0, in u = t sqrt(x) (a bell of width ~1
+    for every x), where it converges geometrically; cosh t - 1 as 2 sinh(t/2)^2 (no
+    cancellation for the small t of large x)."""
+    root = torch.sqrt(x)
+    total = torch.zeros_like(x)
+    for j in range(_K_NODES):
+        t = (j * _K_STEP) / root
+        weight = 0.5 if j == 0 else 1.0
+        term = torch.exp(-2 * x * torch.sinh(t / 2) ** 2)
+        if order:
+            term = term * torch.cosh(t)
+        total = total + weight * term
+    return total * (_K_STEP / root)
+
+
+def _k_series(x, order: int):
+    """K_order(x) for 0 < x <= 2 from its power series about 0, float64."""
+    y = x * x / 4
+    log_half = torch.log(x / 2)
+    term = torch.ones_like(x)  # y^k / (k! (k + order)!)
+    harmonic = 0.0  # H_k
+    i_sum = torch.zeros_like(x)
+    k_sum = torch.zeros_like(x)
+    for k in range(_K_SERIES_TERMS):
+        if k:
+            harmonic += 1.0 / k
+            term = term * y / (k * (k + order))
+        i_sum = i_sum + term
+        if order == 0:
+            k_sum = k_sum + term * harmonic
+        else:  # psi(k + 1) + psi(k + 2) = -2 gamma + 2 H_k + 1 / (k + 1)
+            k_sum = k_sum + term * (-2 * _EULER + 2 * harmonic + 1.0 / (k + 1))
+    if order == 0:
+        return -(log_half + _EULER) * i_sum + k_sum
+    return 1 / x + log_half * (x / 2) * i_sum - (x / 4) * k_sum
+
+
+def _bessel_k(order: int, scaled: bool):
+    def decomposition(x):
+        x = _floating(x)
+        x64 = x.to(torch.float64)
+        small = x64 <= 2
+        near = torch.where(small, x64, 2.0)
+        far = torch.where(small, 2.0, torch.where(torch.isinf(x64), 2.0, x64))
+        at_small = _k_series(near, order)
+        at_far = _scaled_k(far, order)
+        if scaled:
+            value = torch.where(small, at_small * torch.exp(near), at_far)
+        else:
+            value = torch.where(small, at_small, at_far * torch.exp(-far))
+        value = torch.where(torch.isinf(x64) & (x64 > 0), 0.0, value)
+        value = torch.where(x64 == 0, math.inf, value)
+        value = torch.where((x64 < 0) | torch.isnan(x64), math.nan, value)
+        return value.to(x.dtype)
+
+    return decomposition
+
+
+# (2k)! / B_2k for k = 1..12: the Euler-Maclaurin remainder's coefficients.
+_B2K = [1 / 6, -1 / 30, 1 / 42, -1 / 30, 5 / 66, -691 / 2730, 7 / 6, -3617 / 510, 43867 / 798,
+        -174611 / 330, 854513 / 138, -236364091 / 2730]
+_EM_DIVISORS = [math.factorial(2 * k + 2) / b for k, b in enumerate(_B2K)]
+_ZETA_SHIFT = 32  # explicit terms at most: exact for q >= 10 - _ZETA_SHIFT
+
+
+def _hurwitz_zeta(x, q):
+    """zeta(x, q) = sum over k >= 0 of (q + k)^-x, float64: the terms while q + k < 10,
+    then the Euler-Maclaurin remainder at w = q + k. ATen: inf at x == 1 and at the
+    non-positive integers q, NaN for x < 1 and for q <= 0 with a non-integer x."""
+    count = torch.clamp(torch.ceil(10 - q), 0, _ZETA_SHIFT)
+    total = torch.zeros_like(x + q)
+    for k in range(_ZETA_SHIFT):
+        base = q + k
+        total = total + torch.where(k < count, torch.pow(base, -x), 0.0)
+    w = q + count
+    b = torch.pow(w, -x)
+    total = total + w * b / (x - 1) + 0.5 * b
+    rising = torch.ones_like(total)  # x (x + 1) ... (x + 2k), over w^(2k+1)
+    inv_w = 1 / w
+    power = b * inv_w
+    for k, divisor in enumerate(_EM_DIVISORS):
+        rising = rising * (x + 2 * k) if k == 0 else rising * (x + 2 * k - 1) * (x + 2 * k)
+        total = total + rising * power / divisor
+        power = power * inv_w * inv_w
+    pole = (q <= 0) & (q == torch.floor(q))
+    total = torch.where(pole, math.inf, total)
+    total = torch.where((q <= 0) & ~pole & (x != torch.floor(x)), math.nan, total)
+    total = torch.where(x == 1, math.inf, torch.where(x < 1, math.nan, total))
+    return total
+
+
+def _as_tensors(a, b):
+    ref = a if isinstance(a, torch.Tensor) else b
+    dtype = torch.result_type(a, b)
+    if not dtype.is_floating_point:
+        dtype = torch.get_default_dtype()
+    a, b = (torch.as_tensor(v, device=ref.device) if not isinstance(v, torch.Tensor) else v for v in (a, b))
+    return a.to(dtype), b.to(dtype), dtype
+
+
+def _zeta(x, q):
+    x, q, dtype = _as_tensors(x, q)
+    return _hurwitz_zeta(x.to(torch.float64), q.to(torch.float64)).to(dtype)
+
+
+def _polygamma(n, x):
+    # ATen: digamma for n = 0, else (-1)^(n+1) n! zeta(n + 1, x).
+    x = _floating(x)
+    if n == 0:
+        return torch.digamma(x)
+    value = _hurwitz_zeta(torch.full((), n + 1.0, dtype=torch.float64, device=x.device), x.to(torch.float64))
+    return ((1.0 if n % 2 else -1.0) * math.factorial(n) * value).to(x.dtype)
+
+
+def _table():
+    from eagerc.compile.accelerator_polynomials import POLYNOMIALS
+
+    return {"ndtr": _ndtr, "log_ndtr": _log_ndtr, "spherical_bessel_j0": _spherical_bessel_j0,
+            "ndtri": _ndtri, "modified_bessel_k0": _bessel_k(0, False),
+            "modified_bessel_k1": _bessel_k(1, False), "scaled_modified_bessel_k0": _bessel_k(0, True),
+            "scaled_modified_bessel_k1": _bessel_k(1, True), "zeta": _zeta, "polygamma": _polygamma,
+            **POLYNOMIALS}
+
+
+def special_for(codegen_name: str) -> dict:
+    """Decompositions of the special functions `codegen_name`'s code ("cpp", "triton")
+    has no implementation of (Inductor's pointwise_overrides_data names none)."""
+    from torch._inductor.codegen.common import pointwise_overrides_data
+
+    table = {}
+    for key, fn in _table().items():
+        data = pointwise_overrides_data.get(key)
+        if data is None or getattr(data, codegen_name, None) is not None:
+            continue
+        packet = getattr(aten, data.name)
+        for name in packet.overloads():
+            overload = getattr(packet, name)
+            is_out = any(a.is_out for a in overload._schema.arguments)
+            table[overload] = out_wrapper()(fn) if is_out else fn
+    return table
