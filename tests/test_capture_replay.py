@@ -1,4 +1,4 @@
-"""Counters and appends are replayed by the mock, not guarded (issue 12, replay.py): an
+"""Counters and appends are replayed by the mock, not guarded (issue 12, replayed_updates.py): an
 identical call hits instead of recording again, and the outside state ends as eager's."""
 import operator
 

@@ -169,11 +169,11 @@ def test_fault_in_guard_runs_eagerly(monkeypatch, eager_fallback_counts):
 
 
 def test_fault_in_op_recorder_stops_capture_not_the_program(monkeypatch):
-    from eagerc.capture import graph
+    from eagerc.capture import op_recorder
 
     def broken(self, value):
         raise ValueError("not enough values to unpack")
-    monkeypatch.setattr(graph.OpRecorder, "_to_fx", broken)
+    monkeypatch.setattr(op_recorder.OpRecorder, "_to_fx", broken)
     stats = run(lambda x: torch.relu(x) + 1, X)
     assert any(r.startswith("monitor error: ValueError") for r in stats["stop_reasons"])
 

@@ -13,7 +13,7 @@ import types
 
 import torch
 
-from . import annotations, frames, replay
+from . import annotations, frames, replayed_updates
 from .frames import NULL, peek, peek_many
 from .refgraph import Relation
 from .symbolic import SymbolicInt, bake_all
@@ -27,9 +27,9 @@ _PLUMBING = tuple(os.path.join(_TORCH_DIR, *p) for p in [
     ("overrides.py",), ("utils", "_python_dispatch.py"), ("_jit_internal.py",)])
 SKIP = object()
 _PY312 = sys.version_info >= (3, 12)
-_INPLACE_BINARY = set(range(13, 26))
+_INPLACE_BINARY = set(range(13, 26))  # NB_INPLACE_* operand of BINARY_OP
 _INT_IDENTITY = (operator.index, int)
-_TAGGED = (int, float, list, dict)  # values read from outside that replay.py follows  # NB_INPLACE_* operand of BINARY_OP
+_TAGGED = (int, float, list, dict)  # values read from outside that replayed_updates.py follows
 _MUTABLE = (list, dict, set, bytearray)
 
 
@@ -46,12 +46,12 @@ def analyze(code):
     if code.co_filename.startswith(_OWN_DIR) or code.co_filename in _PLUMBING:
         return SKIP
     table = [None] * (len(code.co_code) // 2)
-    pops = [0] * len(table)  # stack items each instruction consumes (replay.py's tags)
+    pops = [0] * len(table)  # stack items each instruction consumes (replayed_updates.py's tags)
     for ins in dis.get_instructions(code):
         h = _HANDLERS.get(ins.opname)
         if h is not None:
             table[ins.offset // 2] = (h, ins.argval, ins.arg)
-        pops[ins.offset // 2] = replay.pops(ins)
+        pops[ins.offset // 2] = replayed_updates.pops(ins)
     n = frames.n_localsplus(code)
     tops = [None if d is None else n + d for d in frames.stack_depths(code)]
     return table, tops, pops
@@ -65,7 +65,7 @@ class FrameWatch:
     def __init__(self, mon, info):
         self.mon, self.post, self.kwnames = mon, None, ()
         self.table, self.tops, self.pops = info
-        self.tags, self.ltags = {}, {}  # replay.py: stack slot / local index -> Tag
+        self.tags, self.ltags = {}, {}  # replayed_updates.py: stack slot / local index -> Tag
         self.resume = False  # this frame suspended watching for one call (an annotated
         # Python function or an import): watch again at its next event, whatever it is
 
@@ -80,12 +80,12 @@ class FrameWatch:
         if event != "opcode":
             self.post = None
             if self.tags:
-                replay.escape_all(self)
+                replayed_updates.escape_all(self)
             return self.safe_trace
         idx = frame.f_lasti >> 1
         top = self.tops[idx]
         if self.tags and top is not None:
-            replay.check(self, frame, top)
+            replayed_updates.check(self, frame, top)
         post = self.post
         if post is not None:
             self.post = None
@@ -97,7 +97,7 @@ class FrameWatch:
         if entry is not None and top is not None and not mon.suspend:
             entry[0](self, frame, entry[1], entry[2], top)
         if self.tags and top is not None and self.pops[idx] != 0:
-            replay.escape_popped(self, self.pops[idx], top)  # what the handler left
+            replayed_updates.escape_popped(self, self.pops[idx], top)  # what the handler left
         return self.safe_trace
 
     def safe_trace(self, frame, event, arg):
@@ -116,7 +116,7 @@ def _load_attr(w, frame, name, arg, top):
     obj = peek(frame, top, 0)
     if w.mon.symbolic and isinstance(obj, SymbolicInt):
         obj.bake()  # n.real, n.numerator ...: int's own attributes give the plain value
-    tag = replay.take(w, top - 1) if w.tags else None
+    tag = replayed_updates.take(w, top - 1) if w.tags else None
     if tag is not None:
         w.mon.replays.escape(tag)  # n.real, lst.copy ...: the value is used
     if w.mon.holder(obj) is not None:
@@ -128,8 +128,8 @@ def _load_attr(w, frame, name, arg, top):
 
 
 def _tag_read(w, f, t, holder_obj, rel, value):
-    """A value read from outside state: tag it (replay.py) when it is a number, a list or a
-    dict."""
+    """A value read from outside state: tag it (replayed_updates.py) when it is a number, a
+    list or a dict."""
     if type(value) not in _TAGGED:
         return
     holder = w.mon.graph.get_node_by_var(holder_obj)
@@ -145,8 +145,8 @@ def _tag_read(w, f, t, holder_obj, rel, value):
 
 def _load_method(w, frame, name, arg, top):
     obj = peek(frame, top, 0)
-    tag = replay.take(w, top - 1) if w.tags else None
-    if tag is not None and not (tag.expr[0] == "list" and name in replay.APPEND_METHODS):
+    tag = replayed_updates.take(w, top - 1) if w.tags else None
+    if tag is not None and not (tag.expr[0] == "list" and name in replayed_updates.APPEND_METHODS):
         w.mon.replays.escape(tag)  # any other use of the list (or number)
     if w.mon.holder(obj) is None:
         return
@@ -202,7 +202,7 @@ def _store_global(w, frame, name, arg, top):
     mon = w.mon
     value = peek(frame, top, 0)
     holder = mon.const_node(frame.f_globals)
-    mon.replays.store(holder, Relation("global", name), replay.take(w, top - 1))
+    mon.replays.store(holder, Relation("global", name), replayed_updates.take(w, top - 1))
     mon.graph.write(holder, Relation("global", name), value)
 
 
@@ -214,10 +214,10 @@ def _delete_global(w, frame, name, arg, top):
 def _store_attr(w, frame, name, arg, top):
     obj, value = peek(frame, top, 0), peek(frame, top, 1)
     if w.tags:
-        owner = replay.take(w, top - 1)
+        owner = replayed_updates.take(w, top - 1)
         if owner is not None:
             w.mon.replays.escape(owner)
-    tag = replay.take(w, top - 2) if w.tags else None
+    tag = replayed_updates.take(w, top - 2) if w.tags else None
     holder = w.mon.holder(obj)
     if holder is not None:
         if tag is not None and not _plain_setattr(obj):
@@ -246,11 +246,11 @@ def _store_subscr(w, frame, name, arg, top):
         _bake_index(container, (key,))
     if w.tags:
         for slot in (top - 1, top - 2):
-            t = replay.take(w, slot)
+            t = replayed_updates.take(w, slot)
             if t is not None and not (slot == top - 2 and t.expr[0] == "dict" and
                                       _hashable_key(key)):
                 w.mon.replays.escape(t)  # (d[k] = v on a followed dict: a keyed write)
-    tag = replay.take(w, top - 3) if w.tags else None
+    tag = replayed_updates.take(w, top - 3) if w.tags else None
     holder = w.mon.holder(container)
     if holder is not None and type(container) is dict and _hashable_key(key):
         w.mon.replays.store(holder, Relation("item", key), tag)
@@ -326,7 +326,7 @@ def _binary_op(w, frame, name, arg, top):
                 _bake_mixed(a, b)
     if w.tags:
         a, b = peek_many(frame, top, 2)
-        replay.binary_op(w, frame, arg, a, b, top)
+        replayed_updates.binary_op(w, frame, arg, a, b, top)
     if arg in _INPLACE_BINARY:
         target = peek(frame, top, 1)
         node = w.mon.holder(target)
@@ -339,7 +339,7 @@ def _binary_subscr(w, frame, name, arg, top):
     if w.mon.symbolic:
         _bake_index(container, (key,))
     if w.tags:
-        tag = replay.take(w, top - 2)
+        tag = replayed_updates.take(w, top - 2)
         if tag is not None:
             if tag.expr[0] == "dict" and _hashable_key(key):
                 node = w.mon.graph.get_node_by_var(container)
@@ -399,9 +399,10 @@ def _call(w, frame, name, argc, top):
             and not isinstance(owner, (types.ModuleType, type)):
         args = [owner] + list(args)
     if w.tags and argc == 1 and fn in _INT_IDENTITY and type(args[-1]) is int:
-        tag = replay.take(w, top - 1)  # operator.index(n), int(n): n itself (replay.py)
+        # operator.index(n), int(n): n itself (replayed_updates.py)
+        tag = replayed_updates.take(w, top - 1)
         if tag is not None:
-            replay.push_after(w, tag)
+            replayed_updates.push_after(w, tag)
     _apply_call(w, fn, args)
 
 
@@ -471,6 +472,7 @@ _HANDLERS = {
     "POP_JUMP_FORWARD_IF_TRUE": _operands(1), "POP_JUMP_FORWARD_IF_FALSE": _operands(1),
     "POP_JUMP_BACKWARD_IF_TRUE": _operands(1), "POP_JUMP_BACKWARD_IF_FALSE": _operands(1),
     "CONTAINS_OP": _contains_op, "GET_ITER": _get_iter, "STORE_SLICE": _store_slice,
-    "LOAD_FAST": replay.load_fast, "LOAD_FAST_CHECK": replay.load_fast,
-    "STORE_FAST": replay.store_fast, "SWAP": replay.swap, "COPY": replay.copy,
+    "LOAD_FAST": replayed_updates.load_fast, "LOAD_FAST_CHECK": replayed_updates.load_fast,
+    "STORE_FAST": replayed_updates.store_fast, "SWAP": replayed_updates.swap,
+    "COPY": replayed_updates.copy,
 }

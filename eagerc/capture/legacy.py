@@ -51,7 +51,7 @@ def record_legacy(mon, fn, args, kw_values, set_post):
         if random:
             rec.random = True
         else:
-            from .graph import _storage
+            from .torch_calls import _storage
             rec.const.add(node)  # made from constants only: Python may read it
             mon.opaque += 1  # our own read of its memory's identity, not the program's
             try:

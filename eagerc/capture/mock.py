@@ -72,7 +72,7 @@ class MockBuilder:
     def __init__(self, graph, recorder, slot_of, consts, replays=None):
         self.graph, self.recorder = graph, recorder
         self.slot_of, self.consts = slot_of, consts
-        self.replays = replays  # replay.Plan: updates recomputed from current values
+        self.replays = replays  # replayed_updates.Plan: updates recomputed from current values
         self.prelude = []  # reads of replayed values, before any update
         self._sources = {}
         self.lines, self.memo = [], {}
@@ -169,7 +169,7 @@ class MockBuilder:
     def _replayed(self, expr):
         """The expression recomputing a replayed update from the values at call time."""
         from .guards import access
-        from .replay import render
+        from .replayed_updates import render
 
         def source(key):
             name = self._sources.get(key)

@@ -342,7 +342,7 @@ else:  # pragma: no cover
     TracedArray = type("TracedArray", (), {})
 
 
-# -- hooks: the op recorder (graph.py) and the monitor's native calls (monitor.py) ------
+# -- hooks: the op recorder (op_recorder.py) and the monitor's native calls (monitor.py) ------
 def record_torch_call(rec, name, args, kwargs, call):
     """The op recorder's hook for `Tensor.numpy()` and `torch.tensor/as_tensor/asarray` of
     a traced array: the result, or NOT_TRACED when the call is none of ours."""
@@ -358,7 +358,7 @@ def record_torch_call(rec, name, args, kwargs, call):
         if rec.symbolic:
             mon.stop("numpy on tensor data in a symbolic run")
             return out
-        from .graph import CaptureStop
+        from .op_recorder import CaptureStop
         try:
             src = rec._to_fx(args[0])
         except CaptureStop as e:

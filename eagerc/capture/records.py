@@ -13,8 +13,8 @@ import types
 
 import torch
 
-from . import replay, speculate
-from .graph import build_module
+from . import replayed_updates, speculate
+from .op_recorder import build_module
 from .guards import Consts, access, check_source, grad_mode, tensor_guard
 from .mock import _IMMUTABLE, CannotMock, MockBuilder, materialize_final
 from .refgraph import Relation
@@ -109,7 +109,8 @@ def build_record(mon, result, compile_graph, compile_symbolic=None):
             for node in g.sn[1:]:
                 bake_all((node.obj,), 1)
     consts = Consts()
-    rp = replay.plan(mon) if mon.stopped is None else replay.Plan({}, set(), {}, {})
+    rp = (replayed_updates.plan(mon) if mon.stopped is None
+          else replayed_updates.Plan({}, set(), {}, {}))
     plan = _plan_guard(mon, g.guard_nodes(), consts, rp)
     if mon.stopped is not None:
         return _make(mon, plan, [], consts, None, None, set())
@@ -242,7 +243,7 @@ def _plan_guard(mon, nodes, consts, rp):
         holder = queue.pop(0)
         hvar = plan.var_of[holder.node_id]
         hdict = _version_source(holder, hvar, mon)
-        # An append-only list (replay.py): its type is checked, not its length or items; a
+        # An append-only list (replayed_updates.py): its type is checked, not its length or items; a
         # dict used only by key: the keys it read.
         refs = {} if holder.node_id in rp.lists else holder.versions[0].refs
         reads = rp.dicts.get(holder.node_id)
@@ -298,7 +299,7 @@ def _plan_guard(mon, nodes, consts, rp):
             snap = mon.snapshots.get(child.node_id)
             if snap is None:
                 continue
-            if type_only:  # replayed (replay.py): the mock recomputes from the value
+            if type_only:  # replayed (replayed_updates.py): the mock recomputes from the value
                 snap = ("type", type(child.obj))
             cond = check_source(var, snap, consts, plan.strides)
             if cond is not None:

@@ -10,7 +10,7 @@ import torch
 import torch.fx as fx
 
 from .fx_targets import as_graph_constant, fx_target
-from .graph import build_module
+from .op_recorder import build_module
 from .stream import GRAPH, Stream, unflatten_args
 
 # Arithmetic whose float operand may be a 0-d float64 tensor instead: with floating-point

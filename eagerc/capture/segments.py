@@ -22,7 +22,7 @@ import weakref
 
 import torch
 
-from .graph import func_name
+from .torch_calls import func_name
 from .stream import (GRAPH, RUN, flatten_args, flatten_out, passes_through, raw_meta,
                      raw_storage, resolve_path, unflatten_out)
 

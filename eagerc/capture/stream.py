@@ -24,8 +24,8 @@ import weakref
 import torch
 
 from .fx_targets import as_graph_constant
-from .graph import (_CONSTANTS, _META, _NONDETERMINISTIC, _STRIDE_META, _VALUE_READS,
-                    _VIEW_ATTRS, _tensors_in, _written_tensor, func_name)
+from .torch_calls import (_CONSTANTS, _META, _NONDETERMINISTIC, _STRIDE_META, _VALUE_READS,
+                          _VIEW_ATTRS, _tensors_in, _written_tensor, func_name)
 
 # Calls that share a tensor's memory with something that is not a tensor (a numpy array,
 # a pointer, a buffer): a write through it is no torch call, so no op after one is

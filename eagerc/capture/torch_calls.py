@@ -1,0 +1,126 @@
+"""How capture classifies a torch call by its name: metadata reads (answered, not
+recorded: the guard fixes the metadata), value reads (capture stops or speculates),
+random and uninitialized results, writes into tensors; and small walks over call
+arguments. Shared by the op recorder (op_recorder.py) and the op stream of a stopped call
+(stream.py).
+"""
+import torch
+import torch.fx as fx
+
+from .symbolic import SymbolicInt
+
+# Metadata reads: fixed by the tensor guard, so they are answered and not recorded.
+_META = frozenset("""size dim shape dtype device ndim numel __len__ is_floating_point
+    is_complex layout element_size nelement ndimension is_cuda is_cpu requires_grad
+    is_sparse is_quantized is_meta names is_leaf is_mkldnn is_nested get_device is_neg
+    is_conj is_inference __hash__ itemsize nbytes is_mps is_xpu is_signed""".split())
+# Metadata reads that depend on the memory layout: the tensor's strides get guarded too.
+_STRIDE_META = frozenset("stride is_contiguous storage_offset dim_order".split())
+# Reads of tensor data (or of state the guard does not cover): the result may change
+# between calls with the same guard, so capture stops.
+_VALUE_READS = frozenset("""item tolist __bool__ __int__ __float__ __index__ __complex__
+    numpy __array__ __repr__ __str__ __format__ data_ptr __reduce_ex__ __deepcopy__
+    untyped_storage storage grad _version __contains__ backward register_hook
+    retain_grad _base grad_fn""".split())
+# Metadata reads that give the program a size (symbolic shapes: the dims it depends on are
+# specialized, since Python code may compute with the value and bake it into the graph).
+_SIZE_READS = frozenset("""size shape numel __len__ nelement nbytes stride is_contiguous
+    storage_offset dim_order __iter__""".split())
+# Size reads a symbolic run answers with SymbolicInts (`len()` cannot: it makes a plain int).
+_SYMBOLIC_READS = frozenset("size shape numel nelement".split())
+# Attribute getters that are ops.
+_VIEW_ATTRS = frozenset("T mT H mH real imag".split())
+
+
+def func_name(func):
+    """The name a torch API goes by; property getters are named after their property."""
+    name = getattr(func, "__name__", "")
+    if name == "__get__" and hasattr(func, "__self__"):
+        return getattr(func.__self__, "__name__", ""), True
+    return name, False
+
+
+
+_CONSTANTS = (int, float, bool, str, complex, torch.dtype, torch.device, torch.layout,
+              torch.memory_format)
+# Results of torch APIs that metadata decides (`t.type()`, `torch.result_type`): constants.
+_METADATA_RESULTS = (str, torch.dtype, torch.device, torch.layout, torch.memory_format)
+_BOOL_QUERIES = frozenset("is_same_size is_set_to is_signed can_cast is_floating_point "
+                          "is_complex is_contiguous".split())
+
+_METADATA_FACTORIES = frozenset("ones_like zeros_like full_like new_ones new_zeros new_full".split())
+_CONST_READS = frozenset("item tolist __bool__ __int__ __float__ __index__".split())
+_NONDETERMINISTIC = frozenset("""rand rand_like randn randn_like randint randint_like randperm
+    normal normal_ bernoulli bernoulli_ multinomial uniform_ exponential_ geometric_ cauchy_
+    log_normal_ random_ poisson dropout dropout_ alpha_dropout feature_alpha_dropout
+    dropout1d dropout2d dropout3d rrelu rrelu_ empty empty_like empty_strided new_empty
+    new_empty_strided native_dropout set_ resize_ seed manual_seed""".split())
+
+
+def _storage(tensor):
+    """Identity of a tensor's memory (its storage's address), None when it has none."""
+    try:
+        return tensor.untyped_storage().data_ptr() or None
+    except Exception:  # noqa: BLE001 - no storage (e.g. a subclass): unknown
+        return None
+
+
+def _fx_nodes(value):
+    if isinstance(value, fx.Node):
+        yield value
+    elif isinstance(value, (tuple, list)):
+        for v in value:
+            yield from _fx_nodes(v)
+    elif isinstance(value, dict):
+        for v in value.values():
+            yield from _fx_nodes(v)
+    elif isinstance(value, slice):
+        yield from _fx_nodes((value.start, value.stop, value.step))
+
+
+def _tensors_in(value, depth=64):
+    """The tensors in `value`, through tuples, lists and dicts `depth` levels deep."""
+    if isinstance(value, torch.Tensor):
+        yield value
+    elif depth and isinstance(value, (tuple, list)):
+        for v in value:
+            yield from _tensors_in(v, depth - 1)
+    elif depth and isinstance(value, dict):
+        for v in value.values():
+            yield from _tensors_in(v, depth - 1)
+
+
+def _symbolic_in(value, depth=4):
+    if isinstance(value, SymbolicInt):
+        yield value
+    elif depth and isinstance(value, (tuple, list)):
+        for v in value:
+            yield from _symbolic_in(v, depth - 1)
+    elif depth and isinstance(value, dict):
+        for v in value.values():
+            yield from _symbolic_in(v, depth - 1)
+    elif isinstance(value, slice):
+        for v in (value.start, value.stop, value.step):
+            yield from _symbolic_in(v, 0)
+
+
+def _noop_flag_write(func, name, args):
+    """`t.requires_grad = False` on a tensor that does not require grad: nothing changes
+    (other tensor attribute writes stop capture; a plain Python attribute such as
+    `t.some_attr` is not a descriptor write and is followed as any object's)."""
+    desc = getattr(func, "__self__", None)
+    return name == "__set__" and getattr(desc, "__name__", "") == "requires_grad" and \
+        len(args) == 2 and isinstance(args[0], torch.Tensor) and args[1] is False and \
+        not args[0].requires_grad
+
+
+def _written_tensor(name, args, kwargs):
+    """The tensor a torch call writes into, or None: in-place methods and functions
+    (`add_`, `relu_`, `x += y`, `x[i] = v`), `out=` and `inplace=True`."""
+    out = kwargs.get("out")
+    if isinstance(out, torch.Tensor):
+        return out
+    if kwargs.get("inplace") is True or (name.endswith("_") and not name.endswith("__")) \
+            or name.startswith("__i") or name == "__setitem__":
+        return args[0] if args and isinstance(args[0], torch.Tensor) else None
+    return None
