@@ -275,3 +275,28 @@ def test_max_pool_training(backend):
     stats = _steps(model, lambda: (torch.randn(2, 3, 12, 12),), lambda out: out.pow(2).mean(),
                    backend)
     _assert_one_training_graph(stats)
+
+
+class _NLL(torch.nn.Module):
+    """GaussianNLLLoss checks its variance's values (`torch.any(var < 0)`): a graph
+    AOTAutograd cannot trace (DataDependentOutputException)."""
+
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(4, 2)
+        self.loss = torch.nn.GaussianNLLLoss()
+
+    def forward(self, x, target):
+        out = self.lin(x)
+        return self.loss(out, target, out.detach().abs() + 0.5)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_graph_aot_cannot_trace_runs_as_recorded(backend, caplog):
+    """A training graph AOTAutograd refuses runs as recorded (its ops build eager's
+    autograd graph): gradients equal eager's, still one graph and no eager run."""
+    with caplog.at_level("WARNING", logger="eagerc"):
+        stats = _steps(_NLL(), lambda: (torch.randn(3, 4), torch.randn(3, 2)),
+                       lambda out: out, backend)
+    assert "not traced by AOTAutograd" in caplog.text
+    _assert_one_training_graph(stats)

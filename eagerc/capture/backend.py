@@ -41,7 +41,16 @@ class GraphCompiler:
         from .training import compile_joint, needs_autograd
         if needs_autograd(example_inputs):
             self.stats["training_graphs"] += 1
-            return compile_joint(gm, example_inputs, self.compile_static, self.inductor)
+            try:
+                return compile_joint(gm, example_inputs, self.compile_static, self.inductor)
+            except Exception as e:  # noqa: BLE001 - a graph AOTAutograd cannot trace
+                # (data-dependent checks: GaussianNLLLoss, CTCLoss). Run as recorded, its
+                # ops build eager's autograd graph: eager's gradients, as Dynamo's "eager"
+                # backend gives; like an inference graph nothing can compile.
+                from eagerc.refusals import error_summary
+                log.warning("eagerc.capture: training graph not traced by AOTAutograd (%s); "
+                            "it runs as recorded, with eager autograd", error_summary(e))
+                return gm
         return self.compile_static(gm, example_inputs)
 
     def compile_static(self, gm, example_inputs):
