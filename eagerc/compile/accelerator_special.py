@@ -186,11 +186,29 @@ def _zeta(x, q):
     return _hurwitz_zeta(x.to(torch.float64), q.to(torch.float64)).to(dtype)
 
 
+def _trigamma(x):
+    # ATen's trigamma, in the input's dtype as ATen computes it (below 1/2 its reflection
+    # pi^2 / sin(pi x)^2 carries the rounding of pi x, which float32 callers see): six
+    # terms of the series, then the asymptotic expansion.
+    sign = torch.where(x < 0.5, -1.0, 1.0).to(x.dtype)
+    sin_pi_x = torch.sin(torch.as_tensor(math.pi, dtype=x.dtype) * x)
+    result = torch.where(x < 0.5, -(math.pi ** 2) / (sin_pi_x * sin_pi_x), 0.0).to(x.dtype)
+    x = torch.where(x < 0.5, 1 - x, x)
+    for _ in range(6):
+        result = result + 1 / (x * x)
+        x = x + 1
+    ixx = 1 / (x * x)
+    result = result + (1 + 1 / (2 * x) + ixx * (1 / 6 - ixx * (1 / 30 - ixx * (1 / 42)))) / x
+    return sign * result
+
+
 def _polygamma(n, x):
-    # ATen: digamma for n = 0, else (-1)^(n+1) n! zeta(n + 1, x).
+    # ATen: digamma for n = 0, trigamma for 1, else (-1)^(n+1) n! zeta(n + 1, x).
     x = _floating(x)
     if n == 0:
         return torch.digamma(x)
+    if n == 1:
+        return _trigamma(x)
     value = _hurwitz_zeta(torch.full((), n + 1.0, dtype=torch.float64, device=x.device), x.to(torch.float64))
     return ((1.0 if n % 2 else -1.0) * math.factorial(n) * value).to(x.dtype)
 
