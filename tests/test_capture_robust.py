@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from eagerc.capture import capture, capture_stats
-from eagerc.capture import api, records
+from eagerc.capture import faults, monitor_run, record_cache
 from eagerc.testing import assert_close
 
 X = torch.randn(2, 3, 4)
@@ -112,7 +112,7 @@ def eager_fallback_counts():
 def test_fault_in_record_builder_gives_eager_result(monkeypatch, eager_fallback_counts):
     def broken(*a, **k):
         raise SyntaxError("generated source")
-    monkeypatch.setattr(api, "build_record", broken)
+    monkeypatch.setattr(monitor_run, "build_record", broken)
     side = []
 
     def f(x):
@@ -136,7 +136,7 @@ def test_fault_in_monitor_set_up_runs_eagerly_once(monkeypatch, eager_fallback_c
         return x + 1
     stats = run(f, X, calls=4)
     assert side == [1] * 5
-    assert eager_fallback_counts(stats, "monitor") == api.MAX_FAULTS
+    assert eager_fallback_counts(stats, "monitor") == faults.MAX_FAULTS
     assert stats["eager_runs"] == 1  # after MAX_FAULTS faults: eager for good
 
 
@@ -163,7 +163,7 @@ def test_fault_in_guard_runs_eagerly(monkeypatch, eager_fallback_counts):
         raise TypeError("permute() missing 1 required positional arguments")
     with torch.no_grad():
         cap(X)
-        monkeypatch.setattr(records.RecordCache, "match", broken)
+        monkeypatch.setattr(record_cache.RecordCache, "match", broken)
         assert_close(cap(X), X - 1)
     assert eager_fallback_counts(capture_stats(cap), "guard") == 1
 

@@ -71,7 +71,7 @@ def main(argv=None):
     ap.add_argument("--iters", type=int, default=200)
     ap.add_argument("--backend", default="inductor", help="inductor or eager")
     a = ap.parse_args(argv)
-    from eagerc.capture import api, capture, capture_stats
+    from eagerc.capture import capture, capture_stats, partial_capture
 
     torch.set_num_threads(1)
     print("| program | eager µs | capture, children only µs | capture + segments µs | "
@@ -79,12 +79,12 @@ def main(argv=None):
     print("|---|---|---|---|---|")
     for name, fn, args in programs():
         eager = timed(fn, args, a.iters)
-        plain = api.Captured._stream_mode
-        api.Captured._stream_mode = lambda *_: None  # the replay off: children only
+        plain = partial_capture._stream_mode
+        partial_capture._stream_mode = lambda *_: None  # the replay off: children only
         try:
             children = timed(capture(fn, backend=a.backend), args, a.iters)
         finally:
-            api.Captured._stream_mode = plain
+            partial_capture._stream_mode = plain
         cap = capture(fn, backend=a.backend)
         segs = timed(cap, args, a.iters)
         s = capture_stats(cap)

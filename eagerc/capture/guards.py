@@ -1,7 +1,7 @@
 """Guards (paper §4.2): does the external state of a new call match the monitored run?
 
 `snapshot(obj)` says what to check of an object the run read from outside, taken when the run
-first reached it (before any in-place update). The record builder (records.py, `_plan_guard`)
+first reached it (before any in-place update). The guard planner (guard_plan.py, `plan_guard`)
 turns the guard nodes of a RefGraph (version-0 reachable from node 0) into one straight-line
 Python function: each node
 is resolved along its first path from node 0 into a slot and checked; every further path to an

@@ -106,7 +106,7 @@ class Monitor:
         self.recorder = OpRecorder(self, symbolic)
         self.stopped = None  # the reason capture stopped, or None
         # Tensor values Python reads are checked after the graph instead of stopping the
-        # run (speculate.py); api.Captured decides per run.
+        # run (speculate.py); monitor_run.py decides per run.
         self.speculate = False
         self.suspend = 0  # >0 while our own code (the op recorder) runs
         # >0 while an annotated Python function (or an import) runs: its torch calls run

@@ -8,7 +8,7 @@ with the tensor's graph node, and the run goes on with it as a constant. The rec
 gets the read tensor as an extra output, and its mock checks, right after the graph ran and
 before any update of outside state, that the value is the recorded one (`values_ok`). A
 different value raises `ValueMiss`: the call is served by another record whose check passes,
-or runs like a miss (api.Captured). A record is correct exactly when its values repeat, and
+or runs like a miss (value_misses.py). A record is correct exactly when its values repeat, and
 its graph has no effect before the check: records whose graph writes into an input are not
 made this way (the run stops at the read, as before).
 """

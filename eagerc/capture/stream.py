@@ -15,7 +15,7 @@ Where the tensors come from (`Node.kind`):
 - "arg": reached from the call's arguments (bound by path when a hit starts);
 - "ext": any other tensor from outside the call (parameters, buffers, cached constants),
   held weakly and bound by identity: a hit that passes another object diverges;
-- "fresh": returned by a captured child call (a child module split off, api.Captured), a
+- "fresh": returned by a captured child call (a child module split off, partial_capture.py), a
   new object each call: bound when first used, so it may only feed a segment's first op;
 - "op": made by an op of the stream.
 """

@@ -1,0 +1,151 @@
+"""`Captured`: a captured function's calls dispatched to its records.
+
+A call's guard picks a record: a hit runs its mock (value_misses.py when the graph computed
+other values than the record read), a hit of an eager record runs the call eagerly with
+partial capture (partial_capture.py), a miss runs the monitor and adds a record
+(monitor_run.py). Internal errors of capture never reach the program (faults.py).
+"""
+import collections
+import threading
+
+from . import monitor_run, partial_capture, value_misses
+from .faults import Faults
+from .backend import GraphCompiler
+from .record_cache import RecordCache
+from .speculate import ValueMiss
+
+_state = threading.local()  # .active: a monitor run or a mock is in progress on this thread
+
+
+class Captured:
+    """A function (or nn.Module) whose calls are captured; made by `capture`."""
+
+    def __init__(self, fn, backend, lift_after, split=True):
+        self.fn = fn
+        self._backend = backend
+        # After this many records, float arguments are lifted to graph inputs (paper §6.2.1)
+        # instead of making one record per value; None: never.
+        self.lift_after = lift_after
+        # After as many records, new records get symbolic sizes for the dims of argument
+        # tensors, and sizes Python reads become graph values (§6.2.1); None: never (or a
+        # symbolic compile failed).
+        self.symbolic_after = lift_after
+        self.cache = RecordCache()
+        # graphs_from_disk: compiled graphs loaded from kernel_cache instead of compiled.
+        self.stats = {"hits": 0, "misses": 0, "graphs": 0, "graphs_from_disk": 0,
+                      "eager_runs": 0, "split_runs": 0,
+                      # graphs compiled for training (forward + backward, training.py)
+                      "training_graphs": 0,
+                      # partial capture of a stopped call's own ops (stream.py, segments.py):
+                      # segment graphs compiled, replays, ops answered from them, replays
+                      # that left the recorded stream
+                      "segment_graphs": 0, "segment_runs": 0, "segment_ops": 0,
+                      "segment_divergences": 0,
+                      # calls whose tensor values matched no record's (speculate.py)
+                      "value_misses": 0,
+                      "stop_reasons": collections.Counter(),
+                      # per miss while records exist: the failing check of the most
+                      # recently matched record's guard (Record.why_not)
+                      "guard_failures": collections.Counter()}
+        # the record's backend: static, symbolic and training graphs (backend.py)
+        self.compiler = GraphCompiler(backend, self.stats)
+        self.faults = Faults(fn, self.stats)  # internal errors of capture
+        # Monitor runs go on past tensor values Python reads, checked after the graph
+        # (speculate.py); off after MAX_VALUE_MISSES calls no record's values matched.
+        self.speculate = True
+        self.split = split  # partial capture of child modules when a record stops
+        self._children = None  # [(child module, its Captured forward)], made on first need
+        self.__wrapped__ = fn
+
+    @property
+    def disabled(self):
+        """After MAX_FAULTS internal errors the function runs eagerly for good."""
+        return self.faults.disabled
+
+    def __call__(self, *args, **kwargs):
+        mode = partial_capture.current_stream_mode()
+        if mode is not None and not mode.paused:
+            # A captured call inside a stopped call's stream (a split-off child): its ops
+            # are its own, and what it returns is new on every call.
+            mode.paused += 1
+            try:
+                result = self._call(args, kwargs)
+            finally:
+                mode.paused -= 1
+            mode.note_fresh(result)
+            return result
+        return self._call(args, kwargs)
+
+    def _call(self, args, kwargs):
+        if getattr(_state, "active", False):
+            return self.fn(*args, **kwargs)  # nested: part of the outer capture
+        if self.disabled:
+            self.stats["eager_runs"] += 1
+            return self.fn(*args, **kwargs)
+        _state.active = True
+        try:
+            try:
+                record, slots = self.cache.match(args, kwargs)
+            except Exception as e:  # noqa: BLE001 - a guard fault: this call runs eagerly
+                self.faults.internal_error("guard", e)
+                return self.fn(*args, **kwargs)
+            if record is not None:
+                self.stats["hits"] += 1
+                if record.eager:
+                    self.stats["eager_runs"] += 1
+                    if record.raised:
+                        return self._eager_after_raise(record, args, kwargs)
+                    return self.run_eagerly(args, kwargs, record)
+                try:
+                    return record.mock(slots)
+                except ValueMiss:
+                    served, result = value_misses.other_values(self, record, args, kwargs)
+                    if served:
+                        return result
+                    self.stats["hits"] -= 1  # a miss after all
+                except Exception as e:  # noqa: BLE001 - see mock_failed
+                    self.mock_failed(record, e)
+                    return self.fn(*args, **kwargs)
+            self.stats["misses"] += 1
+            if len(self.cache) and record is None:
+                self._note_guard_failure(args, kwargs)
+            return monitor_run.run(self, args, kwargs)
+        finally:
+            _state.active = False
+
+    def run_eagerly(self, args, kwargs, record=None):
+        """The call runs eagerly, with partial capture (partial_capture.py)."""
+        return partial_capture.run(self, _state, args, kwargs, record)
+
+    def _note_guard_failure(self, args, kwargs):
+        """Why the most recently matched record missed (a miss costs a monitor run: this
+        is cheap beside it). Never fails the call."""
+        try:
+            why = self.cache.records[0].why_not(args, kwargs)
+        except Exception as e:  # noqa: BLE001 - a report only
+            why = f"(not explained: {type(e).__name__})"
+        self.stats["guard_failures"][why or "(passes now)"] += 1
+
+    def mock_failed(self, record, error):
+        """The mock raised. Its compiled graph runs first and writes nothing back before it
+        finishes (functionalized graphs copy into their inputs at the end), and the record's
+        other work comes after it: the call then runs eagerly from the arguments. The record
+        is dropped, so it cannot fail again."""
+        self.cache.remove(record)
+        self.faults.internal_error("mock", error)
+
+    def _eager_after_raise(self, record, args, kwargs):
+        """A hit of the eager record of a run that raised. The guard covers what that run
+        read up to the exception, not what made it raise (often tensor values: an index
+        out of range), so the call runs eagerly: raising again keeps the record; returning
+        drops it, and the next such call is monitored and recorded."""
+        result = self.run_eagerly(args, kwargs)
+        self.cache.remove(record)
+        return result
+
+    def split_stats(self):
+        """Counters summed over the captured child calls of split runs (recursively)."""
+        return partial_capture.split_stats(self)
+
+    def __repr__(self):
+        return f"eagerc.capture({self.fn!r})"

@@ -1,0 +1,46 @@
+"""Why a record's guard rejects a call: the first failing check of its full guard as source
+text, guard variables spelled as access paths (`capture_stats`' guard_failures).
+"""
+import re
+
+
+def explainer(full, env):
+    """(args, kwargs) -> the first of the guard checks `full` that fails, as source text
+    (see Record.why_not); built only when a miss asks for it."""
+    paths = {}  # guard variable -> the expression it was read by, variables resolved
+    for line in full:
+        m = re.fullmatch(r"(s\d+) = (.*)", line)
+        if m:
+            paths[m[1]] = re.sub(r"\bs\d+\b", lambda v: paths.get(v[0], v[0]), m[2])
+
+    def spell(text):  # "if <cond>: return None" -> the condition, paths spelled out
+        text = " ".join(text.split())
+        value = re.fullmatch(r"_v = (.*) (if .*)", text)  # a further path's value check
+        if value:
+            text = re.sub(r"\b_v\b", lambda _: value[1], value[2])
+        text = re.sub(r"\bs\d+\b", lambda v: paths.get(v[0], v[0]), text)
+        text = re.sub(r"^if (.*): return None$", r"\1", text)
+        return text if len(text) <= 300 else text[:297] + "..."
+
+    body = []
+    for i, line in enumerate(full):
+        tensors = re.fullmatch(r"if not _tg\.check\((.*)\): return None", line)
+        if tensors:  # which tensor, and what of it, from torch's verbose check
+            names = [spell(v) for v in tensors[1].split(", ")]
+            line = (f"_r = _tg.check_verbose({tensors[1]}, tensor_check_names={names!r})\n"
+                    f"        if _r is not True: return str(_r)")
+        body.append(f"_at = {i}\n        " + line.replace("return None",
+                                                          f"return {spell(line)!r}"))
+    src = ("def explain(args, kwargs):\n    _at = -1\n    try:\n        "
+           + "\n        ".join(body) + "\n    except Exception as e:\n"
+           "        return (type(e).__name__, _at)\n    return None\n")
+    ns = dict(env)
+    exec(compile(src, "<eagerc.capture guard explanation>", "exec"), ns)
+
+    def explain(args, kwargs):
+        why = ns["explain"](args, kwargs)
+        if isinstance(why, tuple):  # the check raised: an attribute or key is gone
+            name, at = why
+            return f"{name} in: {spell(full[at]) if at >= 0 else '?'}"
+        return why
+    return explain

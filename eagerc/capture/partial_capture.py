@@ -1,0 +1,158 @@
+"""Partial capture: a call whose record stopped runs eagerly, and what can still be captured
+of it is. The calls of its child modules are captured on their own (the stop costs the
+code around the children, not the whole call; a child whose own capture stops splits into
+its children the same way), and the call's own tensor ops run as compiled segment graphs:
+the first such call records its op stream, later ones replay it (stream.py,
+segment_graph.py, segments.py)."""
+import collections
+import os
+
+from . import segments
+from .segment_graph import compile_stream
+from .stream import StreamRecorder
+
+# Segment replay costs Python work per torch call: on small tensors a stopped call runs
+# slower replayed than eagerly (docs/capture.md). EAGERC_CAPTURE_SEGMENTS=0 turns it off.
+SEGMENTS_ENV = "EAGERC_CAPTURE_SEGMENTS"
+
+
+def current_stream_mode():
+    """The stream mode (recording or replaying) this thread is inside, or None."""
+    return segments.current()
+
+
+def run(cap, state, args, kwargs, record=None):
+    """Run a call of `cap` (a Captured) eagerly, with partial capture. `state.active` is
+    the thread's "inside a capture" flag, cleared while the children's calls run (they
+    are captures of their own); `record`: the eager record hit (None: a run that raised,
+    no segments)."""
+    children = split_children(cap)
+    mode = _stream_mode(cap, record, args, kwargs)
+    if not children and mode is None:
+        return cap.fn(*args, **kwargs)
+    if children:
+        cap.stats["split_runs"] += 1
+    installed = []
+    returned = False
+    state.active = False  # the children's calls are captures of their own
+    try:
+        for module, captured in children:
+            d = module.__dict__
+            if "forward" not in d:  # the module's call (hooks included) reaches it
+                d["forward"] = captured
+                installed.append(module)
+        if mode is None:
+            return cap.fn(*args, **kwargs)
+        with segments.active(mode):
+            result = cap.fn(*args, **kwargs)
+        returned = True
+        return result
+    finally:
+        for module in installed:
+            module.__dict__.pop("forward", None)
+        state.active = True
+        if mode is not None:
+            _stream_done(cap, record, mode, returned)
+
+
+def _stream_mode(cap, record, args, kwargs):
+    """The mode that records (first hit) or replays (later hits) the stopped call's op
+    stream; None where there is none: no record (a run that raised), no split, grad
+    mode (autograd is eager's), or a stream that could not be made."""
+    import torch
+    if record is None or not cap.split or cap.disabled or torch.is_grad_enabled():
+        return None
+    if os.environ.get(SEGMENTS_ENV, "1") in ("0", "false", "False"):
+        return None  # stopped calls run eagerly (children still captured)
+    stream = record.stream
+    if stream is False:
+        return None
+    try:
+        if stream is None:
+            return StreamRecorder(args, kwargs)
+        return segments.StreamReplay(stream, args, kwargs)
+    except Exception as e:  # noqa: BLE001 - the call runs eagerly as before
+        cap.faults.segment_fault(record, e)
+        return None
+
+
+def _stream_done(cap, record, mode, returned):
+    """After a recording: compile the segments; after a replay: count it, and record
+    the stream again after replays that keep leaving it. Never fails the call."""
+    stats = cap.stats
+    try:
+        if isinstance(mode, StreamRecorder):
+            if not returned:
+                return  # the program raised: the next such call records
+            record.stream_recordings += 1
+            stream = compile_stream(mode, cap.compiler.compile)
+            record.stream = stream if stream is not None and stream.graph_ops() else False
+            if record.stream:
+                stats["segment_graphs"] += sum(1 for s in stream.segments if s.fn is not None)
+            return
+        stream = mode.stream
+        stats["segment_runs"] += 1
+        stats["segment_ops"] += mode.answered
+        if not mode.diverged and mode.i == len(stream.entries):
+            stream.diverged_in_a_row = 0
+            return
+        if returned or mode.diverged:
+            stats["segment_divergences"] += 1
+            stream.diverged_in_a_row += 1
+            if stream.diverged_in_a_row >= segments.REPLAYS_BEFORE_RERECORD:
+                # recorded on an unusual call: record again (a few times at most)
+                record.stream = None if record.stream_recordings < 3 else False
+    except Exception as e:  # noqa: BLE001 - see above
+        cap.faults.segment_fault(record, e)
+
+
+def split_children(cap):
+    """[(child module, its own Captured forward)] of the module `cap` captures, made on
+    first need; [] for a function, or with splitting off."""
+    if cap._children is None:
+        cap._children = []
+        if cap.split and not cap.disabled:
+            module = _module_of(cap.fn)
+            for child in _called_children(module) if module is not None else ():
+                fn = type(child).forward.__get__(child)
+                captured = type(cap)(fn, cap._backend, cap.lift_after)
+                cap._children.append((child, captured))
+    return cap._children
+
+
+def split_stats(cap):
+    """Counters summed over the captured child calls of split runs (recursively)."""
+    total = collections.Counter()
+    for _, child in cap._children or ():
+        total["children"] += 1
+        for k in ("graphs", "hits", "misses", "eager_runs", "segment_graphs",
+                  "segment_runs", "segment_ops", "segment_divergences"):
+            total[k] += child.stats[k]
+        total.update(split_stats(child))
+    return total
+
+
+def _module_of(fn):
+    import torch
+    if isinstance(fn, torch.nn.Module):
+        return fn
+    owner = getattr(fn, "__self__", None)
+    return owner if isinstance(owner, torch.nn.Module) else None
+
+
+def _called_children(module):
+    """Child modules a forward calls: direct children; containers without a forward of
+    their own (ModuleList, ModuleDict) stand for their children."""
+    import torch
+    seen, out = {id(module)}, []
+    stack = list(module.children())[::-1]
+    while stack:
+        child = stack.pop()
+        if id(child) in seen:
+            continue
+        seen.add(id(child))
+        if type(child).forward is torch.nn.Module.forward:  # no forward: a container
+            stack.extend(list(child.children())[::-1])
+        else:
+            out.append(child)
+    return out
