@@ -300,3 +300,27 @@ def test_graph_aot_cannot_trace_runs_as_recorded(backend, caplog):
                        lambda out: out, backend)
     assert "not traced by AOTAutograd" in caplog.text
     _assert_one_training_graph(stats)
+
+
+def test_value_read_after_dropout_p0_in_training():
+    """XLM's `assert lengths.max().item() <= slen` after a dropout with p=0 in train mode:
+    such a dropout draws nothing, so the read is checked after the graph (no stop)."""
+    lin = torch.nn.Linear(4, 4)
+
+    def f(x, lengths):
+        h = torch.nn.functional.dropout(lin(x), p=0.0, training=True)
+        assert lengths.max().item() <= x.shape[0]
+        return h.sum()
+
+    captured = capture(f, backend="eager")
+    for _ in range(3):
+        x = torch.randn(5, 4)
+        lin.zero_grad()
+        captured(x, torch.tensor([3, 5])).backward()
+        got = [p.grad.clone() for p in lin.parameters()]
+        lin.zero_grad()
+        f(x, torch.tensor([3, 5])).backward()
+        assert_close(got, [p.grad for p in lin.parameters()])
+    stats = capture_stats(captured)
+    assert stats["stop_reasons"] == {} and stats["eager_runs"] == 0, stats
+    assert stats["training_graphs"] == 1 and stats["records"] == 1, stats

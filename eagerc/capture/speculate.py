@@ -45,12 +45,16 @@ def read_value(recorder, name, args, kwargs, call):
 
 
 def eval_dropout(name, args, kwargs):
-    """`F.dropout(x, p, training=False)` (a model in eval mode) draws no random numbers, so
-    values read after it can be checked."""
+    """`F.dropout(x, p, training=False)` (a model in eval mode) and a dropout with `p=0`
+    (ATen returns the input without drawing: a model trained with dropout off) draw no
+    random numbers, so values read after it can be checked."""
     if "dropout" not in name:
         return False
     training = kwargs.get("training", kwargs.get("train", args[2] if len(args) > 2 else True))
-    return training is False
+    p = kwargs.get("p", args[1] if len(args) > 1 else None)
+    # (native_dropout draws its mask even for p=0)
+    return training is False or (type(p) in (int, float) and p == 0 and
+                                 name != "native_dropout")
 
 
 def _plain(value, depth=4):
