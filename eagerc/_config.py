@@ -77,6 +77,19 @@ def register_device_at_import() -> bool:
     return not torch.cuda.is_available()
 
 
+# "now": a miss waits for its kernel's compile; "background": it is served at once by a
+# kernel that exists while its own compiles on a thread (eagerc/per_op/background.py).
+# enable(device, compile=...) overrides it per device.
+COMPILE_ENV = "EAGERC_COMPILE"
+
+
+def compile_mode() -> str:
+    value = os.environ.get(COMPILE_ENV, "now").strip().lower() or "now"
+    if value not in ("now", "background"):
+        raise ValueError(f"{COMPILE_ENV}={value!r}: expected 'now' or 'background'")
+    return value
+
+
 # On GPU memory, run every call of the device on zero-copy aliases of the memory's home
 # device ("1"), to compare with running generated kernels on the device's own tensors.
 ALIASES_FIRST_ENV = "EAGERC_ALIASES_FIRST"

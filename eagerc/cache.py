@@ -1,13 +1,19 @@
-"""The compile/cache service: one get-or-compile for every caller.
+"""The compile/cache service: a passive store of artifacts, with a per-key lock.
 
-Op misses (eagerc/per_op/resolver.py), captured graphs (eagerc/graph_kernels.py), and next
-warm_cache and coverage, all ask :func:`service` the same question: "the artifact for this
-key, from disk or the remote tier, or compiled now" (L1 is the caller's: the C++ table for
-ops, which names the variants it already holds; capture's record cache for graphs). The
-service owns the key
-(:class:`CacheKey`), the per-key lock (threads, and processes through a lock file), the
-store lookups, load-or-evict, the compile, what a refusal leaves on disk, the counters, the
-log line and the store.
+Its callers drive each step (op misses: eagerc/per_op/resolver.py; captured graphs:
+eagerc/graph_kernels.py)::
+
+    with service().locked(key):              # threads, and processes through a lock file
+        hit = service().get(key, stat_key)   # disk, then the remote tier; loaded; raises a
+        if hit is None:                      #   refusal recorded for the key
+            ...                              # the caller checks and compiles; a refusal:
+            service().refuse(key, refusal)   #   recorded when it is a property of the key
+            hit = service().put(key, stat_key, artifact)   # stored, then loaded
+
+L1 is the caller's (the C++ table for ops, which names the variants it already holds;
+capture's record cache for graphs). The service owns the key (:class:`CacheKey`), the
+locks, the store lookups, load-or-evict, what a refusal leaves on disk, the counters and
+the log lines; it never calls back into its caller.
 
 A key has named components. The namespace (kernel_cache.Namespace) holds the format
 version, torch, eagerc, the target's arch and a digest of the compiler settings that change
@@ -35,12 +41,13 @@ import logging
 import os
 import tempfile
 import threading
-from typing import Any, Callable
+from typing import Any
 
 import torch
 
 from eagerc import _config, _stats
 from eagerc._version import __version__
+from eagerc.artifact import Artifact
 from eagerc.refusals import NOWHERE, ON_DISK, CompileError, NeedsHostAliases, NotCompiled
 
 log = logging.getLogger("eagerc")
@@ -87,45 +94,27 @@ class CacheKey:
 
 
 @dataclasses.dataclass
-class Compiled:
-    """What a compile produced, for the store."""
+class Hit:
+    """A loaded artifact: `kernel` (a `_C` artifact), the store `entry` it came from."""
 
-    library: bytes
-    metadata: dict      # JSON-serializable: num_outputs and whatever the loader needs
-    description: str    # for the log line, e.g. "aten::abs(float32[s,s] C)"
-    seconds: float
-
-
-@dataclasses.dataclass
-class Result:
-    """The service's answer: a loaded value, or why there is none."""
-
-    value: Any = None
-    from_disk: bool = False
-    refusal: NotCompiled | None = None
-
-
-@dataclasses.dataclass
-class Request:
-    key: CacheKey
-    stat_key: str                          # counters: "aten::abs@CPU", "capture-graph"
-    load: Callable[[Any], Any]             # kernel_cache Entry -> loaded value (raises if broken)
-    compile: Callable[[], Compiled]        # raises NotCompiled
-    skip_variants: frozenset = frozenset()  # already in the caller's L1 (the C++ table)
+    kernel: Any
+    entry: Any          # kernel_cache.Entry (its metadata holds what the loader needs)
+    from_disk: bool
 
 
 _this_thread = threading.local()
 
 
 def _held_keys() -> set:
-    """The (namespace, entry) keys this thread is inside get() for."""
+    """The (namespace, entry) keys this thread holds the lock of."""
     if not hasattr(_this_thread, "keys"):
         _this_thread.keys = set()
     return _this_thread.keys
 
 
 class CompileService:
-    """Get-or-compile over kernel_cache; one instance per process (:func:`service`)."""
+    """Get and put over kernel_cache, under a per-key lock; one instance per process
+    (:func:`service`). The caller drives: lock, get, compile, put (or refuse)."""
 
     def __init__(self):
         from kernel_cache.records import WarnOnce
@@ -136,8 +125,8 @@ class CompileService:
         # A full or read-only cache fails every miss alike: one WARNING per cause.
         self._warn = WarnOnce(log)
 
-    def get(self, request: Request) -> Result:
-        key = request.key
+    def _where(self, key: CacheKey):
+        """(store, namespace digest, entry key) of `key`."""
         parts = key.namespace_components()
         namespace = key.namespace(parts)
         digest, entry_key = namespace.digest(), key.entry_key()
@@ -145,67 +134,75 @@ class CompileService:
             log.debug("eagerc: key %s %s on %s: namespace %s = %s, signature %s", key.kind, key.name,
                       key.target.device, digest, parts,
                       hashlib.sha256(bytes(key.signature)).hexdigest()[:16])
-        store = self._store(namespace)
+        return self._store(namespace), digest, entry_key
+
+    @contextlib.contextmanager
+    def locked(self, key: CacheKey):
+        """Hold `key` against other threads and other processes (they wait, then find what
+        this holder stored). A thread asking again for a key it holds (eager's reference run
+        reached the op's own holder) would wait forever: it gets a CompileError that is
+        remembered nowhere, and that call runs without a kernel."""
+        _, digest, entry_key = self._where(key)
         held = _held_keys()
         if (digest, entry_key) in held:
-            # Asked again for the key this thread is compiling (eager's reference run
-            # reached the op's own holder): waiting on its lock would wait forever. This
-            # call runs without a kernel; nothing is remembered.
-            return Result(refusal=CompileError(
-                f"{request.key.name} was called again while it compiles", NOWHERE))
+            raise CompileError(f"{key.name} was called again while it compiles", NOWHERE)
         held.add((digest, entry_key))
         try:
             with self._key_lock(digest, entry_key), self._process_lock(entry_key, key.name):
-                result = self._lookup(store, entry_key, request)
-                if result is None:
-                    result = self._compile(store, entry_key, request)
+                yield
         finally:
             held.discard((digest, entry_key))
-        return result
 
-    def _lookup(self, store, entry_key: bytes, request: Request) -> Result | None:
+    def get(self, key: CacheKey, stat_key: str, skip_variants=frozenset()) -> Hit | None:
+        """The stored artifact of `key`, loaded (None: nothing usable is stored). A recorded
+        refusal is raised, as the compile raised it. `skip_variants`: already in the
+        caller's L1 (the C++ table). An entry that does not load is evicted."""
+        store, _, entry_key = self._where(key)
         for entry in self._entries(store, entry_key):
             recorded = _recorded_refusal(entry.metadata)
             if recorded is not None:
-                return Result(refusal=recorded)
-            if entry.variant_id in request.skip_variants:
+                raise recorded
+            if entry.variant_id in skip_variants:
                 continue
             try:
-                value = request.load(entry)
+                kernel = _load(entry)
             except Exception as e:  # noqa: BLE001 - a broken entry is rebuilt, never a crash
                 log.warning("eagerc: evicted an unloadable artifact of %s (%s); compiling it again",
-                            request.key.name, e)
+                            key.name, e)
                 with contextlib.suppress(Exception):
                     store.evict(entry_key, entry.variant_id)
                 continue
-            _stats.count(request.stat_key, "disk_loads")
-            return Result(value, from_disk=True)
+            _stats.count(stat_key, "disk_loads")
+            return Hit(kernel, entry, from_disk=True)
         return None
 
-    def _compile(self, store, entry_key: bytes, request: Request) -> Result:
-        try:
-            compiled = request.compile()
-        except NotCompiled as refusal:
-            if _disk_full(refusal):
-                self._warn("compile ENOSPC", "eagerc: a disk the compiler writes to is full "
-                           "(%s; Inductor's cache is %s): ops without a kernel run uncompiled, "
-                           "correct but slower, until space is freed", refusal,
-                           _inductor_cache_dir())
-            record = _refusal_record(refusal)
-            if record is not None:
-                self._add(store, entry_key, b"", {**record, "op": request.key.name, "num_outputs": 0})
-            # At DEBUG the whole chain (Inductor's own traceback) is logged: the reason's
-            # first line rarely says where a code generator failed.
-            log.info("eagerc: %s not compiled: %s", request.key.name, refusal,
-                     exc_info=refusal if log.isEnabledFor(logging.DEBUG) else None)
-            return Result(refusal=refusal)
-        _stats.count(request.stat_key, "compiles")
-        _stats.count(request.stat_key, "compile_seconds", compiled.seconds)
-        log.info("eagerc: compiled %s in %.2f s", compiled.description, compiled.seconds)
-        metadata = {**compiled.metadata, "op": request.key.name, "signature": compiled.description,
-                    "compile_seconds": compiled.seconds}
-        entry = self._add(store, entry_key, compiled.library, metadata)
-        return Result(request.load(entry), from_disk=False)
+    def put(self, key: CacheKey, stat_key: str, artifact: Artifact) -> Hit:
+        """Store a compiled artifact and load it."""
+        store, _, entry_key = self._where(key)
+        _stats.count(stat_key, "compiles")
+        _stats.count(stat_key, "compile_seconds", artifact.seconds)
+        log.info("eagerc: compiled %s in %.2f s", artifact.description, artifact.seconds)
+        metadata = {**artifact.metadata, "op": key.name, "signature": artifact.description,
+                    "compile_seconds": artifact.seconds}
+        entry = self._add(store, entry_key, artifact.library, metadata)
+        return Hit(_load(entry), entry, from_disk=False)
+
+    def refuse(self, key: CacheKey, refusal: NotCompiled) -> None:
+        """Record what a refusal leaves on disk (only what is a property of the key) and
+        log it."""
+        if _disk_full(refusal):
+            self._warn("compile ENOSPC", "eagerc: a disk the compiler writes to is full "
+                       "(%s; Inductor's cache is %s): ops without a kernel run uncompiled, "
+                       "correct but slower, until space is freed", refusal,
+                       _inductor_cache_dir())
+        record = _refusal_record(refusal)
+        if record is not None:
+            store, _, entry_key = self._where(key)
+            self._add(store, entry_key, b"", {**record, "op": key.name, "num_outputs": 0})
+        # At DEBUG the whole chain (Inductor's own traceback) is logged: the reason's
+        # first line rarely says where a code generator failed.
+        log.info("eagerc: %s not compiled: %s", key.name, refusal,
+                 exc_info=refusal if log.isEnabledFor(logging.DEBUG) else None)
 
     # Store access: a broken or unavailable store must not break the call.
     def _entries(self, store, entry_key: bytes) -> list:
@@ -284,6 +281,13 @@ class CompileService:
                 with contextlib.suppress(Exception):
                     store.close()
             self._stores.clear()
+
+
+def _load(entry):
+    """The stored library of `entry` as a `_C` artifact (raises when it cannot load)."""
+    from eagerc import _C
+
+    return _C._load_artifact(entry.variant_id, entry.artifact_path, int(entry.metadata["num_outputs"]))
 
 
 def _cause(e: BaseException) -> str:

@@ -19,8 +19,9 @@ import time
 import torch
 
 from eagerc import _C
-from eagerc.cache import CacheKey, Compiled, Request, service
-from eagerc.refusals import CompileError
+from eagerc.artifact import Artifact
+from eagerc.cache import CacheKey, service
+from eagerc.refusals import CompileError, NotCompiled
 from eagerc.targets import TargetError, for_device
 
 STAT_KEY = "capture-graph"
@@ -66,31 +67,36 @@ def load_or_compile(gm, example_inputs, dynamic_dims=None) -> GraphKernel:
     is a property of the graph is remembered on disk, so no process tries again)."""
     dynamic_dims = dynamic_dims or [[] for _ in example_inputs]
     target = _target(example_inputs)
+    key = CacheKey("graph", target, "graph", graph_signature(gm, example_inputs, dynamic_dims))
+    svc = service()
+    try:
+        with svc.locked(key):
+            hit = svc.get(key, STAT_KEY)
+            if hit is None:
+                try:
+                    artifact = _compile_graph(gm, example_inputs, dynamic_dims, target)
+                except NotCompiled as refusal:
+                    svc.refuse(key, refusal)
+                    raise
+                hit = svc.put(key, STAT_KEY, artifact)
+    except NotCompiled as refusal:
+        raise CompileError(str(refusal)) from None
+    art = _C._GraphArtifact(hit.kernel, target.host_aliases)
+    metadata = hit.entry.metadata
+    return _kernel(art, _unpack(metadata["constants"]), hit.from_disk,
+                   bool(metadata["writes_inputs"]), gm)
 
-    def compile_graph() -> Compiled:
-        from eagerc.compile.trace_graph import trace_graph
-        from eagerc.compile.inductor_wrapper import build_artifact
 
-        start = time.perf_counter()
-        traced = trace_graph(gm, example_inputs, dynamic_dims, target)
-        built = build_artifact(traced, target.codegen)
-        return Compiled(built.library, {"num_outputs": built.num_outputs, "guard": built.guard_source,
-                                        "constants": _pack(traced.constants),
-                                        "writes_inputs": traced.writes_inputs},
-                        f"a captured graph ({len(gm.graph.nodes)} nodes)", time.perf_counter() - start)
+def _compile_graph(gm, example_inputs, dynamic_dims, target) -> Artifact:
+    from eagerc.compile.inductor_wrapper import build_artifact
+    from eagerc.compile.trace_graph import trace_graph
 
-    def load(entry):
-        artifact = _C._load_artifact(entry.variant_id, entry.artifact_path, int(entry.metadata["num_outputs"]))
-        return (_C._GraphArtifact(artifact, target.host_aliases), _unpack(entry.metadata["constants"]),
-                bool(entry.metadata["writes_inputs"]))
-
-    result = service().get(Request(
-        key=CacheKey("graph", target, "graph", graph_signature(gm, example_inputs, dynamic_dims)),
-        stat_key=STAT_KEY, load=load, compile=compile_graph))
-    if result.refusal is not None:
-        raise CompileError(str(result.refusal))
-    art, constants, writes = result.value
-    return _kernel(art, constants, result.from_disk, writes, gm)
+    start = time.perf_counter()
+    traced = trace_graph(gm, example_inputs, dynamic_dims, target)
+    built = build_artifact(traced, target.codegen)
+    return Artifact(built.library, {**built.metadata, "constants": _pack(traced.constants),
+                                    "writes_inputs": traced.writes_inputs},
+                    f"a captured graph ({len(gm.graph.nodes)} nodes)", time.perf_counter() - start)
 
 
 def _pack(tensors) -> str:

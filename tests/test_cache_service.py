@@ -193,28 +193,27 @@ def test_asking_again_for_a_key_being_compiled_is_refused_not_awaited(fresh_cach
     # same key again on its thread gets a refusal it does not remember (NOWHERE).
     from eagerc.cache import service
 
-    inner = {}
-    real = op_compiler.compile_op
+    seen = {}
+    real_compile, real_locked = op_compiler.compile_op, service().locked
+
+    def locked(key):
+        seen.setdefault("key", key)
+        return real_locked(key)
 
     def compile_op(*args, **kwargs):
-        if not inner:
-            inner["result"] = service().get(inner_request["request"])
-        return real(*args, **kwargs)
+        with pytest.raises(CompileError) as refused:
+            with real_locked(seen["key"]):
+                pass
+        seen["refusal"] = refused.value
+        return real_compile(*args, **kwargs)
 
-    inner_request = {}
-    real_get = service().get
-
-    def get(request):
-        inner_request.setdefault("request", request)
-        return real_get(request)
-
-    monkeypatch.setattr(service(), "get", get)
+    monkeypatch.setattr(service(), "locked", locked)
     monkeypatch.setattr(op_compiler, "compile_op", compile_op)
     x = torch.randn(4, 4)
     with eagerc.enabled("cpu", ops=["aten::abs"]):
         y = torch.abs(x)
     assert torch.equal(y, x.abs())
-    refusal = inner["result"].refusal
-    assert isinstance(refusal, CompileError) and refusal.remembered == errors.NOWHERE
+    refusal = seen["refusal"]
+    assert refusal.remembered == errors.NOWHERE
     assert "called again while it compiles" in str(refusal)
     assert eagerc.stats()["ops"][ABS]["compiles"] == 1

@@ -21,8 +21,8 @@ rewrites of the wrapper, the build path. This module runs the steps they share.
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 
+from eagerc.artifact import Artifact
 from eagerc.refusals import (IN_PROCESS, ON_DISK, CompileError, InductorFailed,
                             NeedsHostAliases, environment_failure, error_summary)
 from eagerc.compile import glue_prelude
@@ -40,13 +40,6 @@ _GIL_RELEASE = "py::gil_scoped_release_simple release;"
 def _graph_input_names(gm) -> set:
     placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
     return {n.name for n in placeholders} | {str(n.target) for n in placeholders}
-
-
-@dataclasses.dataclass
-class BuiltArtifact:
-    library: bytes       # the shared library
-    num_outputs: int
-    guard_source: str
 
 
 @contextlib.contextmanager
@@ -82,7 +75,7 @@ def _refusal(e: BaseException):
     return cause
 
 
-def build_artifact(traced, codegen, check_code=None, patches=None) -> BuiltArtifact:
+def build_artifact(traced, codegen, check_code=None, patches=None) -> Artifact:
     """Compile `traced` with Inductor's C++ wrapper into an artifact of `codegen`'s kind
     (a code generator object, eagerc/codegen/: its Inductor settings, its rewrites of the
     wrapper, its build path).
@@ -155,4 +148,4 @@ def build_artifact(traced, codegen, check_code=None, patches=None) -> BuiltArtif
         raise CompileError("cannot locate the compiled wrapper library")
     with open(path, "rb") as f:
         library = f.read()
-    return BuiltArtifact(library, int(captured["num_outputs"]), captured["guard"])
+    return Artifact(library, {"num_outputs": int(captured["num_outputs"]), "guard": captured["guard"]})

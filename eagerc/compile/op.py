@@ -12,6 +12,7 @@ import time
 
 import torch
 
+from eagerc.artifact import Artifact
 from eagerc.aten_meta import qualified_name
 from eagerc.refusals import CompileError, InductorFailed, NeedsHostAliases, SpecializeValues, error_summary
 from eagerc.compile import known_wrong
@@ -29,15 +30,6 @@ _SCALAR_LOOPS = frozenset({"aten::max_pool2d_with_indices", "aten::max_pool3d_wi
 
 class NoLowering(CompileError):
     """The artifact would only call the op itself (Inductor keeps it as an ATen call)."""
-
-
-@dataclasses.dataclass
-class CompiledKernel:
-    library: bytes           # the shared library
-    num_outputs: int
-    guard_source: str
-    description: str         # human-readable signature, for logs and reports
-    seconds: float
 
 
 def describe_call(op, args, layout) -> str:
@@ -62,20 +54,20 @@ def _describe_tensor(t: torch.Tensor) -> str:
     return f"{str(t.dtype).replace('torch.', '')}[{dims}] {layout}"
 
 
-def compile_op(op, args, layout, target, parallel: bool) -> CompiledKernel:
+def compile_op(op, args, layout, target, parallel: bool) -> Artifact:
     """Trace and compile one call of `op` (an OpOverload) for `target`.
 
     `layout`: the call's runtime inputs (eagerc._C.RuntimeSlot list from the holder).
     `parallel`: the call is large enough for a parallel kernel (else single-threaded).
     Raises CompileError, SpecializeValues or NeedsHostAliases. The caller has checked that
-    eager accepts this call (eagerc/per_op/eager_rules.py), so a tracing failure is a property of
-    the signature, not a user error.
+    eager accepts this call (eagerc/per_op/eager_rules.py), so a tracing failure is a
+    property of the signature, not a user error.
     """
     with compile_lock:
         return _compile_op(op, args, layout, target, parallel)
 
 
-def _compile_op(op, args, layout, target, parallel: bool) -> CompiledKernel:
+def _compile_op(op, args, layout, target, parallel: bool) -> Artifact:
     wrong = known_wrong.reason(op, args)
     if wrong:
         raise CompileError(wrong)
@@ -143,7 +135,7 @@ def _trace(op, args, layout, decompose: tuple, has_lifted_scalars, target):
 
 
 def _trace_and_build(op, args, layout, parallel, on_device, target, start, description,
-                     has_lifted_scalars, decompose: tuple) -> CompiledKernel:
+                     has_lifted_scalars, decompose: tuple) -> Artifact:
     traced = _trace(op, args, layout, decompose, has_lifted_scalars, target)
     op_qualname = op._schema.name
     calls_itself = (f'aoti_torch_call_dispatcher("{op_qualname}", "{op._schema.overload_name}"',
@@ -179,5 +171,4 @@ def _trace_and_build(op, args, layout, parallel, on_device, target, start, descr
             # take symbolic scalars; the op then compiles one kernel per value.
             raise SpecializeValues(str(e.__cause__)) from e
         raise
-    return CompiledKernel(built.library, built.num_outputs, built.guard_source, description,
-                          time.perf_counter() - start)
+    return dataclasses.replace(built, description=description, seconds=time.perf_counter() - start)

@@ -24,32 +24,16 @@ program may change or free meanwhile.
 from __future__ import annotations
 
 import atexit
-import os
 import queue
 import threading
 
 import torch
 
-from eagerc import _stats
+from eagerc import _config, _stats
 from eagerc.aten_meta import storage_extent
-from eagerc.refusals import NOWHERE, CompileError
+from eagerc.refusals import Deferred
 
-COMPILE_ENV = "EAGERC_COMPILE"
 _modes: dict = {}          # device -> "now" | "background" (set by enable)
-
-
-class Deferred(CompileError):
-    """The kernel compiles in the background; an existing kernel serves this call."""
-
-    def __init__(self):
-        super().__init__("compiling in the background", NOWHERE)
-
-
-def default_mode() -> str:
-    value = os.environ.get(COMPILE_ENV, "now").strip().lower() or "now"
-    if value not in ("now", "background"):
-        raise ValueError(f"{COMPILE_ENV}={value!r}: expected 'now' or 'background'")
-    return value
 
 
 def set_mode(device: str, mode) -> None:
@@ -62,7 +46,7 @@ def set_mode(device: str, mode) -> None:
 
 
 def is_background(device: str) -> bool:
-    return _modes.get(device, default_mode()) == "background"
+    return _modes.get(device, _config.compile_mode()) == "background"
 
 
 def _snapshot(value):

@@ -1,9 +1,17 @@
 """The op miss path, called from C++ (csrc/resolver_bridge.cpp) with the GIL held.
 
-holder -> resolve(MissRequest) -> the compile/cache service (eagerc/cache.py), whose
-compile step is the per-op compiler (eagerc/compile/op.py) -> a typed MissAnswer back to
-C++, which inserts the loaded artifact into L1. Nothing here looks at a dispatch key to
-decide anything: the device's target (eagerc/targets.py) does.
+One pass, driven from here; every step is one call into a module that returns, and none
+calls back into this one::
+
+    MissRequest -> the device's target (eagerc/targets.py)
+      -> a kernel the background compiled (eagerc/per_op/background.py)
+      -> with service().locked(key): service().get(key)          (eagerc/cache.py)
+      -> eager's check, run once per miss (eagerc/per_op/eager_rules.py)
+      -> compile_op (eagerc/compile/op.py)
+      -> service().put(key, artifact) stores and loads it, or service().refuse(key, refusal)
+      -> a typed MissAnswer back to C++, which inserts the kernel into L1.
+
+Nothing here looks at a dispatch key to decide anything: the device's target does.
 """
 from __future__ import annotations
 
@@ -11,12 +19,31 @@ import torch
 
 from eagerc import _C, _stats
 from eagerc.aten_meta import overload_by_name
-from eagerc.cache import CacheKey, Compiled, Request, service
-from eagerc.refusals import (NOWHERE, ON_DISK, CompileError, EagerRaises, NeedsHostAliases,
-                                   SpecializeValues)
+from eagerc.cache import CacheKey, service
+from eagerc.compile import op as op_compiler
 from eagerc.per_op import background
 from eagerc.per_op.eager_rules import check_call
+from eagerc.refusals import (NOWHERE, ON_DISK, CompileError, Deferred, EagerRaises, NeedsHostAliases,
+                             NotCompiled, SpecializeValues)
 from eagerc.targets import TargetError, for_device, served_device
+
+# What each refusal answers (the first class of the refusal's MRO found here).
+_ANSWERS = {
+    Deferred: lambda r: _C.MissAnswer.interim(),
+    NeedsHostAliases: lambda r: _C.MissAnswer.run_on_host_aliases(),
+    SpecializeValues: lambda r: _C.MissAnswer.specialize_values(),
+    EagerRaises: lambda r: _C.MissAnswer.raise_error(r.kind, r.message),
+    # Remembered in L1 unless the caller's context caused it (a dispatch mode).
+    CompileError: lambda r: _C.MissAnswer.fallback(str(r), r.remembered != NOWHERE),
+}
+
+
+def answer(refusal: NotCompiled) -> "_C.MissAnswer":
+    """The MissAnswer for a refusal."""
+    for kind in type(refusal).__mro__:
+        if kind in _ANSWERS:
+            return _ANSWERS[kind](refusal)
+    return _C.MissAnswer.fallback(str(refusal), False)  # unknown: not a signature's property
 
 
 def _context_is_unusual() -> bool:
@@ -27,42 +54,24 @@ def _context_is_unusual() -> bool:
             or torch._C._dispatch_tls_is_dispatch_key_excluded(torch._C.DispatchKey.Python))
 
 
-def _compile(op, args, layout, target, parallel: bool) -> Compiled:
-    from eagerc.compile.op import compile_op
+class _EagerVerdict:
+    """Eager's check of one call, run at most once (memoized)."""
 
-    kernel = compile_op(op, args, layout, target, parallel)
-    return Compiled(kernel.library, {"num_outputs": kernel.num_outputs, "guard": kernel.guard_source},
-                    kernel.description, kernel.seconds)
+    def __init__(self, op, args, target):
+        self._call = (op, args, target)
+        self._raised: EagerRaises | None = None
+        self.ran = False
 
-
-def _load(entry):
-    return _C._load_artifact(entry.variant_id, entry.artifact_path, int(entry.metadata["num_outputs"]))
-
-
-def _background_job(op, args, layout, target, parallel: bool, key: CacheKey, stat_key: str, deferred_id):
-    """The compile of one deferred miss, run on the background thread: True when the
-    store then holds a kernel (loaded and kept for the key's next miss), or a refusal
-    that is a property of the signature."""
-    def job() -> bool:
-        def compile_call() -> Compiled:
-            check_call(op, args, target)
-            return _compile(op, args, layout, target, parallel)
-
-        _C._enter_activity()  # as inside a miss: ops the compile runs are native
-        try:
-            result = service().get(Request(key=key, stat_key=stat_key, load=_load,
-                                           compile=compile_call, skip_variants=frozenset()))
-        finally:
-            _C._exit_activity()
-        refusal = result.refusal
-        if refusal is None:
-            background.compiler().keep_ready(deferred_id, result.value)
-        # A recorded answer (a kernel, "run on CPU aliases", or a signature's refusal)
-        # serves the next miss from the store; anything else is decided in the foreground.
-        return (refusal is None or isinstance(refusal, NeedsHostAliases)
-                or getattr(refusal, "remembered", None) == ON_DISK)
-
-    return job
+    def check(self) -> None:
+        """Raise EagerRaises when eager's kernel raises for the call."""
+        if not self.ran:
+            self.ran = True
+            try:
+                check_call(*self._call)
+            except EagerRaises as e:
+                self._raised = e
+        if self._raised is not None:
+            raise self._raised
 
 
 def resolve(request) -> "_C.MissAnswer":
@@ -74,58 +83,86 @@ def resolve(request) -> "_C.MissAnswer":
         # call falls back in C++ without entering Python.
         return _C.MissAnswer.fallback(str(e), True)
     op = overload_by_name(request.op_name)
-    args, layout = request.args, request.layout
-    transient = _context_is_unusual()
     stat_key = f"{request.op_name}@{request.dispatch_key}"
     deferred_id = (stat_key, bytes(request.key), request.specialize_values)
-    if background.compiler().is_pending(deferred_id):
+    compiler = background.compiler()
+    if compiler.is_pending(deferred_id):
         return _C.MissAnswer.interim()  # still compiling: no store lookup per call
-    ready = background.compiler().take_ready(deferred_id, request.known_variants)
+    ready = compiler.take_ready(deferred_id, request.known_variants)
     if ready is not None:
-        _stats.count(stat_key, "ready_on_miss")  # a hit for the caller (eagerc/per_op/background.py)
+        _stats.count(stat_key, "ready_on_miss")  # a hit for the caller (background.py)
         return _C.MissAnswer.kernel(ready)
-    eager_accepted = []  # set once compile_call has run eager on this call
+    defer = deferred_id if background.is_background(target.device) else None
     key = CacheKey("op", target, request.op_name, request.key)
+    verdict = _EagerVerdict(op, request.args, target)
+    transient = _context_is_unusual()
+    try:
+        return _C.MissAnswer.kernel(_kernel(op, request.args, request.layout, request.parallel,
+                                            target, key, stat_key, request.known_variants,
+                                            verdict, transient, defer))
+    except NotCompiled as refusal:
+        if type(refusal) is not Deferred and isinstance(refusal, CompileError) \
+                and target.new_device and not transient and not verdict.ran:
+            # A recorded refusal raises NotImplementedError on a device with no kernels
+            # of its own; a call that eager rejects must still get eager's error.
+            try:
+                verdict.check()
+            except EagerRaises as e:
+                refusal = e
+        return answer(refusal)
 
-    def compile_call() -> Compiled:
-        if transient:
-            # Tracing needs the Python dispatcher: a stored kernel may serve this call, but
-            # none is compiled here (the next call in a plain context compiles it).
-            raise CompileError("called inside a dispatch mode or no_dispatch(); not compiled there",
-                               NOWHERE)
-        if background.is_background(target.device):
-            # Raises Deferred (served by an existing kernel now), unless the background
-            # already failed for this key: then compiled here, with the real arguments.
-            background.compiler().defer(
-                deferred_id, stat_key,
-                _background_job(op, background.snapshot_args(args), layout, target,
-                                request.parallel, key, stat_key, deferred_id))
-        # A user error is eager's to report, and says nothing about the signature.
-        check_call(op, args, target)
-        eager_accepted.append(True)
-        return _compile(op, args, layout, target, request.parallel)
 
-    result = service().get(Request(
-        key=key, stat_key=stat_key,
-        load=_load, compile=compile_call, skip_variants=frozenset(request.known_variants)))
-    refusal = result.refusal
-    if refusal is None:
-        return _C.MissAnswer.kernel(result.value)
-    if isinstance(refusal, background.Deferred):
-        return _C.MissAnswer.interim()
-    if isinstance(refusal, NeedsHostAliases):
-        return _C.MissAnswer.run_on_host_aliases()
-    if isinstance(refusal, SpecializeValues):
-        return _C.MissAnswer.specialize_values()
-    if isinstance(refusal, CompileError) and target.new_device and not transient \
-            and not eager_accepted:
-        # A recorded refusal raises NotImplementedError on a device with no kernels of its
-        # own; a call that eager rejects must still get eager's error.
+def _kernel(op, args, layout, parallel, target, key, stat_key, known_variants, verdict,
+            transient=False, defer=None):
+    """The loaded kernel of `key`: stored, or checked, compiled and stored now. Raises the
+    refusal (recorded, or what this pass met)."""
+    svc = service()
+    with svc.locked(key):
+        hit = svc.get(key, stat_key, frozenset(known_variants))
+        if hit is not None:
+            return hit.kernel
         try:
-            check_call(op, args, target)
-        except EagerRaises as e:
-            refusal = e
-    if isinstance(refusal, EagerRaises):
-        return _C.MissAnswer.raise_error(refusal.kind, refusal.message)
-    remember = not isinstance(refusal, CompileError) or refusal.remembered != NOWHERE
-    return _C.MissAnswer.fallback(str(refusal), remember)
+            if transient:
+                # Tracing needs the Python dispatcher: a stored kernel may serve this call,
+                # but none is compiled here (the next call in a plain context compiles it).
+                raise CompileError("called inside a dispatch mode or no_dispatch(); not "
+                                   "compiled there", NOWHERE)
+            if defer is not None:
+                # Raises Deferred (an existing kernel serves the call now), unless the
+                # background already failed for this key: then compiled here.
+                background.compiler().defer(defer, stat_key, _BackgroundJob(
+                    op, background.snapshot_args(args), layout, parallel, target, key,
+                    stat_key, defer))
+            # A user error is eager's to report, and says nothing about the signature.
+            verdict.check()
+            artifact = op_compiler.compile_op(op, args, layout, target, parallel)
+        except NotCompiled as refusal:
+            svc.refuse(key, refusal)
+            raise
+        return svc.put(key, stat_key, artifact).kernel
+
+
+class _BackgroundJob:
+    """The compile of one deferred miss, run on the background thread (on stand-ins of the
+    call's tensors): True when the store then holds a kernel (loaded and kept for the
+    key's next miss) or a refusal that is a property of the signature."""
+
+    def __init__(self, op, args, layout, parallel, target, key, stat_key, deferred_id):
+        self.call = (op, args, layout, parallel, target, key, stat_key)
+        self.deferred_id = deferred_id
+
+    def __call__(self) -> bool:
+        op, args, layout, parallel, target, key, stat_key = self.call
+        _C._enter_activity()  # as inside a miss: ops the compile runs are native
+        try:
+            kernel = _kernel(op, args, layout, parallel, target, key, stat_key, (),
+                             _EagerVerdict(op, args, target))
+        except NotCompiled as refusal:
+            # A recorded answer ("run on CPU aliases", or a signature's refusal) serves
+            # the next miss from the store; anything else is decided in the foreground.
+            return isinstance(refusal, NeedsHostAliases) or (
+                isinstance(refusal, CompileError) and refusal.remembered == ON_DISK)
+        finally:
+            _C._exit_activity()
+        background.compiler().keep_ready(self.deferred_id, kernel)
+        return True
