@@ -24,6 +24,7 @@ UNARY = ["special_ndtri", "special_modified_bessel_k0", "special_modified_bessel
 POLYNOMIALS = [f"special_{s}chebyshev_polynomial_{k}" for s in ("", "shifted_") for k in "tuvw"]
 OPINFO = {name: name.replace("special_", "special.", 1) for name in UNARY + POLYNOMIALS + ["special_zeta"]}
 OPINFO["polygamma"] = "polygamma"
+OPINFO["special_airy_ai"] = "special.airy_ai"
 
 
 def test_only_code_generators_without_them_decompose():
@@ -77,6 +78,26 @@ def test_unary_edge_values(name, dtype):
     x = torch.tensor(EDGES + [1e-10, 1e-3, 0.02, 0.999, 1 - 1e-7, 0.9999999999], dtype=dtype)
     op = getattr(aten, name).default
     assert_close(TRITON[op](x), op(x), equal_nan=True)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_airy_ai_edges(dtype):
+    # Each form and its borders: the series on [-7, 2), the decaying form above (0 past
+    # float64's underflow), the oscillating one below; NaN at the infinities. (Far left,
+    # ATen's float32 phase drifts from the function: -1e4 is 10% off, not compared.)
+    x = torch.tensor([0.0, -0.0, 1.0, 1.99, 2.0, 2.01, 5.0, 30.0, 105.0, -2.0, -3.3, -6.99, -7.0,
+                      -7.01, -12.0, float("inf"), -float("inf"), float("nan")], dtype=dtype)
+    op = aten.special_airy_ai.default
+    assert_close(TRITON[op](x), op(x), equal_nan=True)
+
+
+def test_airy_ai_where_atens_float64_is_off():
+    # On (-2.56, -2.09) ATen's float64 airy_ai is up to 1e-5 off the function (its
+    # float32 stays within float32's tolerance): checked against mpmath there.
+    mpmath = pytest.importorskip("mpmath")
+    x = torch.tensor([-2.09, -2.2, -2.338, -2.5], dtype=torch.float64)
+    exact = torch.tensor([float(mpmath.airyai(v)) for v in x.tolist()], dtype=torch.float64)
+    assert_close(TRITON[aten.special_airy_ai.default](x), exact, rtol=1e-12, atol=1e-15)
 
 
 @pytest.mark.parametrize("name", POLYNOMIALS)

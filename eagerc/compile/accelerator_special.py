@@ -79,8 +79,8 @@ _K_NODES = 41
 _K_STEP = 0.25
 
 
-def _scaled_k(x, order: int):
-    """exp(x) K_order(x) for x >= 2, float64: the trapezoid rule on
+def _scaled_k(x, order: float):
+    """exp(x) K_order(x) for x >= 2 (any real order), float64: the trapezoid rule on
     exp(-x (cosh t - 1)) cosh(order t) over t >= 0, in u = t sqrt(x) (a bell of width ~1
     for every x), where it converges geometrically; cosh t - 1 as 2 sinh(t/2)^2 (no
     cancellation for the small t of large x)."""
@@ -91,7 +91,7 @@ def _scaled_k(x, order: int):
         weight = 0.5 if j == 0 else 1.0
         term = torch.exp(-2 * x * torch.sinh(t / 2) ** 2)
         if order:
-            term = term * torch.cosh(t)
+            term = term * torch.cosh(order * t)
         total = total + weight * term
     return total * (_K_STEP / root)
 
@@ -137,6 +137,53 @@ def _bessel_k(order: int, scaled: bool):
         return value.to(x.dtype)
 
     return decomposition
+
+
+_AI0, _AIP0 = 0.355028053887817239, 0.258819403792806798  # Ai(0), -Ai'(0)
+_AIRY_SERIES_TERMS = 30
+_AIRY_ASYMPTOTIC_TERMS = 20
+_AIRY_SERIES_FROM = -7.0  # below: the oscillating asymptotic form
+_AIRY_ZERO_FROM = 103.892  # above: Ai underflows float64 (ATen returns 0)
+
+
+def _airy_ai(x):
+    """Ai(x), float64: its Maclaurin series Ai(0) f(x) + Ai'(0) g(x) on [-7, 2); above,
+    sqrt(x/3)/pi K_{1/3}(zeta) with zeta = 2/3 x^{3/2} (the trapezoid rule of _scaled_k);
+    below, the asymptotic expansion in 1/zeta of the oscillating form. ATen: NaN at the
+    infinities and NaN."""
+    x = _floating(x)
+    x64 = x.to(torch.float64)
+    finite = torch.isfinite(x64)
+    mid = torch.where(finite & (x64 >= _AIRY_SERIES_FROM) & (x64 < 2), x64, 0.0)
+    cube = mid * mid * mid
+    a, b = torch.ones_like(mid), mid.clone()
+    f, g = a.clone(), b.clone()
+    for k in range(1, _AIRY_SERIES_TERMS):
+        a = a * cube / ((3 * k - 1) * (3 * k))
+        b = b * cube / ((3 * k) * (3 * k + 1))
+        f, g = f + a, g + b
+    series = _AI0 * f - _AIP0 * g
+    right = torch.where(finite & (x64 >= 2), x64, 2.0)
+    zeta = (2 / 3) * right * torch.sqrt(right)
+    decaying = torch.sqrt(right / 3) / math.pi * torch.exp(-zeta) * _scaled_k(zeta, 1 / 3)
+    left = torch.where(finite & (x64 < _AIRY_SERIES_FROM), -x64, -_AIRY_SERIES_FROM)
+    zeta = (2 / 3) * left * torch.sqrt(left)
+    even, odd = torch.zeros_like(left), torch.zeros_like(left)
+    u, power = 1.0, torch.ones_like(left)
+    for k in range(_AIRY_ASYMPTOTIC_TERMS):
+        if k:
+            u = u * (6 * k - 5) * (6 * k - 3) * (6 * k - 1) / ((2 * k - 1) * 216 * k)
+            power = power / zeta
+        sign = -1.0 if (k // 2) % 2 else 1.0
+        if k % 2:
+            odd = odd + sign * u * power
+        else:
+            even = even + sign * u * power
+    phase = zeta - math.pi / 4
+    oscillating = (torch.cos(phase) * even + torch.sin(phase) * odd) / (math.sqrt(math.pi) * torch.sqrt(torch.sqrt(left)))
+    value = torch.where(x64 >= 2, decaying, torch.where(x64 < _AIRY_SERIES_FROM, oscillating, series))
+    value = torch.where(x64 > _AIRY_ZERO_FROM, 0.0, value)
+    return torch.where(finite, value, math.nan).to(x.dtype)
 
 
 # (2k)! / B_2k for k = 1..12: the Euler-Maclaurin remainder's coefficients.
@@ -219,7 +266,7 @@ def _table():
     return {"ndtr": _ndtr, "log_ndtr": _log_ndtr, "spherical_bessel_j0": _spherical_bessel_j0,
             "ndtri": _ndtri, "modified_bessel_k0": _bessel_k(0, False),
             "modified_bessel_k1": _bessel_k(1, False), "scaled_modified_bessel_k0": _bessel_k(0, True),
-            "scaled_modified_bessel_k1": _bessel_k(1, True), "zeta": _zeta, "polygamma": _polygamma,
+            "scaled_modified_bessel_k1": _bessel_k(1, True), "zeta": _zeta, "polygamma": _polygamma, "airy_ai": _airy_ai,
             **POLYNOMIALS}
 
 
