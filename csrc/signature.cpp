@@ -1,5 +1,7 @@
 #include "signature.h"
 
+#include "host_alias.h"
+
 #include <c10/macros/Macros.h>
 
 #include <algorithm>
@@ -133,12 +135,14 @@ void add_tensor(const at::Tensor& t, CallSignature* sig, KeyWriter& key, int64_t
   // Vectorized and Triton loads assume 16-byte alignment when it holds.
   const bool aligned = (reinterpret_cast<uintptr_t>(t.data_ptr()) % 16) == 0;
   put_byte(key, aligned ? 'A' : 'U');
-  if (t.is_cuda()) {
+  if (memory_home(t.device()).is_cuda()) {  // a CUDA tensor is its own home
     // A Triton kernel's launch configuration (block sizes, warps) is tuned at compile time
     // on the call's sizes, and one tuned on a small call runs large ones slowly (H100,
     // 8192x8192 fp32, tuned at 64x64 against tuned at 8192x8192: softmax 0.386 against
     // 0.209 ms, sum(dim=0) 0.260 against 0.093: tools/bench_gpu_tuning.py). So each
-    // GPU tensor carries a coarse size class, and each class gets its own tuned kernel.
+    // tensor in GPU memory (a CUDA tensor, or a device's whose memory's home is CUDA: the
+    // eagerc device on GPU memory) carries a coarse size class, and each class gets its
+    // own tuned kernel. The home decides, not the dispatch key.
     put_byte(key, gpu_size_class(t.numel()));
   } else {
     // Host C++ kernels: the call's largest tensor picks OpenMP or not (end_signature).

@@ -137,13 +137,21 @@ class Target:
             return tuple(args)
         return tuple(self._standin(a) for a in args)
 
+    def home_device(self, device: torch.device) -> torch.device:
+        """The home device whose kernels address `device`'s memory: the host for host
+        memory, the same index's GPU for GPU memory (eagerc:1 is cuda:1), so a kernel
+        traced for it guards, allocates and launches on that GPU."""
+        if self.home == "cpu" or device.index is None:
+            return torch.device(self.home)
+        return torch.device(self.home, device.index)
+
     def _standin(self, value):
         if isinstance(value, torch.Tensor) and value.device.type == self.device:
             extent = storage_extent(value.shape, value.stride(), value.storage_offset())
-            base = torch.empty(max(extent, 1), dtype=value.dtype, device=self.home)
+            base = torch.empty(max(extent, 1), dtype=value.dtype, device=self.home_device(value.device))
             return base.as_strided(value.shape, value.stride(), value.storage_offset())
         if isinstance(value, torch.device) and value.type == self.device:
-            return torch.device(self.home)
+            return self.home_device(value)
         if isinstance(value, (list, tuple)):
             return type(value)(self._standin(v) for v in value)
         return value

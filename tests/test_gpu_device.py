@@ -236,3 +236,43 @@ def test_typed_convolution_and_matmul_hits_run_on_reused_cuda_aliases(tmp_path):
         print("OK")
     """, tmp_path / "cache")
     assert "OK" in out
+
+
+def test_gpu_size_classes_and_torch_compile_refused_early(tmp_path):
+    # The device's tensors live in GPU memory, so they take the GPU size classes (small /
+    # medium / large: csrc/signature.cpp), not the host's: softmax at 64x64 and at
+    # 8192x8192 are two kernels, each tuned at its own size; another small size hits.
+    # torch.compile on the device is refused with an error naming the cause
+    # (eagerc/device/inductor_backend.py), and the device keeps working eagerly.
+    out = run_on_gpu_device("""
+        import torch, eagerc
+
+        def compiled():
+            st = eagerc.stats()["ops"]["aten::_softmax@PrivateUse1"]
+            return st["compiles"] + st.get("disk_loads", 0)
+
+        small = torch.randn(64, 64)
+        got = torch.softmax(small.to("eagerc"), -1)
+        assert compiled() == 1
+        large = torch.randn(8192, 8192, device="cuda")
+        got_large = torch.softmax(large.to("eagerc"), -1)
+        assert compiled() == 2
+        torch.softmax(torch.randn(100, 100).to("eagerc"), -1)  # small class: a hit
+        assert compiled() == 2
+        torch.testing.assert_close(got.cpu(), torch.softmax(small, -1))
+        torch.testing.assert_close(got_large.to("cuda"), torch.softmax(large, -1))
+
+        x = torch.randn(16, 16).to("eagerc")
+        try:
+            torch.compile(lambda t: torch.sin(t) + 1)(x)
+            raise AssertionError("torch.compile on GPU memory was not refused")
+        except AssertionError:
+            raise
+        except Exception as e:  # Dynamo wraps the backend's error
+            message = str(e)
+        assert "EAGERC_BACKING=cuda" in message and "Triton" in message, message
+        assert "Expected a cuda device" not in message, message
+        torch.testing.assert_close((torch.sin(x) + 1).cpu(), torch.sin(x.cpu()) + 1)
+        print("OK")
+    """, tmp_path / "cache")
+    assert "OK" in out

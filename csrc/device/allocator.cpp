@@ -1,6 +1,6 @@
 // Device memory of the reference device: 64-byte-aligned host memory (the default), or
-// GPU memory from PyTorch's CUDA caching allocator (EAGERC_BACKING=cuda), tagged with the
-// eagerc device either way. Nothing here needs CUDA headers: the CUDA allocator and copies
+// GPU memory from PyTorch's CUDA caching allocator (EAGERC_BACKING=cuda: eagerc:N's
+// memory on cuda:N, the current device's), tagged with the eagerc device either way. Nothing here needs CUDA headers: the CUDA allocator and copies
 // are reached through c10's device-generic registries.
 #include <ATen/core/Tensor.h>
 #include <ATen/ops/from_blob.h>
@@ -119,21 +119,21 @@ void free_host(void* data) {
   if (!block_cache().give(block, *static_cast<size_t*>(block))) std::free(block);
 }
 
-const c10::Device kGpu(c10::DeviceType::CUDA, 0);
-
 class DeviceAllocator final : public c10::Allocator {
  public:
   c10::DataPtr allocate(size_t nbytes) override {
-    const c10::Device device(kDeviceType, 0);
     if (g_backing.load() == c10::DeviceType::CUDA) {
-      // The caching allocator's block, re-tagged: its deleter frees by pointer.
-      c10::DeviceGuard guard(kGpu);
+      // The caching allocator's block on the current GPU (the current eagerc device:
+      // guard.cpp; the runtime's allocation ops set it from their device argument),
+      // re-tagged with that index: its deleter frees by pointer.
       c10::DataPtr inner = c10::GetAllocator(c10::DeviceType::CUDA)->allocate(nbytes);
+      const c10::Device device(kDeviceType, inner.device().index());
       void* data = inner.get();
       c10::DeleterFnPtr deleter = inner.get_deleter();
       void* context = inner.release_context();
       return {data, context, deleter, device};
     }
+    const c10::Device device(kDeviceType, 0);
     if (nbytes == 0) {
       // Like the CPU allocator: no memory, but the DataPtr still names the device.
       return {nullptr, nullptr, &free_host, device};
@@ -168,17 +168,20 @@ c10::DeviceType backing() {
   return g_backing.load();
 }
 
-void copy_bytes(void* dest, const void* src, size_t count) {
+void copy_bytes(void* dest, const void* src, size_t count, c10::DeviceIndex index) {
   if (count == 0) return;
   if (g_backing.load() == c10::DeviceType::CPU) {
     std::memcpy(dest, src, count);  // host memory: a memcpy is the device-to-device copy
     return;
   }
-  // GPU memory: the CUDA copy kernel on byte views of both buffers.
+  // GPU memory: the CUDA copy kernel on byte views of both buffers (on one GPU's stream;
+  // the copy reads or writes another GPU's memory through unified addressing if need be).
+  const c10::Device gpu(c10::DeviceType::CUDA, index >= 0 ? index : current_index());
+  c10::DeviceGuard guard(gpu);
   auto bytes = [&](void* p) {
     return at::for_blob(p, {static_cast<int64_t>(count)})
-        .options(at::TensorOptions().dtype(at::kByte).device(kGpu))
-        .target_device(kGpu)
+        .options(at::TensorOptions().dtype(at::kByte).device(gpu))
+        .target_device(gpu)
         .make_tensor();
   };
   bytes(dest).copy_(bytes(const_cast<void*>(src)));

@@ -55,6 +55,12 @@ void init_bindings(py::module_& m) {
   m.def("_device_set_backing", [](const std::string& backing) {
     set_backing(c10::Device(backing).type());
   }, py::arg("backing"), "Where the eagerc device's memory lives: \"cpu\" or \"cuda\" (before registering).");
+  m.def("_device_count", [] { return static_cast<int>(device_count()); },
+        "The eagerc device's indices: 1 on host memory, one per CUDA GPU on GPU memory.");
+  m.def("_device_current", [] { return static_cast<int>(current_index()); },
+        "The current eagerc device index (CUDA's current device on GPU memory).");
+  m.def("_device_set_current", [](int index) { set_current_index(static_cast<c10::DeviceIndex>(index)); },
+        py::arg("index"), "Make eagerc device `index` current (raises for an index it does not have).");
   m.def("_device_empty_cache", &empty_cache,
         "Return the device's cached free host-memory blocks to malloc; the bytes returned.");
   m.def("_device_cached_bytes", &cached_bytes,

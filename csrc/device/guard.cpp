@@ -1,7 +1,10 @@
-// Device guard for the reference device: one device (index 0) with one stream.
-// On host memory kernels run synchronously on the calling thread, so every stream and
-// device synchronization is already complete when it is asked for; on GPU memory they
-// run on CUDA device 0's current stream, which synchronization waits for.
+// Device guard for the reference device. On host memory: one device (index 0) whose
+// kernels run synchronously on the calling thread, so every stream and device
+// synchronization is already complete when it is asked for. On GPU memory: one device per
+// CUDA GPU (eagerc:N's memory is cuda:N's), and the current eagerc device *is* CUDA's
+// current device: setting one sets the other, so a generated wrapper's CUDA device guard,
+// the caching allocator and CUDA's current stream all follow torch.eagerc.set_device and
+// the device guard. Kernels run on cuda:N's current stream, which synchronization waits for.
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 
 #include "device/runtime.h"
@@ -9,14 +12,21 @@
 namespace eagerc::device {
 namespace {
 
-void check_index(c10::Device d) {
-  TORCH_CHECK(d.type() == kDeviceType, "eagerc: expected an eagerc device, got ", d);
-  TORCH_CHECK(d.index() <= 0, "eagerc: device index ", static_cast<int>(d.index()),
-              " is out of range: the eagerc device has exactly one device, index 0");
+bool on_gpu() {
+  return backing() == c10::DeviceType::CUDA;
 }
 
-c10::Stream default_stream() {
-  return c10::Stream(c10::Stream::DEFAULT, c10::Device(kDeviceType, 0));
+const c10::impl::DeviceGuardImplInterface* cuda() {
+  return c10::impl::getDeviceGuardImpl(c10::DeviceType::CUDA);
+}
+
+void check_type(c10::Device d) {
+  TORCH_CHECK(d.type() == kDeviceType, "eagerc: expected an eagerc device, got ", d);
+  check_index(d.index());
+}
+
+c10::Stream default_stream(c10::DeviceIndex index) {
+  return c10::Stream(c10::Stream::DEFAULT, c10::Device(kDeviceType, index >= 0 ? index : current_index()));
 }
 
 struct GuardImpl final : public c10::impl::DeviceGuardImplInterface {
@@ -24,45 +34,73 @@ struct GuardImpl final : public c10::impl::DeviceGuardImplInterface {
     return kDeviceType;
   }
   c10::Device exchangeDevice(c10::Device d) const override {
-    check_index(d);
-    return {kDeviceType, 0};
+    check_type(d);
+    const c10::DeviceIndex old = current_index();
+    if (d.index() >= 0 && d.index() != old) set_current_index(d.index());
+    return {kDeviceType, old};
   }
   c10::Device getDevice() const override {
-    return {kDeviceType, 0};
+    return {kDeviceType, current_index()};
   }
   void setDevice(c10::Device d) const override {
-    check_index(d);
+    check_type(d);
+    set_current_index(d.index());
   }
-  void uncheckedSetDevice(c10::Device /*d*/) const noexcept override {}
-  c10::Stream getStream(c10::Device /*d*/) const noexcept override {
-    return default_stream();
+  void uncheckedSetDevice(c10::Device d) const noexcept override {
+    if (on_gpu() && d.index() >= 0) cuda()->uncheckedSetDevice(c10::Device(c10::DeviceType::CUDA, d.index()));
   }
-  c10::Stream getDefaultStream(c10::Device /*d*/) const override {
-    return default_stream();
+  c10::Stream getStream(c10::Device d) const noexcept override {
+    return default_stream(d.index());
   }
-  c10::Stream exchangeStream(c10::Stream /*s*/) const noexcept override {
-    return default_stream();
+  c10::Stream getDefaultStream(c10::Device d) const override {
+    return default_stream(d.index());
+  }
+  c10::Stream exchangeStream(c10::Stream s) const noexcept override {
+    return default_stream(s.device_index());
   }
   c10::DeviceIndex deviceCount() const noexcept override {
-    return 1;
+    try {
+      return device_count();
+    } catch (...) {
+      return 1;
+    }
   }
-  bool queryStream(const c10::Stream& /*stream*/) const override {
-    if (backing() != c10::DeviceType::CUDA) return true;
-    const auto* cuda = c10::impl::getDeviceGuardImpl(c10::DeviceType::CUDA);
-    return cuda->queryStream(cuda->getStream(c10::Device(c10::DeviceType::CUDA, 0)));
+  bool queryStream(const c10::Stream& stream) const override {
+    if (!on_gpu()) return true;
+    return cuda()->queryStream(cuda()->getStream(c10::Device(c10::DeviceType::CUDA, stream.device_index())));
   }
   // On GPU memory, kernels run asynchronously on the CUDA device's current stream.
-  void synchronizeStream(const c10::Stream& /*stream*/) const override {
-    synchronizeDevice(0);
+  void synchronizeStream(const c10::Stream& stream) const override {
+    synchronizeDevice(stream.device_index());
   }
-  void synchronizeDevice(const c10::DeviceIndex /*device_index*/) const override {
-    if (backing() == c10::DeviceType::CUDA) {
-      c10::impl::getDeviceGuardImpl(c10::DeviceType::CUDA)->synchronizeDevice(0);
-    }
+  void synchronizeDevice(const c10::DeviceIndex device_index) const override {
+    if (on_gpu()) cuda()->synchronizeDevice(device_index >= 0 ? device_index : current_index());
   }
 };
 
 }  // namespace
+
+c10::DeviceIndex device_count() {
+  return on_gpu() ? cuda()->deviceCount() : 1;
+}
+
+c10::DeviceIndex current_index() {
+  return on_gpu() ? cuda()->getDevice().index() : 0;
+}
+
+void set_current_index(c10::DeviceIndex index) {
+  check_index(index);
+  if (on_gpu() && index >= 0) cuda()->setDevice(c10::Device(c10::DeviceType::CUDA, index));
+}
+
+void check_index(c10::DeviceIndex index) {
+  const c10::DeviceIndex count = device_count();
+  TORCH_CHECK(index >= -1 && index < count, "eagerc: device index ", static_cast<int>(index),
+              " is out of range: ",
+              on_gpu() ? c10::str("the eagerc device on GPU memory has one device per GPU, ",
+                                  static_cast<int>(count), " here")
+                       : std::string("the eagerc device on host memory has exactly one device, index 0"));
+}
 
 void register_guard() {
   // The registry does not own its entries; this one lives for the process.

@@ -1,5 +1,6 @@
 // PrivateUse1 hooks and the default random generator of the reference device.
 #include <cstring>
+#include <vector>
 
 #include <ATen/CPUGeneratorImpl.h>
 #include <ATen/Context.h>
@@ -12,10 +13,10 @@
 namespace eagerc::device {
 namespace {
 
+// -1 (the current device) resolved; raises for an index the device does not have.
 c10::DeviceIndex checked_index(c10::DeviceIndex index) {
-  TORCH_CHECK(index == -1 || index == 0, "eagerc: device index ", static_cast<int>(index),
-              " is out of range: the eagerc device has exactly one device, index 0");
-  return 0;
+  check_index(index);
+  return index >= 0 ? index : current_index();
 }
 
 // A CPU (mt19937) generator that reports the eagerc device: random ops on eagerc
@@ -55,21 +56,23 @@ struct Hooks final : public at::PrivateUse1HooksInterface {
   bool hasPrimaryContext(c10::DeviceIndex /*device_index*/) const override {
     return true;
   }
+  // One device on host memory; one per CUDA GPU on GPU memory (guard.cpp).
   c10::DeviceIndex deviceCount() const override {
-    return 1;
+    return device_count();
   }
   void setCurrentDevice(c10::DeviceIndex device) const override {
-    checked_index(device);
+    set_current_index(device);
   }
   c10::DeviceIndex getCurrentDevice() const override {
-    return 0;
+    return current_index();
   }
   c10::DeviceIndex exchangeDevice(c10::DeviceIndex device) const override {
-    checked_index(device);
-    return 0;
+    const c10::DeviceIndex old = current_index();
+    if (device >= 0 && device != old) set_current_index(device);
+    return old;
   }
-  c10::DeviceIndex maybeExchangeDevice(c10::DeviceIndex /*device*/) const override {
-    return 0;
+  c10::DeviceIndex maybeExchangeDevice(c10::DeviceIndex device) const override {
+    return exchangeDevice(device);
   }
   const at::Generator& getDefaultGenerator(c10::DeviceIndex device_index) const override {
     return default_generator(device_index);
@@ -77,7 +80,10 @@ struct Hooks final : public at::PrivateUse1HooksInterface {
   at::Generator getNewGenerator(c10::DeviceIndex device_index) const override {
     return at::make_generator<EagercGenerator>(device_index);
   }
-  at::Device getDeviceFromPtr(void* /*data*/) const override {
+  at::Device getDeviceFromPtr(void* data) const override {
+    if (backing() == c10::DeviceType::CUDA) {
+      return {kDeviceType, at::detail::getCUDAHooks().getDeviceFromPtr(data).index()};
+    }
     return {kDeviceType, 0};
   }
   bool isPinnedPtr(const void* data) const override {
@@ -91,9 +97,19 @@ struct Hooks final : public at::PrivateUse1HooksInterface {
   void resizePrivateUse1Bytes(const c10::Storage& storage, size_t newsize) const override {
     c10::StorageImpl* impl = storage.unsafeGetStorageImpl();
     TORCH_CHECK(impl->resizable(), "eagerc: trying to resize a storage that is not resizable");
+    // On the storage's own device (its GPU on GPU memory), whichever device is current.
+    const c10::DeviceIndex index = impl->device().index();
+    const c10::DeviceIndex old = current_index();
+    if (index >= 0 && index != old) set_current_index(index);
+    struct Restore {
+      c10::DeviceIndex old, now;
+      ~Restore() {
+        if (now >= 0 && now != old) set_current_index(old);
+      }
+    } restore{old, index};
     c10::DataPtr fresh = host_allocator()->allocate(newsize);
     const size_t keep = std::min(newsize, impl->nbytes());
-    copy_bytes(fresh.get(), impl->data(), keep);
+    copy_bytes(fresh.get(), impl->data(), keep, index);
     impl->set_data_ptr_noswap(std::move(fresh));
     impl->set_nbytes(newsize);
   }
@@ -102,9 +118,14 @@ struct Hooks final : public at::PrivateUse1HooksInterface {
 }  // namespace
 
 const at::Generator& default_generator(c10::DeviceIndex index) {
-  checked_index(index);
-  static const at::Generator generator = at::make_generator<EagercGenerator>(0);
-  return generator;
+  const c10::DeviceIndex i = checked_index(index);
+  // One per device index, made on first use; never destroyed (torch keeps references).
+  static const auto* generators = [] {
+    auto* all = new std::vector<at::Generator>();
+    for (c10::DeviceIndex k = 0; k < device_count(); ++k) all->push_back(at::make_generator<EagercGenerator>(k));
+    return all;
+  }();
+  return (*generators)[i];
 }
 
 void register_hooks() {

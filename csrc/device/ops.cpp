@@ -34,17 +34,33 @@ void check_options(std::optional<c10::Layout> layout, std::optional<c10::Device>
   TORCH_CHECK(c10::layout_or_default(layout) == c10::Layout::Strided,
               "eagerc: only strided tensors are supported, got layout ", *layout);
   const c10::Device d = c10::device_or_default(device);
-  TORCH_CHECK(d.type() == kDeviceType && d.index() <= 0, "eagerc: cannot allocate on ", d,
-              ": the eagerc device has exactly one device, index 0");
+  TORCH_CHECK(d.type() == kDeviceType, "eagerc: cannot allocate on ", d);
+  check_index(d.index());
   TORCH_CHECK(!c10::pinned_memory_or_default(pin_memory),
               "eagerc: pin_memory=True only applies to CPU tensors");
 }
+
+// The allocator serves the current device: an allocation for eagerc:N makes N current for
+// its length, as CUDA's generated allocation kernels guard their device argument.
+struct AllocationDevice {
+  explicit AllocationDevice(std::optional<c10::Device> device)
+      : old(current_index()), now(device && device->has_index() ? device->index() : old) {
+    if (now != old) set_current_index(now);
+  }
+  ~AllocationDevice() {
+    if (now != old) set_current_index(old);
+  }
+  AllocationDevice(const AllocationDevice&) = delete;
+  AllocationDevice& operator=(const AllocationDevice&) = delete;
+  c10::DeviceIndex old, now;
+};
 
 at::Tensor empty_memory_format(at::IntArrayRef size, std::optional<at::ScalarType> dtype,
                                std::optional<c10::Layout> layout,
                                std::optional<c10::Device> device, std::optional<bool> pin_memory,
                                std::optional<c10::MemoryFormat> memory_format) {
   check_options(layout, device, pin_memory);
+  AllocationDevice on(device);
   return at::detail::empty_generic(size, host_allocator(), kKeySet,
                                    c10::dtype_or_default(dtype), memory_format);
 }
@@ -53,6 +69,7 @@ at::Tensor empty_strided(at::IntArrayRef size, at::IntArrayRef stride,
                          std::optional<at::ScalarType> dtype, std::optional<c10::Layout> layout,
                          std::optional<c10::Device> device, std::optional<bool> pin_memory) {
   check_options(layout, device, pin_memory);
+  AllocationDevice on(device);
   return at::detail::empty_strided_generic(size, stride, host_allocator(), kKeySet,
                                            c10::dtype_or_default(dtype));
 }
@@ -60,6 +77,7 @@ at::Tensor empty_strided(at::IntArrayRef size, at::IntArrayRef stride,
 // set_() with no source: an empty tensor over a fresh, empty eagerc storage
 // (CPU's kernel would give it a CPU storage).
 at::Tensor& set_empty(at::Tensor& self) {
+  AllocationDevice on(self.device());
   c10::Storage storage(c10::Storage::use_byte_size_t(), 0, host_allocator(), /*resizable=*/true);
   return self.set_(storage, 0, {0}, {});
 }

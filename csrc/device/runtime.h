@@ -21,7 +21,8 @@ constexpr size_t kAlignment = 64;
 void set_backing(c10::DeviceType backing);
 c10::DeviceType backing();
 c10::Allocator* host_allocator();  // the device's allocator, whatever its backing
-void copy_bytes(void* dest, const void* src, size_t count);  // within the device's memory
+// Within the device's memory; on GPU memory, a copy by `index`'s GPU (-1: the current one).
+void copy_bytes(void* dest, const void* src, size_t count, c10::DeviceIndex index = -1);
 // Host memory: freed blocks are kept by size for reuse (bounded). empty_cache() returns them
 // to malloc and says how many bytes that was; cached_bytes() is what is kept now.
 size_t empty_cache();
@@ -29,7 +30,12 @@ size_t cached_bytes();
 void set_cache_limit(size_t bytes);  // 0: keep none (empties the cache)
 void register_allocator();
 
-// guard.cpp: one device, index 0, synchronous.
+// guard.cpp: the device's indices. Host memory: one device, index 0, synchronous. GPU
+// memory: one per CUDA GPU (eagerc:N on cuda:N), the current one being CUDA's current device.
+c10::DeviceIndex device_count();
+c10::DeviceIndex current_index();
+void set_current_index(c10::DeviceIndex index);  // -1: no change
+void check_index(c10::DeviceIndex index);        // raises unless -1 or a device's index
 void register_guard();
 
 // hooks.cpp: PrivateUse1 hooks and the per-device default generator.

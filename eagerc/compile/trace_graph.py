@@ -132,9 +132,9 @@ def _retarget_devices(gm, target):
     runtime hands its outputs back as tensors of the served device over the same memory."""
     def swap(v):
         if isinstance(v, torch.device) and v.type == target.device:
-            return torch.device(target.home)
+            return target.home_device(v)
         if isinstance(v, str) and v.split(":")[0] == target.device:
-            return target.home
+            return str(target.home_device(torch.device(v)))
         return v
 
     gm = copy.deepcopy(gm)

@@ -1,8 +1,10 @@
 """``torch.eagerc``: the device module of the eagerc reference device.
 
-One device (index 0) whose kernels run synchronously on the calling thread; its random
-numbers come from one CPU-style (mt19937) default generator, which torch.manual_seed
-also seeds.
+On host memory, one device (index 0) whose kernels run synchronously on the calling
+thread. On GPU memory (``EAGERC_BACKING=cuda``), one device per CUDA GPU: ``eagerc:N``'s
+memory and kernels are ``cuda:N``'s, and the current eagerc device is CUDA's current
+device (``set_device`` sets both; csrc/device/guard.cpp). Each index has a CPU-style
+(mt19937) default generator, which torch.manual_seed also seeds.
 
     >>> import torch, eagerc.device
     >>> _ = eagerc.device.register()
@@ -32,28 +34,53 @@ __all__ = [
     "Event",
     "Stream",
     "current_stream",
+    "device",
     "stream",
 ]
 
-_generator: torch.Generator | None = None
+_generators: dict = {}
 
 
 def _default_generator(device=None) -> torch.Generator:
-    global _generator
-    _check_device(device)
-    if _generator is None:
+    index = _index(device)
+    if index not in _generators:
         from eagerc import _C
 
-        _generator = _C._device_default_generator(0)
-    return _generator
+        _generators[index] = _C._device_default_generator(index)
+    return _generators[index]
+
+
+def _index(device) -> int:
+    """The device index `device` names (an int, "eagerc:1", a torch.device; None or no
+    index: the current one); ValueError for an index the device does not have."""
+    if device is None:
+        return current_device()
+    if isinstance(device, int):
+        index = device
+    else:
+        device = torch.device(device)
+        if device.type != "eagerc":
+            raise ValueError(f"expected an eagerc device, got {device!r}")
+        index = device.index
+    if index is None or index == -1:
+        return current_device()
+    count = device_count()
+    if not 0 <= index < count:
+        what = ("exactly one device, index 0" if count == 1 and not _on_gpu_memory()
+                else f"{count} device(s), one per GPU")
+        raise ValueError(f"eagerc has {what}; got device {device!r}")
+    return index
 
 
 def _check_device(device) -> None:
-    if device is None:
-        return
-    index = device if isinstance(device, int) else torch.device(device).index
-    if index not in (None, -1, 0):
-        raise ValueError(f"eagerc has exactly one device, index 0; got device {device!r}")
+    if device is not None:
+        _index(device)
+
+
+def _on_gpu_memory() -> bool:
+    from eagerc import _config
+
+    return _config.device_backing() == "cuda"
 
 
 def is_available() -> bool:
@@ -70,20 +97,50 @@ def _is_in_bad_fork() -> bool:
 
 
 def device_count() -> int:
-    return 1
+    """1 on host memory; the number of CUDA GPUs on GPU memory."""
+    from eagerc import _C
+
+    return _C._device_count()
 
 
 def current_device() -> int:
-    return 0
+    from eagerc import _C
+
+    return _C._device_current()
 
 
 def set_device(device) -> None:
-    _check_device(device)
+    """Make `device` current (on GPU memory: CUDA's current device as well)."""
+    from eagerc import _C
+
+    _C._device_set_current(_index(device))
+
+
+class device:
+    """Context manager that makes `device` (an index or an eagerc device) current, as
+    torch.cuda.device; None changes nothing."""
+
+    def __init__(self, device):
+        self.idx = -1 if device is None else _index(device)
+        self.prev_idx = -1
+
+    def __enter__(self):
+        self.prev_idx = current_device()
+        if self.idx != -1 and self.idx != self.prev_idx:
+            set_device(self.idx)
+
+    def __exit__(self, *exc):
+        if self.idx != -1 and self.idx != self.prev_idx:
+            set_device(self.prev_idx)
+        return False
 
 
 def synchronize(device=None) -> None:
-    """No-op: every eagerc kernel has finished when its call returns."""
-    _check_device(device)
+    """Wait for the device's kernels: a no-op on host memory (every call has finished when
+    it returns), the GPU's current stream on GPU memory."""
+    index = _index(device)
+    if _on_gpu_memory():
+        torch.cuda.synchronize(index)
 
 
 # Streams for device-agnostic code (FSDP2 overlaps its collectives on side streams,
@@ -135,7 +192,9 @@ def manual_seed(seed: int) -> None:
 
 
 def manual_seed_all(seed: int) -> None:
-    manual_seed(seed)
+    for index in range(device_count()):
+        _default_generator(index).manual_seed(int(seed))
+    torch.random.default_generator.manual_seed(int(seed))
 
 
 def seed() -> None:
@@ -143,7 +202,8 @@ def seed() -> None:
 
 
 def seed_all() -> None:
-    seed()
+    for index in range(device_count()):
+        _default_generator(index).seed()
 
 
 def initial_seed() -> int:
@@ -167,7 +227,7 @@ _INDUCTOR_BACKEND = ("Scheduling", "PythonWrapperCodegen", "CppWrapperCodegen", 
 def __getattr__(name: str):
     # torch.eagerc.default_generators, like torch.cuda.default_generators.
     if name == "default_generators":
-        return (_default_generator(),)
+        return tuple(_default_generator(i) for i in range(device_count()))
     if name in _INDUCTOR_BACKEND:
         from eagerc.device import inductor_backend
 

@@ -21,8 +21,14 @@ device's own kernels. Two places in Inductor test ``device.type == "cpu"`` where
 
 On GPU memory (``EAGERC_BACKING=cuda``) the device's backend is CUDA's (Triton kernels,
 its C++ wrapper, its device interface and helpers): eagerc's per-op compiler reads it as
-the Triton code generator. torch.compile on the device over GPU memory is checked only on
-a GPU machine.
+the Triton code generator, and compiles on CUDA stand-ins of the device's tensors, so it
+never instantiates these classes. torch.compile on the device over GPU memory is refused
+early, with :class:`CompileOnGpuMemoryError`: Inductor's Triton path takes a graph's device
+type for the GPU's (``torch.cuda.get_device_properties(device)``, Triton's target name,
+``torch.cuda`` guards and streams in the Python wrapper), so a graph on "eagerc" failed
+deep inside Inductor ("Expected a cuda device, but got: eagerc:0"). The refusal is raised
+where Inductor first asks about the graph's device (its properties or compute capability)
+and, failing that, when it creates the scheduling for it.
 
 Re-check both for each torch release (2.11 to 2.14), as for eagerc/compile/inductor_wrapper.py.
 """
@@ -44,13 +50,62 @@ class HostScheduling(CppScheduling):
     """Inductor's C++ scheduling: eagerc memory is host memory."""
 
 
+class CompileOnGpuMemoryError(NotImplementedError):
+    """torch.compile of a graph on the eagerc device with GPU memory."""
+
+    def __init__(self, device=NAME):
+        super().__init__(
+            f"torch.compile cannot compile a graph on {str(device)!r}: the eagerc device's "
+            "memory is GPU memory (EAGERC_BACKING=cuda), and Inductor's Triton code generator "
+            "compiles and launches only for 'cuda' devices (it asks torch.cuda for the graph's "
+            "device and names its Triton target by the device type). Run the model eagerly on "
+            "the device (eagerc compiles each op with Triton), torch.compile it on cuda "
+            "tensors, or use the device on host memory (EAGERC_BACKING unset), where "
+            "torch.compile on it works.")
+
+
 def _gpu_scheduling():
     from torch._inductor.codegen.cuda_combined_scheduling import CUDACombinedScheduling
 
     class GpuScheduling(CUDACombinedScheduling):
-        """CUDA's scheduling (Triton kernels): eagerc memory is GPU memory."""
+        """CUDA's scheduling (Triton kernels): eagerc memory is GPU memory. Read by eagerc's
+        per-op compiler (eagerc.codegen.for_device); made only by torch.compile of a graph
+        on the device, which is refused."""
+
+        def __init__(self, scheduler=None):
+            raise CompileOnGpuMemoryError()
 
     return GpuScheduling
+
+
+def _gpu_interface():
+    from torch._dynamo.device_interface import CudaInterface
+
+    def refuse_eagerc(device):
+        if device is not None and not isinstance(device, int) and torch.device(device).type == NAME:
+            raise CompileOnGpuMemoryError(device)
+
+    class GpuMemoryInterface(CudaInterface):
+        """CUDA's device interface (streams, synchronize: the current GPU's), refusing
+        what Inductor asks about a graph's eagerc device (see CompileOnGpuMemoryError)."""
+
+        class Worker(CudaInterface.Worker):
+            @staticmethod
+            def get_device_properties(device=None):
+                refuse_eagerc(device)
+                return CudaInterface.Worker.get_device_properties(device)
+
+        @staticmethod
+        def get_device_properties(device=None):
+            refuse_eagerc(device)
+            return torch.cuda.get_device_properties(device)
+
+        @staticmethod
+        def get_compute_capability(device=None):
+            refuse_eagerc(device)
+            return CudaInterface.get_compute_capability(device)
+
+    return GpuMemoryInterface
 
 
 class HostPythonWrapperCodegen(_wrapper.PythonWrapperCodegen):
@@ -91,14 +146,14 @@ except ImportError:  # pragma: no cover - older torch
 
 
 def _register() -> None:
-    from torch._dynamo.device_interface import CpuInterface, CudaInterface, register_interface_for_device
+    from torch._dynamo.device_interface import CpuInterface, register_interface_for_device
     from torch._inductor import scheduler
     from torch._inductor.codegen.common import register_device_op_overrides
 
     if _ON_GPU_MEMORY:
         from torch._inductor.codegen.cuda.device_op_overrides import CUDADeviceOpOverrides
 
-        register_interface_for_device(NAME, CudaInterface)  # streams, synchronize: CUDA device 0's
+        register_interface_for_device(NAME, _gpu_interface())
         register_device_op_overrides(NAME, CUDADeviceOpOverrides())
         return
     from torch._inductor.codegen.cpu_device_op_overrides import CpuDeviceOpOverrides
