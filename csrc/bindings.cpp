@@ -34,6 +34,8 @@ py::dict op_stats(const eagerc::OpState& st) {
   d["fallbacks"] = st.counters.fallbacks.load();
   d["aliased"] = st.counters.aliased.load();
   d["interim"] = st.counters.interim.load();
+  d["externs"] = st.counters.externs.load();
+  d["host_round_trips"] = st.counters.host_round_trips.load();
   d["kernels"] = st.table.size();
   // Its compiled kernels run on aliases of the memory's home (their wrappers call the
   // home's ATen functions), not on the device's own tensors.
@@ -90,6 +92,15 @@ PYBIND11_MODULE(_C, m) {
   });
   m.def("_set_cpu_fallback", &eagerc::set_cpu_fallback);
   m.def("_set_alias_fallback", &eagerc::set_alias_fallback);
+  // The ops (on `key`) the target's vendor library serves as externs (Codegen.vendor_externs).
+  m.def("_set_vendor_externs", [](const std::string& key, const std::vector<std::string>& ops) {
+    const c10::DispatchKey k = parse_key(key);
+    for (const auto& st : eagerc::all_op_states()) {
+      if (st->dispatch_key == k) {
+        st->vendor_extern = std::find(ops.begin(), ops.end(), st->name) != ops.end();
+      }
+    }
+  });
   m.def("_resolver_calls", &eagerc::resolver_calls);
   // Tests: the key the unboxed convolution computes (csrc/unboxed_convolution.h).
   m.def("_convolution_signature_key",
@@ -137,6 +148,8 @@ PYBIND11_MODULE(_C, m) {
       st->counters.fallbacks = 0;
       st->counters.aliased = 0;
       st->counters.interim = 0;
+      st->counters.externs = 0;
+      st->counters.host_round_trips = 0;
       st->clear_fallback_reasons();  // reasons are counters too: a reset starts them afresh
     }
   });

@@ -3,6 +3,7 @@
 #include <ATen/MemoryOverlap.h>
 #include <ATen/native/CPUFallback.h>
 #include <ATen/native/Resize.h>
+#include <c10/core/TensorOptions.h>
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 #include <c10/util/Exception.h>
 
@@ -16,16 +17,23 @@ namespace eagerc {
 namespace {
 
 thread_local int tls_depth = 0;
-std::atomic<bool> g_cpu_fallback{false};
+// The host round trip is the last rung for a device with no native kernels (on by default;
+// EAGERC_CPU_FALLBACK=0 raises instead).
+std::atomic<bool> g_cpu_fallback{true};
 std::atomic<bool> g_alias_fallback{true};
 
-void warn_cpu_fallback_once(const std::string& name, const char* reason) {
+// One Python warning per op (not per call): the round trip is counted per op in stats().
+void warn_host_round_trip_once(const std::string& name, const c10::DispatchKey key, const char* reason) {
   static std::mutex mu;
   static std::set<std::string> warned;
   std::lock_guard<std::mutex> lock(mu);
   if (warned.insert(name).second) {
-    TORCH_WARN("eagerc: ", name, " runs on CPU (EAGERC_CPU_FALLBACK=1): ", reason,
-               ". Inputs are copied to CPU and results back.");
+    TORCH_WARN("eagerc: ", name, " runs through the host round trip on ",
+               c10::DeviceTypeName(c10::dispatchKeyToDeviceType(key), /*lower_case=*/true),
+               " (no compiled kernel: ", reason,
+               "): its inputs are copied to CPU, ATen's CPU kernel runs, its results are copied "
+               "back. Counted per op as host_round_trips in eagerc.stats(); EAGERC_CPU_FALLBACK=0 "
+               "raises instead.");
   }
 }
 
@@ -264,6 +272,13 @@ void KernelHolder::operator()(const c10::OperatorHandle& op, c10::DispatchKeySet
   if (C10_UNLIKELY(divisor_arg_ >= 0) &&
       integer_tensor_has_zero((*stack)[stack->size() - st.plan.kinds.size() + divisor_arg_])) {
     run_eager(op, ks, stack, "an integer division by zero: eager's kernel raises");
+    if (st.run_on_aliases && !ActivityGuard::active() &&
+        !g_alias_fallback.load(std::memory_order_relaxed)) {
+      // Aliases off: an op no compiled kernel can serve takes a vendor device's last rungs.
+      fallback(op, ks, stack, "an output whose shape depends on values, or a result eagerc "
+                              "cannot return");
+      return;
+    }
     return;
   }
   if (st.plan.writes && writes_overlap(st.plan, *stack)) {
@@ -450,7 +465,10 @@ void KernelHolder::run_on_cpu_aliases(const c10::OperatorHandle& op, torch::jit:
   c10::SmallVector<c10::IValue, 8> original(stack->end() - n, stack->end());
   c10::SmallVector<std::pair<at::Tensor, at::Tensor>, 2> written;
   const c10::Device device = swap_to_cpu_aliases(n, stack, &st.plan, &written);
-  if (st.run_on_aliases) st.counters.aliased.fetch_add(1, std::memory_order_relaxed);
+  // Counted as aliased where aliases are on; with them off the fallback's rung counts it.
+  if (st.run_on_aliases && g_alias_fallback.load(std::memory_order_relaxed)) {
+    st.counters.aliased.fetch_add(1, std::memory_order_relaxed);
+  }
   ActivityGuard guard;
   // The home device's own kernel (ATen's CPU kernel for host memory).
   const c10::Device home = memory_home(device);
@@ -529,6 +547,7 @@ void KernelHolder::fallback(const c10::OperatorHandle& op, c10::DispatchKeySet k
                             torch::jit::Stack* stack, const char* reason) {
   OpState& st = *state_;
   if (reason) st.count_fallback(reason);
+  const bool aliases = g_alias_fallback.load(std::memory_order_relaxed);
   ActivityGuard guard;
   // On a device with GPU memory a composite fallback can fail: some composites pick a
   // backend by the tensors' device type (convolution -> _convolution ->
@@ -536,29 +555,46 @@ void KernelHolder::fallback(const c10::OperatorHandle& op, c10::DispatchKeySet k
   // own kernel on zero-copy aliases serves any op CUDA has, composites included.
   const bool gpu_home = st.host_aliases &&
                         memory_home(c10::Device(c10::DeviceType::PrivateUse1, 0)).is_cuda();
-  if (st.native && !(gpu_home && g_alias_fallback.load(std::memory_order_relaxed))) {
+  if (st.native && !(gpu_home && aliases)) {
     st.native->callBoxed(op, ks, stack);
     return;
   }
-  if (st.host_aliases && g_alias_fallback.load(std::memory_order_relaxed)) {
+  if (st.host_aliases && aliases) {
     // The device's memory has a home whose ATen kernels address it (host memory: CPU):
     // the op runs there on zero-copy aliases, no copies, eager's own semantics.
     st.counters.aliased.fetch_add(1, std::memory_order_relaxed);
     run_on_cpu_aliases(op, stack);
     return;
+  // Aliases off (a device with no native kernels, as a vendor's): the last two rungs.
+  if (st.host_aliases && st.vendor_extern.load(std::memory_order_relaxed)) {
+    // An extern the target's vendor library offers (Codegen.vendor_externs: what Inductor's
+    // C shim calls for this op), run on the device's memory. Where that memory has a home
+    // (host memory: the CPU; GPU memory: CUDA) the vendor library is the home's ATen
+    // kernel, run on zero-copy aliases: the alias fallback's mechanism, limited to the
+    // listed ops and counted as externs.
+    st.counters.externs.fetch_add(1, std::memory_order_relaxed);
+    run_on_cpu_aliases(op, stack);
+    return;
+  }
   }
   const char* why = reason ? reason : "called from inside a compiled kernel";
-  if (g_cpu_fallback.load()) {
-    warn_cpu_fallback_once(st.name, why);
+  if (g_cpu_fallback.load(std::memory_order_relaxed)) {
+    // The host round trip: ATen's cpu_fallback copies the inputs to CPU, runs the CPU
+    // kernel, copies the results to the device and writes mutated arguments (in-place
+    // self, out=) back into the device's tensors.
+    st.counters.host_round_trips.fetch_add(1, std::memory_order_relaxed);
+    warn_host_round_trip_once(st.name, st.dispatch_key, why);
     at::native::cpu_fallback(op, stack);
     return;
   }
   TORCH_CHECK_NOT_IMPLEMENTED(
       false, "eagerc: ", st.name, " cannot run on ",
       c10::toString(st.dispatch_key), ": it could not be compiled (", why,
-      "). Either register a hand-written kernel for it (torch.library.impl(\"",
-      st.name, "\", \"", c10::toString(st.dispatch_key),
-      "\")), or set EAGERC_CPU_FALLBACK=1 to run it on CPU (slow, copies in and out).");
+      ") and the host round trip is off (EAGERC_CPU_FALLBACK=0). Either register a "
+      "hand-written kernel for it (torch.library.impl(\"", st.name, "\", \"",
+      c10::toString(st.dispatch_key),
+      "\")), or unset EAGERC_CPU_FALLBACK to run it on CPU (slow: its inputs are copied in "
+      "and its results out, counted in eagerc.stats()).");
 }
 
 }  // namespace eagerc

@@ -84,7 +84,9 @@ at::Tensor device_result(const at::Tensor& t, c10::Device device, const std::str
 // on a miss returns false, having run nothing (the caller hands the call to the boxed holder).
 bool run_typed_hit(OpState& st, const CallSignature& sig, at::Tensor* result);
 
-// Whether EAGERC_CPU_FALLBACK=1 lets a new device run uncompilable ops on CPU.
+// Whether a device with no native kernels runs what neither a compiled kernel, aliases
+// nor a vendor extern serve through the host round trip (default) or raises
+// NotImplementedError (EAGERC_CPU_FALLBACK=0).
 void set_cpu_fallback(bool enabled);
 
 // Whether an op a host-memory device cannot compile runs its memory home's ATen kernel

@@ -21,6 +21,11 @@ struct OpCounters {
   std::atomic<uint64_t> fallbacks{0};
   std::atomic<uint64_t> aliased{0};  // ATen CPU kernel run on zero-copy aliases
   std::atomic<uint64_t> interim{0};  // served by an existing kernel while its own compiles
+  // Not compiled, aliases off: the vendor library's kernel the target's code generator
+  // lists (Codegen.vendor_externs), run on the device's memory ...
+  std::atomic<uint64_t> externs{0};
+  // ... or, last, the host round trip: copied to CPU, ATen's CPU kernel, copied back.
+  std::atomic<uint64_t> host_round_trips{0};
 };
 
 // What registration decided for a device from its target (eagerc/targets.py). The
@@ -65,6 +70,10 @@ struct OpState {
   // Set when tracing with lifted scalars failed for this op: values then go
   // into the key (one kernel per value) instead of being runtime inputs.
   std::atomic<bool> specialize_values{false};
+  // The target's vendor library has this op (Codegen.vendor_externs): with aliases off, a
+  // call that cannot be compiled runs that kernel on the device's memory (host memory:
+  // ATen's CPU kernel on aliases, the alias fallback's own mechanism) before the host round trip.
+  std::atomic<bool> vendor_extern{false};
 
   void count_fallback(const std::string& reason);
   std::map<std::string, uint64_t> fallback_reasons() const;

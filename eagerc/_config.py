@@ -3,7 +3,11 @@ from __future__ import annotations
 
 import os
 
-# On a new device, run ops that cannot be compiled on CPU instead of raising.
+# The last rung for a device with no native kernels (aliases off or impossible): an op that
+# neither a compiled kernel, a decomposition nor a vendor extern serves runs through the host
+# round trip (inputs copied to CPU, ATen's CPU kernel, results copied back), counted per op
+# (host_round_trips in eagerc.stats()) with one warning per op. On by default; "0" opts out:
+# such an op raises NotImplementedError naming it and the fix (docs/vendor.md).
 CPU_FALLBACK_ENV = "EAGERC_CPU_FALLBACK"
 
 # The artifact format: part of every cache namespace, so a bump retires every cached entry.
@@ -100,7 +104,7 @@ def aliases_first() -> bool:
 
 
 def cpu_fallback_enabled() -> bool:
-    return os.environ.get(CPU_FALLBACK_ENV, "0") not in ("", "0", "false", "False")
+    return os.environ.get(CPU_FALLBACK_ENV, "1").strip() not in ("0", "false", "False", "no")
 
 
 # On a device whose memory has a home (host memory: the CPU), an op that cannot be

@@ -64,6 +64,30 @@ def test_the_coverage_tool_reports_on_the_example_device(tmp_path):
                       "aten::view": "runtime", "aten::softmax.int": "decomposed"}
 
 
+def test_the_example_device_serves_what_it_cannot_compile_by_extern_or_host_round_trip():
+    # As a vendor sees it (aliases off): linalg_eig (no lowering, complex results, no C shim)
+    # goes through the host round trip, with one warning for two calls and a counter;
+    # _fft_r2c is an extern its code generator lists (c_shim_cpu.h). Both equal CPU eager.
+    result = _python(["-c", (
+        "import warnings, torch, mydevice, eagerc\n"
+        "from eagerc.testing import assert_close\n"
+        "x = torch.randn(4, 4, generator=torch.Generator().manual_seed(0))\n"
+        "with warnings.catch_warnings(record=True) as caught:\n"
+        "    warnings.simplefilter('always')\n"
+        "    got = [torch.linalg.eig(x.to('mydevice')) for _ in range(2)]\n"
+        "    f = torch.fft.fft(x.to('mydevice'))\n"
+        "assert all(t.device.type == 'mydevice' for g in got for t in g)\n"
+        "assert_close(tuple(t.cpu() for t in got[1]), tuple(torch.linalg.eig(x)))\n"
+        "assert f.device.type == 'mydevice'; assert_close(f.cpu(), torch.fft.fft(x))\n"
+        "msgs = [str(w.message) for w in caught if 'host round trip' in str(w.message)]\n"
+        "assert len(msgs) == 1 and 'aten::linalg_eig' in msgs[0] and 'mydevice' in msgs[0], msgs\n"
+        "ops = eagerc.stats()['ops']\n"
+        "assert ops['aten::linalg_eig@PrivateUse1']['host_round_trips'] == 2, ops\n"
+        "assert ops['aten::_fft_r2c@PrivateUse1']['externs'] == 1, ops\n"
+        "print('OK')\n")], env={"EAGERC_ALIAS_FALLBACK": "0", "EAGERC_COMPILE": "now"}, timeout=900)
+    assert result.returncode == 0 and "OK" in result.stdout, result.stdout[-3000:] + result.stderr[-3000:]
+
+
 def test_coverage_refuses_a_device_eagerc_cannot_serve(tmp_path):
     result = _python(["-m", "eagerc.coverage", "--device", "meta", "--out", str(tmp_path / "cov")])
     assert result.returncode == 2

@@ -13,7 +13,36 @@ import what they need.
 from __future__ import annotations
 
 import contextlib
+import functools
+import os
 import re
+
+
+@functools.lru_cache(maxsize=None)
+def c_shim_ops(home: str) -> frozenset:
+    """The ATen overloads ("aten::_fft_r2c", "aten::addmm.out") that Inductor's C shim for
+    `home` ("cpu", "cuda") calls: what AOTInductor-generated code reaches of that device's
+    kernel library (cuFFT, cuSOLVER, cuBLAS for CUDA). Read from the header torch installs,
+    torch/include/torch/csrc/inductor/aoti_torch/generated/c_shim_<home>.h, whose functions
+    are named aoti_torch_<home>_<op>[_<overload>]; empty where torch installed none."""
+    import torch
+
+    header = os.path.join(os.path.dirname(torch.__file__), "include", "torch", "csrc", "inductor",
+                          "aoti_torch", "generated", f"c_shim_{home}.h")
+    try:
+        with open(header) as f:
+            text = f.read()
+    except OSError:
+        return frozenset()
+    shims = set(re.findall(rf"\baoti_torch_{re.escape(home)}_(\w+)\(", text))
+    found = set()
+    for name in torch._C._dispatch_get_all_op_names():
+        if not name.startswith("aten::"):
+            continue
+        base, _, overload = name[len("aten::"):].partition(".")
+        if (f"{base}_{overload}" if overload else base) in shims:
+            found.add(name)
+    return frozenset(found)
 
 
 class Codegen:
@@ -80,6 +109,13 @@ class Codegen:
         """Whether every call of a device whose memory is this code's home runs on aliases
         of the home device (a comparison switch; off by default)."""
         return False
+
+    def vendor_externs(self) -> frozenset:
+        """The ATen overloads the home device's kernel library offers this code as externs
+        through Inductor's C shims (:func:`c_shim_ops`): on a device with no native kernels
+        and aliases off, a call that cannot be compiled and is one of these runs that kernel
+        on the device's memory (counted as ``externs``) instead of the host round trip."""
+        return c_shim_ops(self.home) if self.home else frozenset()
 
     def needs_home_aliases(self, code: str) -> bool:
         """Whether generated wrapper `code` calls an ATen function of the home device that

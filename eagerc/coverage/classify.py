@@ -14,12 +14,13 @@ from eagerc.compile import plan_build
 
 # From worst to best: an op's status is its worst sample's. Working statuses last.
 ORDER = ("crash", "timeout", "mismatch", "error", "compile_error", "unsupported_arg",
-         "no_kernel", "aliased", "composite", "extern", "random", "pass", "runtime", "not_served",
-         "decomposed", "no_sample")
-WORKING = ("pass", "extern", "aliased", "composite", "runtime", "random")
+         "no_kernel", "host", "aliased", "composite", "extern", "random", "pass", "runtime",
+         "not_served", "decomposed", "no_sample")
+WORKING = ("pass", "extern", "aliased", "composite", "runtime", "random", "host")
 STATUSES = ORDER
 
-_COUNTERS = ("hits", "misses", "fallbacks", "aliased", "interim", "compiles", "disk_loads")
+_COUNTERS = ("hits", "misses", "fallbacks", "aliased", "interim", "externs", "host_round_trips",
+             "compiles", "disk_loads")
 # Calls from a compiled artifact into an ATen kernel through the AOTInductor C shim
 # (aoti_torch_cpu_mm_out, aoti_torch_cuda_addmm_out) or the dispatcher.
 _EXTERN = re.compile(rb"aoti_torch_(?:cpu|cuda)_[A-Za-z0-9_]+|aoti_torch_proxy_executor_call_function"
@@ -33,8 +34,9 @@ _NOT_EXTERN = {"aoti_torch_cpu_randint_low_out", "aoti_torch_cuda_randint_low_ou
 
 # What served an op as a vendor's accelerator would see it (--vendor: aliases off): a
 # compiled kernel, an accelerator decomposition compiled (eagerc/compile/
-# accelerator_decompositions.py), an extern (named in the record), the host (ATen's CPU
-# kernel on aliases, or copied in and out: a compile_error runs so in the workers),
+# accelerator_decompositions.py), an extern (a compiled wrapper's library call, named in the
+# record, or a call the holder gave the vendor library the code generator lists:
+# Codegen.vendor_externs), the host (the host round trip, or ATen's CPU kernel on aliases),
 # another op's kernels (composite), the device runtime, or nothing that worked.
 SERVED_BY = ("compiled", "decomposition", "extern", "host", "composite", "runtime", "none")
 
@@ -45,7 +47,7 @@ def served_by(status: str, op: str, externs=(), decomposed=frozenset()) -> str |
     an accelerator decomposition in this run."""
     if status in ("not_served", "decomposed", "no_sample"):
         return None
-    if status in ("aliased", "compile_error"):
+    if status in ("host", "aliased", "compile_error"):
         return "host"
     if status in ("composite", "runtime"):
         return status
@@ -113,6 +115,11 @@ def served_status(counters: dict, extern_calls: list, composite: bool = False) -
     reasons = counters.get("fallback_reasons") or {}
     if counters.get("fallbacks") or reasons:
         reason = next(iter(reasons), "fell back (no reason recorded)").strip().splitlines()[0][:300]
+        # Aliases off, a device with no native kernels: the last two rungs (docs/vendor.md).
+        if counters.get("host_round_trips"):
+            return "host", f"the host round trip: copied to CPU, ATen's CPU kernel, copied back (not compiled: {reason})"
+        if counters.get("externs"):
+            return "extern", f"the vendor library's kernel its code generator lists, on the device's memory (not compiled: {reason})"
         if counters.get("aliased", 0) >= counters.get("fallbacks", 0) > 0:
             # Not compiled, but served: a host-memory device runs ATen's kernel of its
             # memory's home on aliases (EAGERC_ALIAS_FALLBACK, the default there).

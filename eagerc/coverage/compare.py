@@ -1,7 +1,7 @@
 """--compare OLD.json: what got better and what got worse since an earlier report.
 
-Statuses fall in three ranks: working (pass, extern, aliased, runtime, random,
-not_served), failing (compile_error, unsupported_arg, no_kernel, error, timeout) and
+Statuses fall in three ranks: working (pass, extern, aliased, host, composite, runtime,
+random, not_served), failing (compile_error, unsupported_arg, no_kernel, error, timeout) and
 wrong (mismatch, crash). A regression moves an (op, dtype) to a worse rank, an
 improvement to a better one; other moves (pass -> extern, anything to or from
 decomposed / no_sample) are listed as changes.
@@ -14,7 +14,8 @@ decomposed / no_sample) are listed as changes.
 """
 from __future__ import annotations
 
-_RANK = {s: 0 for s in ("pass", "extern", "aliased", "composite", "runtime", "random", "not_served")}
+_RANK = {s: 0 for s in ("pass", "extern", "aliased", "host", "composite", "runtime", "random",
+                        "not_served")}
 _RANK.update({s: 1 for s in ("compile_error", "unsupported_arg", "no_kernel", "error", "timeout")})
 _RANK.update({"mismatch": 2, "crash": 2})
 

@@ -13,7 +13,7 @@ from eagerc.coverage.classify import ORDER
 from eagerc.coverage.report_json import rows
 
 COLORS = {
-    "pass": "#2e9d4f", "extern": "#6cbf5a", "aliased": "#a6d96a", "composite": "#c7e9a0", "runtime": "#4a90d9",
+    "pass": "#2e9d4f", "extern": "#6cbf5a", "aliased": "#a6d96a", "host": "#d9ef8b", "composite": "#c7e9a0", "runtime": "#4a90d9",
     "random": "#7fb8e6", "mismatch": "#d7191c", "error": "#f46d43", "compile_error": "#fdae61",
     "unsupported_arg": "#e9c46a", "no_kernel": "#b15928", "not_served": "#bbbbbb",
     "decomposed": "#dddddd", "no_sample": "#999999", "crash": "#6a0dad", "timeout": "#9e4a9e",

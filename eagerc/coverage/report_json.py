@@ -24,6 +24,8 @@ STATUS_MEANINGS = {
     "pass": "compiled to generated code; every sample matches CPU eager (eagerc.testing tolerances)",
     "extern": "compiled and matches, but the artifact calls an ATen/vendor kernel (named in detail)",
     "aliased": "matches; ATen's CPU kernel ran on zero-copy aliases of the device's memory",
+    "host": "matches; not compiled, it ran through the host round trip (inputs copied to CPU, "
+            "ATen's CPU kernel, results copied back; why in detail)",
     "composite": "matches; not compiled itself, its CompositeExplicitAutograd kernel ran on ops "
                  "the device serves (why it was not compiled in detail)",
     "runtime": "matches; served by the device's hand-written runtime (allocation, copies, views, .item())",
@@ -67,7 +69,7 @@ def _opinfo(plan, results: dict, dtype: str) -> dict:
 
 def _served_summary(records: list) -> dict:
     """The vendor's view of one dtype: what served each tested overload, and how many work
-    without the host (neither aliases nor a copy to CPU)."""
+    without the host (neither the host round trip nor aliases)."""
     counts = collections.Counter(r["served_by"] for r in records if r.get("served_by"))
     return {"served_by": {k: counts[k] for k in SERVED_BY if counts[k]},
             "working_without_host": sum(1 for r in records if r["status"] in WORKING

@@ -64,8 +64,12 @@ def render(report: dict, comparison: str | None = None) -> str:
             out.append(f"| {dtype} | {s['tested']} | {s['working_without_host']} | "
                        + " | ".join(str(s["served_by"].get(k, 0)) for k in SERVED_BY) + " |")
         host = sorted(op for op, _, _, r in rows(report) if r.get("served_by") == "host")
-        out += ["", "host = ATen's CPU kernel on aliases or copied in and out (a vendor device needs a "
-                "kernel, a decomposition or the host round trip for these): "
+        extern = sorted(op for op, _, _, r in rows(report) if r.get("served_by") == "extern")
+        out += ["", "extern = a vendor library's kernel (a compiled wrapper's C-shim call, or the "
+                "code generator's listed extern for a call that could not compile): "
+                + (", ".join(f"`{op}`" for op in extern) or "none"), "",
+                "host = the host round trip (copied to CPU and back) or ATen's CPU kernel on aliases "
+                "(a vendor device needs a kernel or a decomposition to take these off the host): "
                 + (", ".join(f"`{op}`" for op in host) or "none"), ""]
     if report.get("opinfo_summary"):
         out += ["## Per OpInfo entry (worst status of the overloads its samples reach)", "",

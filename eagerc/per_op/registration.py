@@ -81,6 +81,10 @@ def enable(device: str = "cpu", ops: Optional[Iterable[str]] = None,
         taken = set(registered)
         rest = [n for n in _C._aliasable_ops(key, list(_C._device_runtime_ops())) if n not in taken]
         aliased, _ = _C._enable_ops(key, rest, **serving, run_on_aliases=True)
+    if new_device:
+        # With aliases off, what its code generator's vendor library offers (Inductor's C
+        # shims) is the rung before the host round trip (docs/vendor.md).
+        _C._set_vendor_externs(key, sorted(target.codegen.vendor_externs()))
         registered += aliased
     if ops is not None and skipped:
         raise ValueError(
@@ -119,18 +123,22 @@ def enabled(device: str = "cpu", ops: Optional[Iterable[str]] = None):
 def stats() -> dict:
     """Totals and per-op counters: hits, misses, compiles, disk_loads, fallbacks,
     compile_seconds, interim (served by an existing kernel while theirs compiled in the
-    background), background_compiles (and per op: kernels, fallback_reasons, and
+    background), background_compiles, and on a device with no native kernels and aliases
+    off, the calls no compiled kernel served: externs (the vendor library's kernel the code
+    generator lists) and host_round_trips (copied to CPU and back; docs/vendor.md) (and per
+    op: kernels, fallback_reasons, and
     on_home_aliases: on a device whose memory has a home, the op's kernels run on zero-copy
     aliases of the home device, CPU or CUDA, because they call its ATen functions).
 
         >>> import eagerc
         >>> sorted(k for k in eagerc.stats() if k != "ops")
-        ['aliased', 'background_compiles', 'compile_seconds', 'compiles', 'disk_loads', 'fallbacks', 'hits', 'interim', 'misses']
+        ['aliased', 'background_compiles', 'compile_seconds', 'compiles', 'disk_loads', 'externs', 'fallbacks', 'hits', 'host_round_trips', 'interim', 'misses']
     """
     per_op = {}
     py_side = _stats.snapshot()
     for name, counters in _C._op_stats().items():
         entry = {"hits": counters["hits"], "misses": counters["misses"], "fallbacks": counters["fallbacks"],
+                 "externs": counters["externs"], "host_round_trips": counters["host_round_trips"],
                  "aliased": counters["aliased"], "interim": counters["interim"],
                  "kernels": counters["kernels"], "fallback_reasons": dict(counters["fallback_reasons"]),
                  "on_home_aliases": counters["on_home_aliases"],
@@ -141,9 +149,10 @@ def stats() -> dict:
         per_op[name] = entry
     totals = {k: sum(v[k] for v in per_op.values())
               for k in ("hits", "misses", "compiles", "disk_loads", "fallbacks", "aliased", "interim",
-                        "background_compiles", "compile_seconds")}
+                        "externs", "host_round_trips", "background_compiles", "compile_seconds")}
     active = {k: v for k, v in per_op.items()
-              if v["hits"] or v["misses"] or v["fallbacks"] or v["aliased"] or v["interim"]}
+              if v["hits"] or v["misses"] or v["fallbacks"] or v["aliased"] or v["interim"]
+              or v["externs"] or v["host_round_trips"]}
     return {**totals, "ops": active}
 
 
