@@ -1,6 +1,6 @@
 """Captured graphs through the compile/cache service: a graph in, a loaded kernel out.
 
-eagerc.capture (eagerc/capture/backend.py) asks :func:`load_or_compile` for the kernel of
+eagerc.capture (eagerc/capture/graph_compiler.py) asks :func:`load_or_compile` for the kernel of
 one recorded torch.fx graph. The service finds it in kernel_cache, or compiles
 it (eagerc/compile/trace_graph.py + inductor_wrapper.py) and stores it next to the per-op
 kernels: a later process recording the same graph for the same input metadata loads the

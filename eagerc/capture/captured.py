@@ -10,7 +10,7 @@ import threading
 
 from . import monitor_run, partial_capture, value_misses
 from .faults import Faults
-from .backend import GraphCompiler
+from .graph_compiler import GraphCompiler
 from .record_cache import RecordCache
 from .speculate import ValueMiss
 
@@ -47,7 +47,7 @@ class Captured:
                       # per miss while records exist: the failing check of the most
                       # recently matched record's guard (Record.why_not)
                       "guard_failures": collections.Counter()}
-        # the record's backend: static, symbolic and training graphs (backend.py)
+        # the record's backend: static, symbolic and training graphs (graph_compiler.py)
         self.compiler = GraphCompiler(backend, self.stats)
         self.faults = Faults(fn, self.stats)  # internal errors of capture
         # Monitor runs go on past tensor values Python reads, checked after the graph

@@ -12,78 +12,28 @@ monitor records the reason and stops watching: the program finishes normally, so
 result is correct, and the record made from it runs the function eagerly.
 """
 import functools
-import gc
-import threading
 import types
 
 import torch
 
 from . import annotations, lazy_modules, numpy_ops
-from .instructions import SKIP, FrameWatch, _hashable_key, analyze
+from .gc_pause import _running, _seat_gc_callbacks
+from .instructions import SKIP, FrameWatch, analyze
+from .object_facts import (_base, _keeps_references, _module_dict, _plain_values, _qualname,
+                           attr_source)
 from .op_recorder import OpRecorder
 from .guards import snapshot
 from .refgraph import RefGraph, Relation
 from .replayed_updates import Replays
+from .state_opcodes import _hashable_key
 from .tracer import make_tracer
-from .symbolic import SymbolicInt, bake_all
+from .symbolic import bake_all
 
 _MUTABLE = (list, dict, set, bytearray)
 _IMMUTABLE_VALUES = (int, float, complex, str, bytes, tuple, frozenset, type(None))
-_NATIVE_SLOT = (types.GetSetDescriptorType, types.MemberDescriptorType)
 
 
 LIFT_STOP = "lifted scalar used outside torch ops"
-
-# The monitor run in progress on each thread (.monitor), and the one a collection on this
-# thread paused (.paused).
-_running = threading.local()
-
-
-def _gc_start(phase, info):
-    """A garbage collection pauses the monitor run of its thread (gc.callbacks).
-
-    The collector runs finalizers (`__del__`, weakref callbacks, generators closed) of
-    whatever garbage is pending, inside whichever instruction allocated past the threshold:
-    with a monitor run in progress, an instruction of the program. That code is not the
-    program's: other objects' clean-up, run at a point that depends on the whole process's
-    allocation history. Watched, its reads went into the record's guard (a guard that then
-    failed on the next identical call: a re-record, in a test only in full-suite runs), its
-    native calls could stop capture, its torch calls went into the graph. Paused like an
-    annotated call (suspend: no frame watched, no instruction handled; opaque: no torch call
-    recorded) until the collection ends (`_gc_stop`). Collections on other threads pause
-    nothing here."""
-    if phase != "start":
-        return
-    mon = getattr(_running, "monitor", None)
-    _running.paused = mon
-    if mon is not None:
-        mon.suspend += 1
-        mon.opaque += 1
-
-
-def _gc_stop(phase, info):
-    if phase != "stop":
-        return
-    mon = getattr(_running, "paused", None)
-    _running.paused = None
-    if mon is not None:
-        mon.suspend -= 1
-        mon.opaque -= 1
-
-
-def _seat_gc_callbacks():
-    """`_gc_start` first and `_gc_stop` last in gc.callbacks: other callbacks are Python
-    code the collector runs too, and must run paused."""
-    cbs = gc.callbacks
-    if cbs[:1] != [_gc_start] or cbs[-1:] != [_gc_stop]:
-        for cb in (_gc_start, _gc_stop):
-            while cb in cbs:
-                cbs.remove(cb)
-        cbs.insert(0, _gc_start)
-        cbs.append(_gc_stop)
-
-
-_seat_gc_callbacks()
 
 
 class Monitor:
@@ -458,86 +408,3 @@ class Monitor:
 
     def is_new_function(self, fn):
         return id(fn) in self._new_funcs
-
-
-def _module_dict(obj):
-    """A plain module's namespace (its globals), or None."""
-    if type(obj) is types.ModuleType:
-        d = obj.__dict__
-        return d if type(d) is dict else None
-    return None
-
-
-def attr_source(obj, name, result):
-    """Where `obj.name` came from: 'attr' (state of obj), 'class' (its class) or None
-    (computed by Python code the monitor already watched, or not a reference)."""
-    if isinstance(obj, types.ModuleType):
-        return "attr"
-    if isinstance(obj, type):
-        return "class"
-    cls_attr = _MISSING
-    for klass in type(obj).__mro__:
-        if name in klass.__dict__:
-            cls_attr = klass.__dict__[name]
-            break
-    if cls_attr is not _MISSING and hasattr(type(cls_attr), "__set__"):
-        return "attr" if isinstance(cls_attr, _NATIVE_SLOT) else None
-    d = getattr(obj, "__dict__", None)
-    if isinstance(d, dict) and name in d:
-        return "attr" if d[name] is result else None
-    if name == "__dict__":
-        return "attr"
-    return "class" if cls_attr is not _MISSING else None
-
-
-_MISSING = object()
-
-# Natives that only hold on to their arguments (or look at their types, or count them):
-# a SymbolicInt passed to them keeps its node. Every other native bakes it.
-_REFERENCE_ONLY = {tuple, list, isinstance, issubclass, type, id, iter, zip, reversed, len,
-                   torch.Size, callable}
-_REFERENCE_METHODS = {(list, "append"), (list, "extend"), (list, "copy"), (tuple, "count"),
-                      (torch.Size, "__len__"), (list, "__len__"), (tuple, "__len__"),
-                      (list, "__iter__"), (tuple, "__iter__"), (torch.Size, "__iter__")}
-
-
-def _keeps_references(fn):
-    try:
-        if fn in _REFERENCE_ONLY:
-            return True
-    except TypeError:
-        return False
-    owner = getattr(fn, "__self__", None) if type(fn) is types.BuiltinFunctionType else \
-        getattr(fn, "__objclass__", None)
-    if owner is None:
-        return False
-    cls = owner if isinstance(owner, type) else type(owner)
-    return (cls, getattr(fn, "__name__", "")) in _REFERENCE_METHODS
-
-
-def _base(obj):
-    for klass in type(obj).__mro__:
-        if klass.__module__ in ("builtins", "collections"):
-            return klass
-    return object
-
-
-_PLAIN = (int, float, str, bytes, bool, type(None), torch.dtype, torch.device)
-
-
-def _plain_values(values, depth=2):
-    """Whether `values` are numbers, strings, dtypes, devices (tuples of them): an
-    `lru_cache` key compared by value, not by identity (a tensor hashes by id)."""
-    return all(type(v) in _PLAIN or type(v) is SymbolicInt  # baked: its value is guarded
-               or (type(v) is tuple and depth and _plain_values(v, depth - 1))
-               for v in values)
-
-
-def _qualname(fn):
-    owner = getattr(fn, "__objclass__", None) or getattr(fn, "__self__", None)
-    mod = getattr(fn, "__module__", None) or (type(owner).__name__ if owner is not None else "")
-    if owner is not None and type(owner).__module__ == "pybind11_builtins":
-        return f"{mod}.{fn.__name__}"  # (its __qualname__ names the function record type)
-    return f"{mod}.{getattr(fn, '__qualname__', getattr(fn, '__name__', repr(fn)))}"
-
-

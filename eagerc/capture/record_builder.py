@@ -22,7 +22,7 @@ from .training import needs_autograd
 
 def build_record(mon, result, compiler, symbolic=False):
     """A Record for the finished monitor run `mon` that returned `result`, its graph
-    compiled by `compiler` (backend.GraphCompiler).
+    compiled by `compiler` (graph_compiler.GraphCompiler).
 
     `symbolic`: a run with symbolic shapes (§6.2.1), compiled by
     `compiler.compile_symbolic(gm, examples, dynamic_dims) -> (fn, shape_ok)`:

@@ -215,3 +215,18 @@ def scrub(graph, result):
     if isinstance(result, SymbolicInt) or type(result) in (tuple, torch.Size):
         return plain(result)
     return result
+
+
+def bake_index(container, keys):
+    """An index or slice bound into a Python container: the value picks the element."""
+    if not isinstance(container, torch.Tensor):  # tensor indexing is a torch op: recorded
+        bake_all(keys)
+
+
+def bake_mixed(a, b):
+    """`a op b` where the other operand is no int and no tensor (a float, a string ...):
+    Python computes with the plain value, our methods may never be called."""
+    for x, y in ((a, b), (b, a)):
+        if isinstance(x, SymbolicInt) and not isinstance(y, (int, torch.Tensor)) and \
+                y is not None:
+            x.bake()

@@ -1,16 +1,19 @@
 """The one seam between capture and the compiler: an FX graph in, a callable out.
 
-The default path is eagerc's compile/cache service (eagerc/graph_kernels.py): the graph
-becomes an artifact in kernel_cache, shared with the per-op kernels, so a later process
-recording the same graph loads it instead of compiling. Outputs a kernel cannot return
-(views of inputs or of other outputs, repeated outputs, None: AOTAutograd's forward and
-backward graphs have them) are rebuilt after the kernel by graph_outputs.py. Graphs that
-path still refuses (inputs on other devices, graphs that do not trace) are compiled by
-Inductor's compile_fx; a graph
-that cannot be compiled at all runs as recorded (the FX graph itself), with a warning.
-Each function returns `(fn, from_disk)`. `GraphCompiler` picks the path for a record's
-backend: one entry for static graphs (training graphs through AOTAutograd, training.py) and
-one for symbolic ones.
+One ladder for every graph, static or with symbolic sizes (`compile_graph`):
+1. eagerc's compile/cache service (eagerc/graph_kernels.py): the graph becomes an artifact
+   in kernel_cache, shared with the per-op kernels, so a later process recording the same
+   graph loads it instead of compiling. Outputs a kernel cannot return (views of inputs or
+   of other outputs, repeated outputs, None: AOTAutograd's forward and backward graphs have
+   them) are rebuilt after the kernel by graph_outputs.py.
+2. Graphs that path refuses (inputs on other devices, graphs that do not trace): Inductor's
+   compile_fx.
+3. A graph that cannot be compiled at all runs as recorded (the FX graph itself), with a
+   warning.
+A backend other than Inductor ("eager", a callable) takes the graph directly. A symbolic
+graph also gives `shape_ok(inputs)`, the check of every assumption its compilation made.
+`GraphCompiler` is a record's backend: training graphs go through AOTAutograd
+(training.py), each of their graphs down the same ladder.
 """
 import logging
 
@@ -54,16 +57,16 @@ class GraphCompiler:
         return self.compile_static(gm, example_inputs)
 
     def compile_static(self, gm, example_inputs):
-        if self.inductor:
-            fn, from_disk = _compile_graph(gm, example_inputs)
-            self.stats["graphs_from_disk"] += from_disk
-            return fn
-        return self.backend_fn()(gm, example_inputs)
+        """fn(*inputs) -> outputs, for inputs of exactly these shapes."""
+        return self._compile(gm, example_inputs, None)[0]
 
     def compile_symbolic(self, gm, example_inputs, dynamic_dims):
-        """((fn, shape_ok)) with symbolic sizes for `dynamic_dims` (see _compile_graph_symbolic)."""
+        """(fn, shape_ok) with symbolic sizes for `dynamic_dims` (see compile_graph)."""
+        return self._compile(gm, example_inputs, dynamic_dims)
+
+    def _compile(self, gm, example_inputs, dynamic_dims):
         backend = None if self.inductor else self.backend_fn()
-        compiled, from_disk = _compile_graph_symbolic(gm, example_inputs, dynamic_dims, backend)
+        compiled, from_disk = compile_graph(gm, example_inputs, dynamic_dims, backend)
         self.stats["graphs_from_disk"] += from_disk
         return compiled
 
@@ -78,86 +81,84 @@ class GraphCompiler:
         return backend
 
 
-def _compile_graph(gm, example_inputs):
-    """Compile `gm` (a torch.fx.GraphModule) for `example_inputs`.
+def compile_graph(gm, example_inputs, dynamic_dims=None, backend=None):
+    """Compile `gm` (a torch.fx.GraphModule) for `example_inputs`, down the ladder of the
+    module docstring; `backend` (not Inductor) takes the graph directly.
 
-    The callable takes the graph inputs positionally and returns the outputs as a sequence.
+    Returns `((fn, shape_ok), from_disk)`. `fn` takes the graph inputs positionally and
+    returns the outputs as a sequence. `dynamic_dims`: None for a static graph (`shape_ok`
+    is None), else per input the dims compiled as symbolic sizes (paper §6.2.1);
+    `shape_ok(inputs)` checks every assumption the compilation made (sizes, strides,
+    storage offsets of every input, the symbols' ranges such as `2 <= s0`), so a call never
+    reaches the compiled graph with a shape it was not compiled for. On eagerc's path that
+    check is C++ inside the artifact.
     """
+    from eagerc.refusals import error_summary
+
+    kind = "graph" if dynamic_dims is None else "symbolic graph"
+    if backend is None:
+        from eagerc.refusals import CompileError
+
+        try:
+            return _through_cache(gm, example_inputs, dynamic_dims)
+        except CompileError as e:
+            log.info("eagerc.capture: %s compiled by compile_fx (%s)", kind, e)
+        try:
+            return _with_backend(gm, list(example_inputs), dynamic_dims, None), False
+        except Exception as e:  # noqa: BLE001 - e.g. a device Inductor has no codegen for
+            log.warning("eagerc.capture: %s not compiled (%s); it runs as recorded",
+                        kind, error_summary(e))
+            backend = _as_recorded
+    return _with_backend(gm, example_inputs, dynamic_dims, backend), False
+
+
+def _through_cache(gm, example_inputs, dynamic_dims):
+    """Rung 1: eagerc's compile/cache service. Raises CompileError where it refuses."""
     from torch._subclasses.fake_tensor import FakeTensor
 
-    from eagerc.refusals import CompileError, error_summary
+    from eagerc.refusals import CompileError
     from eagerc.graph_kernels import load_or_compile
 
     def kernel_for(inputs):
         split = split_outputs(gm)
         if split is None:
-            kernel = load_or_compile(gm, list(inputs))
-            return kernel.run, kernel.from_disk
+            kernel = load_or_compile(gm, list(inputs), dynamic_dims)
+            return kernel, kernel.run
         kernel_gm, epilogue = split  # outputs a kernel cannot return: rebuilt after it
-        kernel = load_or_compile(kernel_gm, list(inputs))
-        return _with_epilogue(kernel.run, epilogue), kernel.from_disk
+        kernel = load_or_compile(kernel_gm, list(inputs), dynamic_dims)
+        return kernel, _with_epilogue(kernel.run, epilogue)
+
+    kernel, run = kernel_for(example_inputs)
+    if dynamic_dims is not None:
+        return (run, kernel.guard), kernel.from_disk
 
     def for_layout(inputs):  # another layout of the inputs: its own kernel, also cached
         try:
-            return kernel_for(inputs)[0]
+            return kernel_for(inputs)[1]
         except CompileError:
             return None
 
-    try:
-        run, from_disk = kernel_for(example_inputs)
-        if any(isinstance(t, FakeTensor) for t in example_inputs):
-            # AOTAutograd's graphs (fake inputs): the backward's saved tensors come in the
-            # forward kernel's layouts. A record's inputs are checked by its guard.
-            run = matching_layout(run, gm, example_inputs, for_layout)
-        return run, from_disk
-    except CompileError as e:
-        log.info("eagerc.capture: graph compiled by compile_fx (%s)", e)
-    from torch._inductor.compile_fx import compile_fx  # heavy: imported on first compile
+    if any(isinstance(t, FakeTensor) for t in example_inputs):
+        # AOTAutograd's graphs (fake inputs): the backward's saved tensors come in the
+        # forward kernel's layouts. A record's inputs are checked by its guard.
+        run = matching_layout(run, gm, example_inputs, for_layout)
+    return (run, None), kernel.from_disk
 
-    try:
-        return compile_fx(gm, list(example_inputs)), False
-    except Exception as e:  # noqa: BLE001 - e.g. a device Inductor has no codegen for
-        log.warning("eagerc.capture: graph not compiled (%s); it runs as recorded",
-                    error_summary(e))
-        return gm, False
+
+def _with_backend(gm, example_inputs, dynamic_dims, backend):
+    """Rungs 2 and 3: `backend` (None: Inductor's compile_fx) -> (fn, shape_ok)."""
+    if dynamic_dims is not None:
+        return _compile_fx_symbolic(gm, example_inputs, dynamic_dims, backend)
+    if backend is None:
+        from torch._inductor.compile_fx import compile_fx  # heavy: imported on first compile
+        backend = compile_fx
+    return backend(gm, example_inputs), None
 
 
 def _with_epilogue(run, epilogue):
     def run_all(*inputs):
         return epilogue(inputs, run(*inputs))
     return run_all
-
-
-def _compile_graph_symbolic(gm, example_inputs, dynamic_dims, backend=None):
-    """Compile `gm` with symbolic sizes for `dynamic_dims[i]` of input i (paper §6.2.1).
-
-    Returns `((fn, shape_ok), from_disk)`: `shape_ok(inputs)` checks every assumption the
-    compilation made (sizes, strides, storage offsets of every input, the symbols' ranges
-    such as `2 <= s0`), so a call never reaches the compiled graph with a shape it was not
-    compiled for. On eagerc's path that check is C++ inside the artifact.
-    """
-    from eagerc.refusals import error_summary
-
-    if backend is None:
-        from eagerc.refusals import CompileError
-        from eagerc.graph_kernels import load_or_compile
-
-        try:
-            split = split_outputs(gm)
-            if split is None:
-                kernel = load_or_compile(gm, list(example_inputs), dynamic_dims)
-                return (kernel.run, kernel.guard), kernel.from_disk
-            kernel = load_or_compile(split[0], list(example_inputs), dynamic_dims)
-            return (_with_epilogue(kernel.run, split[1]), kernel.guard), kernel.from_disk
-        except CompileError as e:
-            log.info("eagerc.capture: symbolic graph compiled by compile_fx (%s)", e)
-        try:
-            return _compile_fx_symbolic(gm, example_inputs, dynamic_dims, None), False
-        except Exception as e:  # noqa: BLE001 - as in _compile_graph: run it as recorded
-            log.warning("eagerc.capture: symbolic graph not compiled (%s); it runs as recorded",
-                        error_summary(e))
-            backend = _as_recorded
-    return _compile_fx_symbolic(gm, example_inputs, dynamic_dims, backend), False
 
 
 def _as_recorded(gm, example_inputs):
