@@ -18,6 +18,8 @@ import os
 import time
 from typing import Any, Callable, Iterable
 
+from eagerc import _config
+
 log = logging.getLogger("eagerc")
 
 # What the workers must see as the driver does (names beginning with these).
@@ -52,7 +54,7 @@ def connect(address: str):
             raise ClusterError(f"cannot reach the Ray cluster at {address!r}: {str(e).rstrip('.')}. "
                                "Start one with "
                                "`ray start --head` (address 'auto'), or pass 'local'.") from None
-    if "EAGERC_REMOTE_CACHE" not in os.environ and len(ray.nodes()) > 1:
+    if not _config.remote_cache_set() and len(ray.nodes()) > 1:
         log.warning("eagerc: the cluster has %d hosts and EAGERC_REMOTE_CACHE is not set: kernels "
                     "compiled on the other hosts stay there", len(ray.nodes()))
     return ray

@@ -94,13 +94,38 @@ def compile_mode() -> str:
     return value
 
 
-# On GPU memory, run every call of the device on zero-copy aliases of the memory's home
-# device ("1"), to compare with running generated kernels on the device's own tensors.
-ALIASES_FIRST_ENV = "EAGERC_ALIASES_FIRST"
+# Comparison switches for tools/bench_gpu.py's --ab (cold GPU compile, A against B):
+# EAGERC_GLUE_PRELUDE picks the header a kernel's C++ glue is built on: "1" (default) the
+# lean prelude where the wrapper fits it, else eagerc's own (eagerc/compile/glue_prelude.py),
+# "full" eagerc's own only, "0" Inductor's header. EAGERC_GPU_LAUNCHER="0" turns launch plans
+# off, so every GPU wrapper is compiled by g++ (eagerc/compile/plan_build.py).
+GLUE_PRELUDE_ENV = "EAGERC_GLUE_PRELUDE"
+GPU_LAUNCHER_ENV = "EAGERC_GPU_LAUNCHER"
 
 
-def aliases_first() -> bool:
-    return os.environ.get(ALIASES_FIRST_ENV, "0") == "1"
+def glue_prelude() -> str:
+    """"1", "full" or "0"; any other value counts as the default (read inside a compile,
+    where an error would become the signature's refusal)."""
+    value = os.environ.get(GLUE_PRELUDE_ENV, "1").strip()
+    return value if value in ("0", "full") else "1"
+
+
+def gpu_launcher_enabled() -> bool:
+    return os.environ.get(GPU_LAUNCHER_ENV, "1").strip() != "0"
+
+
+# The remote tier's Redis URL (kernel_cache reads it when it opens the store); eagerc only
+# asks whether one is set (a Ray cluster without it keeps kernels on the host compiling them).
+REMOTE_CACHE_ENV = "EAGERC_REMOTE_CACHE"
+
+
+def remote_cache_set() -> bool:
+    return bool(os.environ.get(REMOTE_CACHE_ENV, "").strip())
+
+
+def inductor_cache_dir() -> str | None:
+    """TORCHINDUCTOR_CACHE_DIR as set (None: Inductor's default), for messages."""
+    return os.environ.get("TORCHINDUCTOR_CACHE_DIR") or None
 
 
 def cpu_fallback_enabled() -> bool:

@@ -315,7 +315,7 @@ def _inductor_cache_dir() -> str:
     try:  # what cache_dir() gives, without its makedirs on a full disk
         from torch._inductor.runtime.cache_dir_utils import default_cache_dir
 
-        return os.path.abspath(os.environ.get("TORCHINDUCTOR_CACHE_DIR") or default_cache_dir())
+        return os.path.abspath(_config.inductor_cache_dir() or default_cache_dir())
     except Exception:  # noqa: BLE001 - only for the message
         return "$TORCHINDUCTOR_CACHE_DIR"
 

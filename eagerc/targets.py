@@ -109,14 +109,6 @@ class Target:
 
         return {**for_codegen(self.codegen.name), **own}
 
-    @property
-    def aliases_first(self) -> bool:
-        """Every call runs on aliases of the memory's home device. No target does so by
-        default: a device runs generated kernels on its own tensors and moves an op to
-        aliases only when its wrapper calls the home's ATen functions
-        (Codegen.needs_home_aliases); the code generator may offer a switch to compare."""
-        return self.host_aliases and self.codegen.aliases_first()
-
     def touches_device(self, args) -> bool:
         """Whether the call has tensors (or a device argument) of the served device that
         the code generator must see through stand-ins."""

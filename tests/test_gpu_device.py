@@ -68,47 +68,38 @@ def test_memory_is_gpu_memory_and_ops_are_compiled_for_cuda(tmp_path):
     assert "OK" in out
 
 
-@pytest.mark.parametrize("aliases_first", ["0", "1"])
-def test_generated_and_cublas_kernels_run_on_the_devices_own_tensors(tmp_path, aliases_first):
-    # EAGERC_ALIASES_FIRST=1 is session 9's path (every call on CUDA aliases): same results.
-    os.environ["EAGERC_ALIASES_FIRST"] = aliases_first
-    try:
-        out = run_on_gpu_device("""
-            import os, torch, eagerc
-            import torch.nn.functional as F
-            torch.manual_seed(0)
-            x, w, b, m = torch.randn(2, 3, 8, 8), torch.randn(4, 3, 3, 3), torch.randn(5), torch.randn(192, 5)
-            xd, wd, bd, md = (t.to("eagerc") for t in (x, w, b, m))
-            cases = {
-                "aten::add.Tensor": (lambda x, w, b, m: x + 2 * x),
-                "aten::_softmax": (lambda x, w, b, m: torch.softmax(x, -1)),
-                "aten::sum.dim_IntList": (lambda x, w, b, m: x.sum(1)),
-                "aten::addmm": (lambda x, w, b, m: torch.addmm(b, x.flatten(1), m)),
-                "aten::mm": (lambda x, w, b, m: x.flatten(1) @ m),
-                "aten::convolution": (lambda x, w, b, m: F.conv2d(x, w)),
-            }
-            for name, fn in cases.items():
-                for _ in range(2):  # a miss, then a hit
-                    got = fn(xd, wd, bd, md)
-                assert got.device.type == "eagerc", name
-                assert torch.allclose(got.cpu(), fn(x, w, b, m), atol=1e-4, rtol=1e-4), name
-            s = eagerc.stats()
-            assert s["fallbacks"] == 0 and s["aliased"] == 0, s
-            ops = s["ops"]
-            on_aliases = {n: ops[n + "@PrivateUse1"]["on_home_aliases"] for n in cases}
-            if os.environ["EAGERC_ALIASES_FIRST"] == "1":
-                assert all(on_aliases.values()), on_aliases
-            else:
-                # Generated Triton takes the device's tensors; CUDA's ATen kernels called
-                # from a wrapper (cuBLAS, cuDNN) guard a CUDA device: CUDA aliases.
-                externs = {"aten::addmm": True, "aten::mm": True, "aten::convolution": True}
-                assert on_aliases == {**{n: False for n in cases}, **externs}, on_aliases
-            for n in cases:
-                assert ops[n + "@PrivateUse1"]["hits"] >= 1, (n, ops[n + "@PrivateUse1"])
-            print("OK")
-        """, tmp_path / "cache")
-    finally:
-        del os.environ["EAGERC_ALIASES_FIRST"]
+def test_generated_and_cublas_kernels_run_on_the_devices_own_tensors(tmp_path):
+    out = run_on_gpu_device("""
+        import os, torch, eagerc
+        import torch.nn.functional as F
+        torch.manual_seed(0)
+        x, w, b, m = torch.randn(2, 3, 8, 8), torch.randn(4, 3, 3, 3), torch.randn(5), torch.randn(192, 5)
+        xd, wd, bd, md = (t.to("eagerc") for t in (x, w, b, m))
+        cases = {
+            "aten::add.Tensor": (lambda x, w, b, m: x + 2 * x),
+            "aten::_softmax": (lambda x, w, b, m: torch.softmax(x, -1)),
+            "aten::sum.dim_IntList": (lambda x, w, b, m: x.sum(1)),
+            "aten::addmm": (lambda x, w, b, m: torch.addmm(b, x.flatten(1), m)),
+            "aten::mm": (lambda x, w, b, m: x.flatten(1) @ m),
+            "aten::convolution": (lambda x, w, b, m: F.conv2d(x, w)),
+        }
+        for name, fn in cases.items():
+            for _ in range(2):  # a miss, then a hit
+                got = fn(xd, wd, bd, md)
+            assert got.device.type == "eagerc", name
+            assert torch.allclose(got.cpu(), fn(x, w, b, m), atol=1e-4, rtol=1e-4), name
+        s = eagerc.stats()
+        assert s["fallbacks"] == 0 and s["aliased"] == 0, s
+        ops = s["ops"]
+        on_aliases = {n: ops[n + "@PrivateUse1"]["on_home_aliases"] for n in cases}
+        # Generated Triton takes the device's tensors; CUDA's ATen kernels called
+        # from a wrapper (cuBLAS, cuDNN) guard a CUDA device: CUDA aliases.
+        externs = {"aten::addmm": True, "aten::mm": True, "aten::convolution": True}
+        assert on_aliases == {**{n: False for n in cases}, **externs}, on_aliases
+        for n in cases:
+            assert ops[n + "@PrivateUse1"]["hits"] >= 1, (n, ops[n + "@PrivateUse1"])
+        print("OK")
+    """, tmp_path / "cache")
     assert "OK" in out
 
 

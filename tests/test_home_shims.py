@@ -35,7 +35,7 @@ def test_which_wrappers_need_the_homes_tensors(home, code, needs):
     assert codegen.for_home(home).needs_home_aliases(code) is needs
 
 
-def test_gpu_memory_target_allocates_outputs_on_the_device(monkeypatch):
+def test_gpu_memory_target_allocates_outputs_on_the_device():
     code = ("CACHE_TORCH_DEVICE(cuda);\nCACHE_TORCH_DEVICE(cpu);\n"
             "aoti_torch_empty_strided(2, s, st, dt, cached_torch_device_type_cuda, 0, &h);\n"
             "aoti_torch_empty_strided(0, s, st, dt, cached_torch_device_type_cpu, 0, &c);\n")
@@ -43,12 +43,6 @@ def test_gpu_memory_target_allocates_outputs_on_the_device(monkeypatch):
     assert "CACHE_TORCH_DEVICE(privateuse1);" in out and "cached_torch_device_type_cuda" not in out
     # A host scalar of a GPU wrapper stays on the host.
     assert "CACHE_TORCH_DEVICE(cpu);" in out and "cached_torch_device_type_cpu, 0, &c" in out
-    assert not GPU_MEMORY.aliases_first
-    monkeypatch.setenv("EAGERC_ALIASES_FIRST", "1")
-    assert GPU_MEMORY.aliases_first
-    host_memory = targets.Target(device="eagerc", dispatch_key="PrivateUse1", codegen=codegen.CPP,
-                                 host_aliases=True, new_device=True)
-    assert not host_memory.aliases_first  # host memory never did
 
 
 def test_host_memory_device_runs_generated_and_blas_kernels_on_its_own_tensors():

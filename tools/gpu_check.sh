@@ -38,7 +38,7 @@ step() {
 what=${1:-all}; shift || true
 if [ "$what" = with ]; then
   # with VAR=VALUE STEP ...: one step under an extra environment variable; its bench log
-  # is named after the value (bench_device-models_EAGERC_ALIASES_FIRST-1.txt).
+  # is named after the value (bench_device-models_EAGERC_BACKING-cuda.txt).
   local assign=$1; shift
   ( export "$assign"; TAG="_${assign//=/-}" step "$@" )
   return

@@ -105,11 +105,6 @@ class Codegen:
         """Named settings of this code generator that change its code (for the cache key)."""
         raise NotImplementedError
 
-    def aliases_first(self) -> bool:
-        """Whether every call of a device whose memory is this code's home runs on aliases
-        of the home device (a comparison switch; off by default)."""
-        return False
-
     def vendor_externs(self) -> frozenset:
         """The ATen overloads the home device's kernel library offers this code as externs
         through Inductor's C shims (:func:`c_shim_ops`): on a device with no native kernels

@@ -143,11 +143,6 @@ class TritonCodegen(Codegen):
         # The wrapper is host C++ too: the C++ compiler and its build recipe count.
         return {"cxx": settings.cxx_compiler(), "triton": triton.__version__, "gpu_build": BUILD_RECIPE}
 
-    def aliases_first(self) -> bool:
-        from eagerc import _config
-
-        return _config.aliases_first()
-
     def inductor_patches(self, config) -> dict:
         return dict(_PATCHES)
 

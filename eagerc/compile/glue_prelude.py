@@ -218,7 +218,9 @@ def slim_build(builder, command: str) -> bool:
     """Build `builder` as `command` says, but with the prelude force-included instead of
     Inductor's header: lean_gpu_prelude's where the wrapper fits it, else (or where that
     build fails) this module's; False (nothing built) where neither is possible or builds."""
-    mode = os.environ.get("EAGERC_GLUE_PRELUDE", "1")
+    from eagerc import _config
+
+    mode = _config.glue_prelude()
     if mode == "0":  # Inductor's header (A/B timing); "full": this module's header only
         return False
     forced = _FORCED_INCLUDE.search(command)

@@ -6,7 +6,7 @@ instead of a g++ run (0.3-0.7 s) or a link (~0.12 s on the H100).
 A wrapper launch_plan cannot read (an extern other than cuBLAS's mm family, a statement it
 does not know) is built as before (glue_prelude); so is every wrapper where the launcher
 cannot be built.
-``EAGERC_GPU_LAUNCHER=0`` turns plans off (A/B timing).
+``EAGERC_GPU_LAUNCHER=0`` turns plans off (A/B timing; eagerc/_config.py).
 """
 from __future__ import annotations
 
@@ -34,7 +34,9 @@ MAGIC = b"EAGERCP1"  # the payload's last 8 bytes (plan_launcher/payload.cpp)
 
 
 def enabled() -> bool:
-    return os.environ.get("EAGERC_GPU_LAUNCHER", "1") != "0"
+    from eagerc import _config
+
+    return _config.gpu_launcher_enabled()
 
 
 def launcher_library(flags: list, libraries: list) -> str | None:

@@ -55,8 +55,7 @@ def enable(device: str = "cpu", ops: Optional[Iterable[str]] = None,
     _install_resolver()
     targets.serve(target)
     key, new_device = target.dispatch_key, target.new_device
-    serving = {"host_aliases": target.host_aliases, "new_device": new_device,
-               "aliases_first": target.aliases_first}
+    serving = {"host_aliases": target.host_aliases, "new_device": new_device}
     if target.host_aliases:
         # The holders (and the device's runtime ops) alias its tensors onto this device.
         _C._set_memory_home(target.device, target.home)
@@ -81,11 +80,11 @@ def enable(device: str = "cpu", ops: Optional[Iterable[str]] = None,
         taken = set(registered)
         rest = [n for n in _C._aliasable_ops(key, list(_C._device_runtime_ops())) if n not in taken]
         aliased, _ = _C._enable_ops(key, rest, **serving, run_on_aliases=True)
+        registered += aliased
     if new_device:
         # With aliases off, what its code generator's vendor library offers (Inductor's C
         # shims) is the rung before the host round trip (docs/vendor.md).
         _C._set_vendor_externs(key, sorted(target.codegen.vendor_externs()))
-        registered += aliased
     if ops is not None and skipped:
         raise ValueError(
             "eagerc cannot serve: " + "; ".join(f"{n} ({why})" for n, why in skipped)
@@ -138,8 +137,8 @@ def stats() -> dict:
     py_side = _stats.snapshot()
     for name, counters in _C._op_stats().items():
         entry = {"hits": counters["hits"], "misses": counters["misses"], "fallbacks": counters["fallbacks"],
-                 "externs": counters["externs"], "host_round_trips": counters["host_round_trips"],
                  "aliased": counters["aliased"], "interim": counters["interim"],
+                 "externs": counters["externs"], "host_round_trips": counters["host_round_trips"],
                  "kernels": counters["kernels"], "fallback_reasons": dict(counters["fallback_reasons"]),
                  "on_home_aliases": counters["on_home_aliases"],
                  "compiles": 0, "disk_loads": 0, "compile_seconds": 0.0, "background_compiles": 0}
