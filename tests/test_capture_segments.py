@@ -1,6 +1,6 @@
 """Partial capture inside one forward (issue 12, item 4): a call whose record stopped runs
 its Python code eagerly, and its own tensor ops before and after the stop run as compiled
-segment graphs (eagerc/capture/stream.py, segments.py). Results, graph counts and the
+segment graphs (eagerc/capture/stream.py, stream_replay.py). Results, graph counts and the
 fraction of ops inside graphs; never a wrong value, never a new exception."""
 import io
 

@@ -2,7 +2,7 @@
 
 A call that stops (here: `print`) runs its Python code eagerly on every hit; its child
 modules are captured on their own, and its own tensor ops are replayed as compiled segment
-graphs (eagerc/capture/stream.py, segments.py). This measures, in one process, a steady-state
+graphs (eagerc/capture/stream.py, stream_replay.py). This measures, in one process, a steady-state
 call of: eager; capture without segment replay (child modules only); capture with it.
 
     python tools/capture_partial_bench.py --iters 200

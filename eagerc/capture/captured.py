@@ -36,7 +36,7 @@ class Captured:
                       "eager_runs": 0, "split_runs": 0,
                       # graphs compiled for training (forward + backward, training.py)
                       "training_graphs": 0,
-                      # partial capture of a stopped call's own ops (stream.py, segments.py):
+                      # partial capture of a stopped call's own ops (stream.py, stream_replay.py):
                       # segment graphs compiled, replays, ops answered from them, replays
                       # that left the recorded stream
                       "segment_graphs": 0, "segment_runs": 0, "segment_ops": 0,

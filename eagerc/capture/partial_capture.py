@@ -3,11 +3,11 @@ of it is. The calls of its child modules are captured on their own (the stop cos
 code around the children, not the whole call; a child whose own capture stops splits into
 its children the same way), and the call's own tensor ops run as compiled segment graphs:
 the first such call records its op stream, later ones replay it (stream.py,
-segment_graph.py, segments.py)."""
+segment_graph.py, stream_replay.py)."""
 import collections
 import os
 
-from . import segments
+from . import stream_replay
 from .segment_graph import compile_stream
 from .stream import StreamRecorder
 
@@ -18,7 +18,7 @@ SEGMENTS_ENV = "EAGERC_CAPTURE_SEGMENTS"
 
 def current_stream_mode():
     """The stream mode (recording or replaying) this thread is inside, or None."""
-    return segments.current()
+    return stream_replay.current()
 
 
 def run(cap, state, args, kwargs, record=None):
@@ -43,7 +43,7 @@ def run(cap, state, args, kwargs, record=None):
                 installed.append(module)
         if mode is None:
             return cap.fn(*args, **kwargs)
-        with segments.active(mode):
+        with stream_replay.active(mode):
             result = cap.fn(*args, **kwargs)
         returned = True
         return result
@@ -70,7 +70,7 @@ def _stream_mode(cap, record, args, kwargs):
     try:
         if stream is None:
             return StreamRecorder(args, kwargs)
-        return segments.StreamReplay(stream, args, kwargs)
+        return stream_replay.StreamReplay(stream, args, kwargs)
     except Exception as e:  # noqa: BLE001 - the call runs eagerly as before
         cap.faults.segment_fault(record, e)
         return None
@@ -99,7 +99,7 @@ def _stream_done(cap, record, mode, returned):
         if returned or mode.diverged:
             stats["segment_divergences"] += 1
             stream.diverged_in_a_row += 1
-            if stream.diverged_in_a_row >= segments.REPLAYS_BEFORE_RERECORD:
+            if stream.diverged_in_a_row >= stream_replay.REPLAYS_BEFORE_RERECORD:
                 # recorded on an unusual call: record again (a few times at most)
                 record.stream = None if record.stream_recordings < 3 else False
     except Exception as e:  # noqa: BLE001 - see above

@@ -1,5 +1,5 @@
 """A recorded op stream's segments as FX graphs, compiled (stream.py records them,
-segments.py replays them).
+stream_replay.py replays them).
 
 A segment's graph takes the tensors made before it (and the float operands of the op at
 which it runs, see `_lifted`) and returns the results of its GRAPH entries. Its VIEW

@@ -8,8 +8,9 @@ function, its constant arguments, which earlier tensor each tensor argument was,
 returned. The list is cut into *segments*: runs of pure ops (no write into a tensor, nothing
 random, no value read) whose tensor inputs all exist when the segment's first op is called.
 Each segment becomes one FX graph, compiled like a record's graph (segment_graph.py). Later
-hits replay the stream (segments.py): the first op of a segment runs the compiled graph, and the ops after it
-are answered from its outputs while the program calls exactly the recorded ops.
+hits replay the stream (stream_replay.py): the first op of a segment runs the compiled graph,
+and the ops after it are answered from its outputs while the program calls exactly the
+recorded ops.
 
 Where the tensors come from (`Node.kind`):
 - "arg": reached from the call's arguments (bound by path when a hit starts);
@@ -95,7 +96,7 @@ class Stream:
 
     def __init__(self, nodes, entries, segments):
         self.nodes, self.entries, self.segments = nodes, entries, segments
-        self.diverged_in_a_row = 0  # replays that left the stream (see segments.py)
+        self.diverged_in_a_row = 0  # replays that left the stream (see stream_replay.py)
 
     def graph_ops(self):
         return sum(1 for e in self.entries if e.kind == GRAPH and
