@@ -2,7 +2,7 @@
 reference) and on the device, then one status from eagerc's counters, the artifacts the
 compile/cache service loaded and the comparison (eagerc/coverage/classify.py).
 
-Which artifacts an op's kernel came from is seen by wrapping the service's ``load`` step
+Which artifacts an op's kernel came from is seen by wrapping the service's load step, ``cache._load``
 (every kernel, compiled now or read from the cache, is loaded through it); the artifact's
 dynamic symbols then name the ATen kernels it calls (``aoti_torch_cpu_mm_out``).
 """
@@ -138,21 +138,18 @@ _seen = collections.defaultdict(set)                # (op name, dtype) -> artifa
 
 
 def install_load_recorder() -> None:
-    original = cache.CompileService.get
+    """Record (op, artifact path) of every kernel the compile/cache service loads: compiled
+    now (put) or read from the cache (get), each is loaded through cache._load."""
+    original = cache._load
     if getattr(original, "_coverage", False):
         return
 
-    def get(self, request):
-        load = request.load
+    def recording_load(entry):
+        _loads.append((entry.metadata.get("op"), entry.artifact_path))
+        return original(entry)
 
-        def recording_load(entry):
-            _loads.append((request.key.name, entry.artifact_path))
-            return load(entry)
-
-        return original(self, dataclasses.replace(request, load=recording_load))
-
-    get._coverage = True
-    cache.CompileService.get = get
+    recording_load._coverage = True
+    cache._load = recording_load
 
 
 def _clone(value):
