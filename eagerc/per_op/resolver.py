@@ -20,7 +20,6 @@ import torch
 from eagerc import _C, _stats
 from eagerc.aten_meta import overload_by_name
 from eagerc.cache import CacheKey, service
-from eagerc.compile import op as op_compiler
 from eagerc.per_op import background
 from eagerc.per_op.eager_rules import check_call
 from eagerc.refusals import (NOWHERE, ON_DISK, CompileError, Deferred, EagerRaises, NeedsHostAliases,
@@ -135,6 +134,9 @@ def _kernel(op, args, layout, parallel, target, key, stat_key, known_variants, v
                     stat_key, defer))
             # A user error is eager's to report, and says nothing about the signature.
             verdict.check()
+            # Imported here: a process whose kernels are all stored never loads the compiler.
+            from eagerc.compile import op as op_compiler
+
             artifact = op_compiler.compile_op(op, args, layout, target, parallel)
         except NotCompiled as refusal:
             svc.refuse(key, refusal)
