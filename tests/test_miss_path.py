@@ -127,3 +127,22 @@ def test_the_record_sees_a_callback_into_the_hall(fresh_cache, monkeypatch):
         path.record(lambda: torch.abs(torch.randn(3, dtype=torch.float64)))
     assert path.callbacks == ["cache -> _context_is_unusual"]
     assert path.visits == ["targets", "background", "cache", "eager_rules", "cache", "compile", "cache"]
+
+
+def test_each_refusal_has_one_answer():
+    from eagerc.per_op.resolver import answer
+    from eagerc.refusals import (IN_PROCESS, NOWHERE, CompileError, Deferred, EagerRaises,
+                                 InductorFailed, NeedsHostAliases, NotCompiled, SpecializeValues)
+
+    assert answer(Deferred()).action == "interim"  # a CompileError, answered as itself
+    assert answer(NeedsHostAliases("aten::mm")).action == "run_on_host_aliases"
+    assert answer(SpecializeValues("lifted scalar")).action == "specialize_values"
+    raised = answer(EagerRaises("IndexError", "index 9 is out of bounds"))
+    assert (raised.action, raised.error_kind, raised.reason) == (
+        "raise_error", "IndexError", "index 9 is out of bounds")
+    recorded = answer(InductorFailed("Inductor failed: boom"))
+    assert (recorded.action, recorded.remember, recorded.reason) == (
+        "fallback", True, "Inductor failed: boom")
+    assert answer(CompileError("no C++ compiler", IN_PROCESS)).remember is True  # L1 only
+    assert answer(CompileError("inside a dispatch mode", NOWHERE)).remember is False
+    assert answer(NotCompiled("a refusal of no known kind")).remember is False
