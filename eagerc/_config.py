@@ -128,6 +128,47 @@ def inductor_cache_dir() -> str | None:
     return os.environ.get("TORCHINDUCTOR_CACHE_DIR") or None
 
 
+# Where the C++ compiler's ISA probe verdicts are kept (eagerc/compile/vec_isa_memo.py):
+# EAGERC_PROBE_DIR, else $XDG_CACHE_HOME/eagerc-probes (~/.cache/eagerc-probes).
+PROBE_DIR_ENV = "EAGERC_PROBE_DIR"
+
+
+def probe_directory() -> str:
+    explicit = os.environ.get(PROBE_DIR_ENV)
+    if explicit:
+        return explicit
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(base, "eagerc-probes")
+
+
+# Other tools' variables that change the code eagerc builds (Inductor's TORCHINDUCTOR_*,
+# the C++ compiler's CXX and flags): read here, digested into the cache namespace by
+# eagerc/compile/settings.py.
+def variable(name: str) -> str:
+    return os.environ.get(name, "")
+
+
+def variables(prefix: str) -> list:
+    """(name, value) of every variable whose name starts with `prefix`."""
+    return [(k, v) for k, v in os.environ.items() if k.startswith(prefix)]
+
+
+# Capture: segment replay of a stopped call's torch ops costs Python work per call; on
+# small tensors a stopped call runs slower replayed than eagerly (docs/capture.md), so it
+# can be turned off. The monitor uses sys.monitoring on Python 3.12+, settrace before;
+# "settrace" forces the older path (for comparison).
+CAPTURE_SEGMENTS_ENV = "EAGERC_CAPTURE_SEGMENTS"
+CAPTURE_TRACER_ENV = "EAGERC_CAPTURE_TRACER"
+
+
+def capture_segments_enabled() -> bool:
+    return os.environ.get(CAPTURE_SEGMENTS_ENV, "1").strip() not in ("0", "false", "False", "no")
+
+
+def capture_forces_settrace() -> bool:
+    return os.environ.get(CAPTURE_TRACER_ENV, "") == "settrace"
+
+
 def cpu_fallback_enabled() -> bool:
     return os.environ.get(CPU_FALLBACK_ENV, "1").strip() not in ("0", "false", "False", "no")
 

@@ -5,15 +5,13 @@ its children the same way), and the call's own tensor ops run as compiled segmen
 the first such call records its op stream, later ones replay it (stream.py,
 segment_graph.py, stream_replay.py)."""
 import collections
-import os
+
+from eagerc import _config
 
 from . import stream_replay
 from .segment_graph import compile_stream
 from .stream import StreamRecorder
 
-# Segment replay costs Python work per torch call: on small tensors a stopped call runs
-# slower replayed than eagerly (docs/capture.md). EAGERC_CAPTURE_SEGMENTS=0 turns it off.
-SEGMENTS_ENV = "EAGERC_CAPTURE_SEGMENTS"
 
 
 def current_stream_mode():
@@ -62,7 +60,7 @@ def _stream_mode(cap, record, args, kwargs):
     import torch
     if record is None or not cap.split or cap.disabled or torch.is_grad_enabled():
         return None
-    if os.environ.get(SEGMENTS_ENV, "1") in ("0", "false", "False"):
+    if not _config.capture_segments_enabled():
         return None  # stopped calls run eagerly (children still captured)
     stream = record.stream
     if stream is False:

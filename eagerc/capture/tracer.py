@@ -9,15 +9,16 @@ return (the watch then drops its pending post-instruction action).
 
 `EAGERC_CAPTURE_TRACER=settrace` forces the settrace path on 3.12 (for comparison).
 """
-import os
 import sys
 import threading
+
+from eagerc import _config
 
 
 def make_tracer(call_event, on_error):
     """`on_error(reason)` hears of a fault in our own callbacks (capture then stops; the
     program must never see it)."""
-    if hasattr(sys, "monitoring") and os.environ.get("EAGERC_CAPTURE_TRACER") != "settrace":
+    if hasattr(sys, "monitoring") and not _config.capture_forces_settrace():
         tool = _free_tool_id()
         if tool is not None:
             return MonitoringTracer(call_event, on_error, tool)
