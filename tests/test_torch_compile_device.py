@@ -9,9 +9,10 @@ import eagerc  # noqa: F401  (registers the device)
 from eagerc import _config
 from eagerc.testing import assert_close
 
-# On GPU memory (EAGERC_BACKING=cuda) Inductor's Triton code generator asks for a CUDA
-# device where the graph's is "eagerc" ("Expected a cuda device, but got: eagerc:0", H100):
-# torch.compile on the device covers host memory only so far; per-op mode covers both.
+# On GPU memory (EAGERC_BACKING=cuda) torch.compile raises CompileOnGpuMemoryError
+# (eagerc/device/inductor_backend.py: Inductor's Triton code generator takes the graph's
+# device for a CUDA one; tests/test_gpu_device.py checks the error): torch.compile on the
+# device covers host memory; per-op mode covers both.
 pytestmark = pytest.mark.skipif(_config.device_backing() != "cpu",
                                 reason="torch.compile on the eagerc device runs on host memory only "
                                        "(unset EAGERC_BACKING)")
