@@ -16,6 +16,8 @@ import re
 import shutil
 import sys
 
+from eagerc import _config
+
 # Settings that never change the generated code.
 _NOT_CODE = re.compile(r"cache|compile_threads|worker|trace\.|verbose|log|debug_dir|profil|benchmark_harness")
 
@@ -26,8 +28,8 @@ def digest(value) -> str:
 
 def inductor_environment() -> list:
     """TORCHINDUCTOR_* variables that may change code, as sorted (name, value) pairs."""
-    return sorted((k, v) for k, v in os.environ.items()
-                  if k.startswith("TORCHINDUCTOR_") and not _NOT_CODE.search(k.lower()))
+    return sorted((k, v) for k, v in _config.variables("TORCHINDUCTOR_")
+                  if not _NOT_CODE.search(k.lower()))
 
 
 def inductor_overrides() -> list:
@@ -57,12 +59,12 @@ def cxx_compiler() -> str:
     are host C++ too)."""
     from eagerc.codegen.cpp import BUILD_RECIPE
 
-    name = os.environ.get("CXX", "g++")
+    name = _config.variable("CXX") or "g++"
     path = shutil.which(name) or name
     try:
         st = os.stat(path)
         ident = f"{os.path.realpath(path)}:{st.st_size}:{int(st.st_mtime)}"
     except OSError:
         ident = path
-    flags = tuple(os.environ.get(v, "") for v in ("CXXFLAGS", "CPPFLAGS", "LDFLAGS"))
+    flags = tuple(_config.variable(v) for v in ("CXXFLAGS", "CPPFLAGS", "LDFLAGS"))
     return f"{ident}|{flags}|{BUILD_RECIPE}"

@@ -22,8 +22,6 @@ import platform
 
 from eagerc.compile.settings import cxx_compiler
 
-_SUBDIR = "eagerc-probes"
-PROBE_DIR_ENV = "EAGERC_PROBE_DIR"
 
 
 def _cpu_flags() -> str:
@@ -46,11 +44,9 @@ def _verdict_path(isa, code: str) -> str:
 
 
 def _directory() -> str:
-    explicit = os.environ.get(PROBE_DIR_ENV)
-    if explicit:
-        return explicit
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return os.path.join(base, _SUBDIR)
+    from eagerc import _config
+
+    return _config.probe_directory()
 
 
 def memoized(check_build):
