@@ -25,7 +25,7 @@ def _operands(x, n):
     dtype = torch.result_type(x, n)
     if not dtype.is_floating_point:
         dtype = torch.get_default_dtype()
-    x, n = (torch.as_tensor(v, device=ref.device) if not isinstance(v, torch.Tensor) else v for v in (x, n))
+    x, n = (v if isinstance(v, torch.Tensor) else torch.full((), v, dtype=dtype, device=ref.device) for v in (x, n))
     x = x.to(dtype)
     # ATen's static_cast<int64_t>(n): truncation; NaN lands on INT64_MIN (negative).
     n = torch.where(torch.isnan(n), -1.0, torch.trunc(n.to(torch.float64))) if n.is_floating_point() \
@@ -93,7 +93,8 @@ def _chebyshev(kind: str, shifted: bool):
         closed = _closed(kind, y64, n).to(dtype)
         trig = (torch.abs(y) < 1) & (n > trig_from)
         value = torch.where(trig | (n > _UNROLLED), closed, value)
-        value = torch.where(y == 1, torch.as_tensor(at_one(n), dtype=torch.float64).to(dtype), value)
+        one = at_one(n)
+        value = torch.where(y == 1, one.to(dtype) if isinstance(one, torch.Tensor) else one, value)
         value = torch.where(y == -1, at_minus_one(n, odd).to(dtype), value)
         return torch.where(n < 0, torch.zeros((), dtype=dtype, device=x.device), value)
 

@@ -224,7 +224,7 @@ def _as_tensors(a, b):
     dtype = torch.result_type(a, b)
     if not dtype.is_floating_point:
         dtype = torch.get_default_dtype()
-    a, b = (torch.as_tensor(v, device=ref.device) if not isinstance(v, torch.Tensor) else v for v in (a, b))
+    a, b = (v if isinstance(v, torch.Tensor) else torch.full((), v, dtype=dtype, device=ref.device) for v in (a, b))
     return a.to(dtype), b.to(dtype), dtype
 
 
@@ -238,7 +238,7 @@ def _trigamma(x):
     # pi^2 / sin(pi x)^2 carries the rounding of pi x, which float32 callers see): six
     # terms of the series, then the asymptotic expansion.
     sign = torch.where(x < 0.5, -1.0, 1.0).to(x.dtype)
-    sin_pi_x = torch.sin(torch.as_tensor(math.pi, dtype=x.dtype) * x)
+    sin_pi_x = torch.sin(x * math.pi)  # pi rounded to x's dtype, as ATen's PI
     result = torch.where(x < 0.5, -(math.pi ** 2) / (sin_pi_x * sin_pi_x), 0.0).to(x.dtype)
     x = torch.where(x < 0.5, 1 - x, x)
     for _ in range(6):
