@@ -214,7 +214,8 @@ def _served_outcome(name, dtype, facts, dev, delta) -> Outcome:
         for other, counters in sorted(others.items()):
             paths = [p for n, p in _loads if n == other]
             _seen[(other, dtype)].update(paths)
-            subs.append((*classify.served_status(counters, classify.externs(paths or _seen[(other, dtype)])), other))
+            subs.append((*classify.served_status(counters, classify.externs(paths or _seen[(other, dtype)]),
+                                                 composite=dev.composite_fallback(other)), other))
         status = classify.worst([s for s, _, _ in subs])
         detail = "; ".join(f"{o}: {s}" + (f" ({d})" if d else "") for s, d, o in subs if s == status)
         ext = sorted({e for s, d, o in subs if s == "extern" for e in d.split(", ")})
