@@ -43,6 +43,11 @@ def compile_joint(gm, example_inputs, compile_graph, inductor):
     def compiler(g, inputs):
         return _boxed(compile_graph(g, list(inputs)))
 
+    def bw_compiler(g, inputs):
+        if not inductor:
+            _views_as_reshapes(g)
+        return compiler(g, inputs)
+
     decompositions, partition = None, default_partition
     if inductor:
         from torch._inductor.decomposition import select_decomp_table
@@ -54,9 +59,26 @@ def compile_joint(gm, example_inputs, compile_graph, inductor):
     _traceable(gm)
     # (gm holds no parameters: they are graph inputs, so the result takes *inputs)
     return aot_module_simplified(gm, list(example_inputs), fw_compiler=compiler,
-                                 bw_compiler=compiler, partition_fn=partition,
+                                 bw_compiler=bw_compiler, partition_fn=partition,
                                  decompositions=decompositions,
                                  keep_inference_input_mutations=True)
+
+
+def _views_as_reshapes(gm):
+    """A backward graph run op by op (the eager backend): its `view`s were traced on fake
+    tensors, whose strides follow the meta functions; a real CPU kernel may lay out an
+    intermediate otherwise (LaRA-mini's `softplus_backward` output), and `view` then raises
+    where `reshape` copies. The backward graph is functional and returns gradients (no
+    output aliases anything), so a copy instead of a view changes no value."""
+    aten = torch.ops.aten
+    changed = False
+    for node in gm.graph.nodes:
+        if node.op == "call_function" and node.target in (aten.view.default,
+                                                          aten._unsafe_view.default):
+            node.target = aten.reshape.default
+            changed = True
+    if changed:
+        gm.recompile()
 
 
 # -- ops whose meta function refuses what their eager kernel computes ----------------------
