@@ -172,3 +172,24 @@ def test_one_warning_per_op_not_per_call():
     env.pop("EAGERC_CPU_FALLBACK", None)  # the default
     proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0 and "OK" in proc.stdout, proc.stdout[-2000:] + proc.stderr[-4000:]
+
+
+@pytest.mark.slow
+def test_the_vendor_coverage_report_names_each_rung(tmp_path):
+    """python -m eagerc.coverage --vendor on real samples: a compiled kernel, a listed extern
+    and the host round trip, each named per op, all working, only the first two without the host."""
+    import json
+
+    ops = "aten::abs,aten::nonzero,aten::linalg_eig"
+    proc = subprocess.run([sys.executable, "-m", "eagerc.coverage", "--device", "eagerc", "--vendor", "--ops", ops,
+                           "--opinfo-only", "--samples", "1", "--workers", "1", "--quiet",
+                           "--out", str(tmp_path / "cov")], capture_output=True, text=True, timeout=1200)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
+    report = json.loads((tmp_path / "cov" / "report.json").read_text())
+    got = {op: (e["results"]["float32"]["status"], e["results"]["float32"]["served_by"])
+           for op, e in report["ops"].items()}
+    assert got == {"aten::abs": ("pass", "compiled"), "aten::nonzero": ("extern", "extern"),
+                   "aten::linalg_eig": ("host", "host")}, got
+    summary = report["summary"]["float32"]
+    assert summary["working"] == 3 and summary["working_without_host"] == 2
+    assert "as a vendor sees it: 2/3 work without the host" in proc.stdout
