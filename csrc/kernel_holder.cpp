@@ -272,13 +272,6 @@ void KernelHolder::operator()(const c10::OperatorHandle& op, c10::DispatchKeySet
   if (C10_UNLIKELY(divisor_arg_ >= 0) &&
       integer_tensor_has_zero((*stack)[stack->size() - st.plan.kinds.size() + divisor_arg_])) {
     run_eager(op, ks, stack, "an integer division by zero: eager's kernel raises");
-    if (st.run_on_aliases && !ActivityGuard::active() &&
-        !g_alias_fallback.load(std::memory_order_relaxed)) {
-      // Aliases off: an op no compiled kernel can serve takes a vendor device's last rungs.
-      fallback(op, ks, stack, "an output whose shape depends on values, or a result eagerc "
-                              "cannot return");
-      return;
-    }
     return;
   }
   if (st.plan.writes && writes_overlap(st.plan, *stack)) {
@@ -290,6 +283,13 @@ void KernelHolder::operator()(const c10::OperatorHandle& op, c10::DispatchKeySet
     return;
   }
   if (st.host_aliases) {
+    if (st.run_on_aliases && !ActivityGuard::active() &&
+        !g_alias_fallback.load(std::memory_order_relaxed)) {
+      // Aliases off: an op no compiled kernel can serve takes a vendor device's last rungs.
+      fallback(op, ks, stack, "an output whose shape depends on values, or a result eagerc "
+                              "cannot return");
+      return;
+    }
     if (ActivityGuard::active() || st.run_on_aliases) {
       run_on_cpu_aliases(op, stack);
       return;
