@@ -236,3 +236,19 @@ def test_only_a_device_without_native_kernels_uses_them(monkeypatch):
     assert device.decompositions()[torch.ops.aten.cummax.default] is \
         ACCELERATOR_DECOMPOSITIONS[torch.ops.aten.cummax.default]
     assert torch.ops.aten.cummax.default not in cpu.decompositions()
+
+
+def test_scan_steps_force_no_symbolic_stride_order():
+    """Each scan step is its own buffer, forced through a 1-d view: torch 2.11's Inductor
+    sorts the strides given to force_stride_order, and symbolic ones (s0*s1 > 1) made the
+    scans fail to lower on Triton."""
+    from torch._inductor import inductor_prims
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    x = torch.randn(3, 5, 9)
+    for op in (torch.ops.aten.cummax.default, torch.ops.aten.logcumsumexp.default):
+        gm = make_fx(lambda t: ACCELERATOR_DECOMPOSITIONS[op](t, 1), tracing_mode="symbolic")(x)
+        forced = [n for n in gm.graph.nodes if n.target is inductor_prims.force_stride_order]
+        assert forced, op
+        assert all(n.args[0].meta["val"].dim() == 1 and list(n.args[1]) == [1] for n in forced), op
+        assert_close(gm(x), ACCELERATOR_DECOMPOSITIONS[op](x, 1), equal_nan=True)
