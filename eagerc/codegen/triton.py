@@ -108,11 +108,14 @@ class TritonCodegen(Codegen):
                                     "aoti_torch_cuda_caching_allocator_raw_delete("})
 
     def claims(self, scheduling) -> bool:
+        from torch._inductor.codegen.cuda_combined_scheduling import CUDACombinedScheduling
         from torch._inductor.codegen.triton import TritonScheduling
 
         kind = scheduling if isinstance(scheduling, type) else type(scheduling)
-        # CUDA's and XPU's combined schedulings delegate their kernels to a Triton one.
-        return issubclass(kind, TritonScheduling) or isinstance(
+        # A combined scheduling delegates its kernels to a Triton one: judged by the
+        # instance's delegate, or by the class where it cannot be built without a graph
+        # (the eagerc device's on GPU memory, which refuses torch.compile).
+        return issubclass(kind, (TritonScheduling, CUDACombinedScheduling)) or isinstance(
             getattr(scheduling, "_triton_scheduling", None), TritonScheduling)
 
     def unavailable(self) -> str | None:
