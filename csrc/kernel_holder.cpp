@@ -12,6 +12,7 @@
 #include <set>
 
 #include "host_alias.h"
+#include "out_forms.h"
 
 namespace eagerc {
 namespace {
@@ -138,32 +139,6 @@ void for_each_tensor(const c10::IValue& v, F&& f) {
   }
 }
 
-// Whether a written argument (in-place self, out=) overlaps itself (an expanded tensor)
-// or another argument's memory. A compiled kernel assumes it does not; eager's kernel
-// checks, and either raises (partial overlap) or handles it (an identical view).
-bool writes_overlap(const OpPlan& plan, const torch::jit::Stack& stack) {
-  const size_t n = plan.kinds.size();
-  const size_t base = stack.size() - n;
-  for (size_t i = 0; i < n; ++i) {
-    if (!plan.mutated[i] || !stack[base + i].isTensor()) continue;
-    const at::Tensor& written = stack[base + i].toTensor();
-    if (!written.defined() || written.numel() == 0) continue;
-    if (at::has_internal_overlap(written) == at::MemOverlap::Yes) return true;
-    bool overlap = false;
-    for (size_t j = 0; j < n && !overlap; ++j) {
-      if (j == i) continue;
-      for_each_tensor(stack[base + j], [&](const at::Tensor& other) {
-        // Other storages never overlap (checked first: ATen calls any non-dense pair
-        // "too hard", a strided slice and an unrelated tensor included).
-        overlap = overlap || (written.storage().is_alias_of(other.storage()) &&
-                              at::get_overlap_status(written, other) != at::MemOverlapStatus::No);
-      });
-    }
-    if (overlap) return true;
-  }
-  return false;
-}
-
 // Whether a call on a host-memory device also passes CPU tensors that are not 0-dim (a
 // 0-dim CPU tensor is a scalar to most ops). Eager's device rules decide about such a
 // call on a miss (eagerc/per_op/eager_rules.py); on CPU aliases the difference is invisible.
@@ -260,7 +235,9 @@ std::string without_generated_location(const std::string& message) {
 }  // namespace
 
 KernelHolder::KernelHolder(std::shared_ptr<OpState> state)
-    : state_(std::move(state)), divisor_arg_(integer_divisor_argument(state_->name)) {}
+    : state_(std::move(state)),
+      divisor_arg_(integer_divisor_argument(state_->name)),
+      out_shape_(out_shape_kind(state_->name, state_->out_args)) {}
 
 void KernelHolder::operator()(const c10::OperatorHandle& op, c10::DispatchKeySet ks,
                               torch::jit::Stack* stack) {
@@ -274,9 +251,21 @@ void KernelHolder::operator()(const c10::OperatorHandle& op, c10::DispatchKeySet
     run_eager(op, ks, stack, "an integer division by zero: eager's kernel raises");
     return;
   }
-  if (st.plan.writes && writes_overlap(st.plan, *stack)) {
-    run_eager(op, ks, stack, "an output overlaps an input: eager's own kernel runs it");
-    return;
+  // A factory's out= (torch.arange(n) passes an empty one) is resized first, as eager's
+  // kernel would resize it; the kernel compiled for outs of the result's shape writes it.
+  if (C10_UNLIKELY(out_shape_ != OutShape::None && out_shape_ != OutShape::Meta)) {
+    resize_outs_as_eager(op, out_shape_, st.out_args, st.plan.kinds.size(), *stack);
+  }
+  if (st.plan.writes) {
+    // A written argument that is the very view of an input (x.mul_(x), logical_not_'s
+    // out=self) is what an elementwise kernel reads and writes at the same index: the
+    // compiled kernel serves it. Any other overlap is eager's kernel's to raise or handle.
+    const WriteOverlap overlap = written_overlap(st.plan, *stack);
+    if (overlap == WriteOverlap::Other ||
+        (overlap == WriteOverlap::SameView && !op.hasTag(at::Tag::pointwise))) {
+      run_eager(op, ks, stack, "an output overlaps an input: eager's own kernel runs it");
+      return;
+    }
   }
   if (st.functional && st.functional_served && !st.run_on_aliases && !ActivityGuard::active() &&
       run_out_variant(stack)) {
@@ -303,7 +292,7 @@ void KernelHolder::operator()(const c10::OperatorHandle& op, c10::DispatchKeySet
   // One signature buffer per thread: its strings and vectors keep their
   // capacity, so a hit allocates nothing for the key.
   thread_local CallSignature sig;
-  MissOutcome outcome = find_or_resolve(*stack, &sig);
+  MissOutcome outcome = find_or_resolve(*stack, &sig, /*may_resize=*/true);
   switch (outcome.next) {
     case MissOutcome::Next::Run: {
       std::string error;
@@ -387,11 +376,22 @@ void KernelHolder::kernel_error(const c10::OperatorHandle& op, c10::DispatchKeyS
   C10_THROW_ERROR(Error, without_generated_location(error));
 }
 
-MissOutcome KernelHolder::find_or_resolve(const torch::jit::Stack& stack, CallSignature* sig) {
+MissOutcome KernelHolder::find_or_resolve(const torch::jit::Stack& stack, CallSignature* sig,
+                                          bool may_resize) {
   OpState& st = *state_;
   compute_signature(st.plan, stack, st.specialize_values.load(std::memory_order_relaxed), sig);
   if (sig->unsupported) return {MissOutcome::Next::Fallback, nullptr, sig->unsupported};
   auto found = st.table.find(*sig);
+  // An out= of another shape than the result's (no kernel has its signature; an out= op
+  // whose functional form is served gets here when its out's dtype differs): resized as
+  // eager's Meta kernel resizes it (warning included), then looked up again. Not on host
+  // aliases: resizing an alias would not resize the device's tensor.
+  if (!found.artifact && may_resize && out_shape_ == OutShape::Meta &&
+      resize_outs_as_eager(st.op, out_shape_, st.out_args, st.plan.kinds.size(), stack)) {
+    compute_signature(st.plan, stack, st.specialize_values.load(std::memory_order_relaxed), sig);
+    if (sig->unsupported) return {MissOutcome::Next::Fallback, nullptr, sig->unsupported};
+    found = st.table.find(*sig);
+  }
   if (found.fallback) return {MissOutcome::Next::Fallback, nullptr, *found.fallback};
   if (found.artifact) {
     st.counters.hits.fetch_add(1, std::memory_order_relaxed);
@@ -486,6 +486,18 @@ void KernelHolder::compiled_on_cpu_aliases(const c10::OperatorHandle& op, c10::D
   const c10::Device device = swap_to_cpu_aliases(n, stack);
   // A separate buffer: the caller's signature buffer may point into the old stack.
   thread_local CallSignature sig;
+  if (out_shape_ == OutShape::Meta) {
+    // An out= of another shape than the result's (no kernel has its signature): resized
+    // as eager would on the device's own tensors (resizing an alias would not resize
+    // them), then aliased again.
+    compute_signature(st.plan, *stack, st.specialize_values.load(std::memory_order_relaxed), &sig);
+    if (!sig.unsupported && !st.table.find(sig).artifact) {
+      torch::jit::drop(*stack, n);
+      for (const auto& v : original) stack->push_back(v);
+      resize_outs_as_eager(st.op, out_shape_, st.out_args, n, *stack);
+      swap_to_cpu_aliases(n, stack);
+    }
+  }
   MissOutcome outcome = find_or_resolve(*stack, &sig);
   if (outcome.next == MissOutcome::Next::Run) {
     std::string error;

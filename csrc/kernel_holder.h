@@ -8,6 +8,7 @@
 #include <memory>
 
 #include "op_state.h"
+#include "out_forms.h"
 #include "resolver_bridge.h"
 
 namespace eagerc {
@@ -21,7 +22,8 @@ class KernelHolder final : public c10::OperatorKernel {
 
  private:
   // Signature, L1 lookup and, on a miss, the resolver: what to do with this call.
-  MissOutcome find_or_resolve(const torch::jit::Stack& stack, CallSignature* sig);
+  // `may_resize`: an out= of the wrong shape may be resized first (not on host aliases).
+  MissOutcome find_or_resolve(const torch::jit::Stack& stack, CallSignature* sig, bool may_resize = false);
   void fallback(const c10::OperatorHandle& op, c10::DispatchKeySet ks,
                 torch::jit::Stack* stack, const char* reason);
   // Eager's own kernel for this call: the device's native kernel, or ATen's CPU kernel
@@ -58,6 +60,8 @@ class KernelHolder final : public c10::OperatorKernel {
   // integer division by zero traps (SIGFPE) or raises with a generated file's name;
   // such a call goes to eager's kernel, which raises eager's ZeroDivisionError.
   int divisor_arg_ = -1;
+  // Whose shape logic resizes this op's out= before its kernel runs (csrc/out_forms.h).
+  OutShape out_shape_ = OutShape::None;
 };
 
 // Depth of eagerc activity on this thread. Inside a compiled kernel, a compile

@@ -229,10 +229,13 @@ def trace_op(op, args, layout, decompose=(), own=None) -> Traced:
 
 
 def _refuse_resized_inputs(gm) -> None:
-    """An out= argument the call must resize (eye.m_out, arange.start_out into an empty
-    out) is left to eager's kernel: Inductor's wrapper for resize_(input) then copy_ into
-    it resizes the input and drops the copy (and torch 2.11-2.13 emit that resize_ shim
-    call with one argument too many, which no compiler accepts)."""
+    """An out= argument the call must still resize is left to eager's kernel: Inductor's
+    wrapper for resize_(input) then copy_ into it resizes the input and drops the copy (and
+    torch 2.11-2.13 emit that resize_ shim call with one argument too many, which no
+    compiler accepts). The holder resizes outs as eager would before it looks up a kernel
+    (csrc/out_forms.cpp: arange, eye, linspace into an empty out; any out= op through its
+    Meta kernel), so a traced call has outs of the result's shape; what still gets here is
+    an out on host aliases (resizing an alias would not resize the device's tensor)."""
     resizes = (torch.ops.aten.resize_.default, torch.ops.aten.resize_as_.default)
     for node in gm.graph.nodes:
         if node.op == "call_function" and node.target in resizes and node.args \
