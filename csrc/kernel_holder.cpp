@@ -559,8 +559,8 @@ void KernelHolder::fallback(const c10::OperatorHandle& op, c10::DispatchKeySet k
                             torch::jit::Stack* stack, const char* reason) {
   OpState& st = *state_;
   if (reason) st.count_fallback(reason);
-  const bool aliases = g_alias_fallback.load(std::memory_order_relaxed);
   ActivityGuard guard;
+  const bool aliases = g_alias_fallback.load(std::memory_order_relaxed);
   // On a device with GPU memory a composite fallback can fail: some composites pick a
   // backend by the tensors' device type (convolution -> _convolution ->
   // convolution_overrideable raised NotImplementedError for ResNet-50 on the H100). CUDA's
@@ -577,6 +577,7 @@ void KernelHolder::fallback(const c10::OperatorHandle& op, c10::DispatchKeySet k
     st.counters.aliased.fetch_add(1, std::memory_order_relaxed);
     run_on_cpu_aliases(op, stack);
     return;
+  }
   // Aliases off (a device with no native kernels, as a vendor's): the last two rungs.
   if (st.host_aliases && st.vendor_extern.load(std::memory_order_relaxed)) {
     // An extern the target's vendor library offers (Codegen.vendor_externs: what Inductor's
@@ -587,7 +588,6 @@ void KernelHolder::fallback(const c10::OperatorHandle& op, c10::DispatchKeySet k
     st.counters.externs.fetch_add(1, std::memory_order_relaxed);
     run_on_cpu_aliases(op, stack);
     return;
-  }
   }
   const char* why = reason ? reason : "called from inside a compiled kernel";
   if (g_cpu_fallback.load(std::memory_order_relaxed)) {
