@@ -61,13 +61,11 @@ PYBIND11_MODULE(_C, m) {
     return eagerc::servable_ops(parse_key(key), new_device, include_random, deny);
   });
   m.def("_enable_ops", [](const std::string& key, const std::vector<std::string>& ops,
-                          bool host_aliases, bool new_device, bool run_on_aliases,
-                          bool aliases_first) {
+                          bool host_aliases, bool new_device, bool run_on_aliases) {
     return eagerc::enable_ops(parse_key(key), ops,
-                              eagerc::ServingOptions{host_aliases, new_device, run_on_aliases,
-                                                     aliases_first});
+                              eagerc::ServingOptions{host_aliases, new_device, run_on_aliases});
   }, py::arg("key"), py::arg("ops"), py::kw_only(), py::arg("host_aliases"),
-     py::arg("new_device"), py::arg("run_on_aliases") = false, py::arg("aliases_first") = false);
+     py::arg("new_device"), py::arg("run_on_aliases") = false);
   m.def("_set_memory_home", [](const std::string& served, const std::string& home) {
     eagerc::set_memory_home(c10::Device(served).type(), c10::Device(home).type());
   }, py::arg("served"), py::arg("home"),

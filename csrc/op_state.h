@@ -34,14 +34,12 @@ struct ServingOptions {
   // The device's memory is host memory: CPU kernels may run on zero-copy CPU aliases
   // of its tensors (compiled kernels with extern CPU calls, data-dependent ops).
   bool host_aliases = false;
-  // The device has no kernels of its own: an op eagerc cannot compile raises (or runs
-  // through the opt-in CPU fallback) instead of calling the device's kernel.
+  // The device has no kernels of its own: an op eagerc cannot compile takes the vendor
+  // rungs (a listed extern, else the counted host round trip, or NotImplementedError
+  // where that is turned off) instead of calling the device's kernel.
   bool new_device = false;
   // These holders never compile: they run the CPU kernel on aliases (needs host_aliases).
   bool run_on_aliases = false;
-  // Every call runs on aliases from the start (a device on GPU memory: its kernels are
-  // the home device's, compiled from calls on aliases).
-  bool aliases_first = false;
 };
 
 struct OpState {

@@ -138,7 +138,6 @@ enable_ops(c10::DispatchKey key, const std::vector<std::string>& ops, const Serv
     if (!state) state = std::make_shared<OpState>(*handle, key);
     state->run_on_aliases = options.run_on_aliases;
     state->host_aliases = options.host_aliases;
-    if (options.aliases_first) state->compiled_on_host_aliases.store(true);
     if (!state->plan.unsupported.empty() && !options.run_on_aliases) {
       skipped.emplace_back(qualified, "unsupported " + state->plan.unsupported);
       continue;
@@ -148,7 +147,7 @@ enable_ops(c10::DispatchKey key, const std::vector<std::string>& ops, const Serv
     // hit path runs the artifact on aliases of the home device (CPU aliases; on GPU memory
     // CUDA aliases, where cuBLAS and cuDNN run), as the boxed holder would.
     const bool device_with_home = key == c10::DispatchKey::PrivateUse1 && options.host_aliases &&
-                                  !options.aliases_first && !options.run_on_aliases;
+                                  !options.run_on_aliases;
     // mm and addmm, typed: in override mode on CPU, and on the eagerc device as above. Not
     // in override mode on CUDA (its tensors need no aliases: the boxed hit is as cheap).
     const bool typed_matmul =
@@ -173,7 +172,6 @@ enable_ops(c10::DispatchKey key, const std::vector<std::string>& ops, const Serv
       auto& fstate = g_states[{fq, key}];
       if (!fstate) fstate = std::make_shared<OpState>(*state->functional, key);
       fstate->host_aliases = options.host_aliases;
-      if (options.aliases_first) fstate->compiled_on_host_aliases.store(true);
       // A CompositeImplicitAutograd op must keep decomposing (its autograd comes from
       // the pieces), so it never gets a backend kernel.
       // A CompositeExplicitAutograd functional (abs, whose kernel calls abs.out) is served
