@@ -48,7 +48,7 @@ import torch
 from eagerc import _config, _stats
 from eagerc._version import __version__
 from eagerc.artifact import Artifact
-from eagerc.refusals import NOWHERE, ON_DISK, CompileError, NeedsHostAliases, NotCompiled
+from eagerc.refusals import NOWHERE, ON_DISK, CompileError, NeedsHostAliases, NotCompiled, SpecializeValues
 
 log = logging.getLogger("eagerc")
 
@@ -199,6 +199,12 @@ class CompileService:
         if record is not None:
             store, _, entry_key = self._where(key)
             self._add(store, entry_key, b"", {**record, "op": key.name, "num_outputs": 0})
+        if isinstance(refusal, SpecializeValues):
+            # Not a failure the user sees: the op compiles at once with its scalar values
+            # in the key (logged then).
+            log.debug("eagerc: %s compiles with scalar values in its key: %s", key.name,
+                      str(refusal).splitlines()[0])
+            return
         # At DEBUG the whole chain (Inductor's own traceback) is logged: the reason's
         # first line rarely says where a code generator failed.
         log.info("eagerc: %s not compiled: %s", key.name, refusal,
@@ -324,6 +330,8 @@ def _refusal_record(refusal: NotCompiled) -> dict | None:
     """What a refusal leaves on disk: only what is a property of the key."""
     if isinstance(refusal, NeedsHostAliases):
         return {"needs_host_aliases": True}
+    if isinstance(refusal, SpecializeValues) and refusal.remembered == ON_DISK:
+        return {"specialize_values": str(refusal)}
     if isinstance(refusal, CompileError) and refusal.remembered == ON_DISK:
         return {"fallback": str(refusal)}
     return None
@@ -332,6 +340,8 @@ def _refusal_record(refusal: NotCompiled) -> dict | None:
 def _recorded_refusal(metadata: dict) -> NotCompiled | None:
     if metadata.get("needs_host_aliases"):
         return NeedsHostAliases(metadata.get("op", ""))
+    if "specialize_values" in metadata:
+        return SpecializeValues(metadata["specialize_values"])
     if "fallback" in metadata:
         return CompileError(metadata["fallback"])
     return None

@@ -89,7 +89,17 @@ class EagerRaises(NotCompiled):
 
 
 class SpecializeValues(NotCompiled):
-    """Tracing failed with lifted scalars; retry with scalar values in the key."""
+    """Tracing failed with lifted scalars; retry with scalar values in the key.
+
+    ``remembered`` ON_DISK where the lifted trace failed (a property of the signature, as
+    a failed trace is: native_layer_norm's `float eps` takes no SymFloat), so a new
+    process asks for values at once instead of tracing again; NOWHERE where Inductor
+    failed on the lifted graph (that may be the machine's, not the signature's)."""
+
+    def __init__(self, reason: str, remembered: str = NOWHERE):
+        super().__init__(reason)
+        assert remembered in (ON_DISK, NOWHERE), remembered
+        self.remembered = remembered
 
 
 class NeedsHostAliases(NotCompiled):

@@ -217,3 +217,36 @@ def test_asking_again_for_a_key_being_compiled_is_refused_not_awaited(fresh_cach
     assert refusal.remembered == errors.NOWHERE
     assert "called again while it compiles" in str(refusal)
     assert eagerc.stats()["ops"][ABS]["compiles"] == 1
+
+
+_LAYER_NORM_CHILD = """
+import sys, torch, eagerc
+x = torch.randn(4, 8)
+with eagerc.enabled("cpu", ops=["aten::native_layer_norm"]):
+    y = torch.nn.functional.layer_norm(x, (8,), torch.ones(8), torch.zeros(8))
+native = torch.nn.functional.layer_norm(x, (8,), torch.ones(8), torch.zeros(8))
+torch.testing.assert_close(y, native)
+stats = eagerc.stats()["ops"]["aten::native_layer_norm@CPU"]
+print(stats["compiles"], stats["disk_loads"], "eagerc.compile.op" in sys.modules)
+"""
+
+
+def test_scalar_values_asked_for_by_a_failed_lifted_trace_are_remembered_on_disk(fresh_cache):
+    """native_layer_norm's `float eps` takes no symbolic float: the lifted trace fails and
+    the op compiles with eps in its key. That answer is the signature's, so a new process
+    asks for values at once: it loads the kernel without tracing (the compiler is never
+    imported) instead of failing the same trace again."""
+    import os
+    import subprocess
+    import sys
+
+    env = dict(os.environ, EAGERC_CACHE_DIR=str(fresh_cache))
+
+    def child():
+        done = subprocess.run([sys.executable, "-c", _LAYER_NORM_CHILD], env=env,
+                              capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0, done.stderr[-3000:]
+        return done.stdout.split()
+
+    assert child() == ["1", "0", "True"]
+    assert child() == ["0", "1", "False"]

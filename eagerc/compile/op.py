@@ -14,7 +14,8 @@ import torch
 
 from eagerc.artifact import Artifact
 from eagerc.aten_meta import qualified_name
-from eagerc.refusals import CompileError, InductorFailed, NeedsHostAliases, SpecializeValues, error_summary
+from eagerc.refusals import (ON_DISK, CompileError, InductorFailed, NeedsHostAliases, SpecializeValues,
+                             error_summary)
 from eagerc.compile import known_wrong
 from eagerc.compile.inductor_wrapper import build_artifact
 from eagerc.compile.lock import compile_lock
@@ -130,7 +131,7 @@ def _trace(op, args, layout, decompose: tuple, has_lifted_scalars, target):
         raise
     except Exception as e:  # noqa: BLE001 - any tracing failure is a reason to fall back
         if has_lifted_scalars:
-            raise SpecializeValues(str(e)) from e
+            raise SpecializeValues(str(e), ON_DISK) from e
         raise CompileError(f"tracing failed: {error_summary(e)}") from e
 
 
