@@ -6,7 +6,7 @@
 #   bash tools/device_check.sh          # per-op kernels and the eagerc device
 #   bash tools/device_check.sh core     # targets, the compile/cache service, the typed seam
 #   bash tools/device_check.sh capture  # eagerc.capture: its tests and bench_capture.py
-#                                       # on 2 pinned cores (the numbers in docs/capture.md)
+#                                       # on 2 pinned cores (the numbers in docs/capture_corpus.md)
 set -uo pipefail
 OUT=${OUT:-/tmp/eagerc-device-out}
 mkdir -p "$OUT"
