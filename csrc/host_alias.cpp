@@ -1,6 +1,9 @@
 #include "host_alias.h"
 
+#include "arg_kinds.h"
+
 #include <ATen/EmptyTensor.h>
+#include <c10/core/impl/DeviceGuardImplInterface.h>
 #include <c10/core/CPUAllocator.h>
 #include <c10/core/TensorImpl.h>
 #include <c10/util/intrusive_ptr.h>
@@ -159,6 +162,58 @@ at::Tensor alias_on_device(const at::Tensor& t, c10::Device device) {
               "eagerc: alias_on_device expects a tensor on ", memory_home(device), ", got ",
               t.defined() ? c10::str(t.device()) : std::string("an undefined tensor"));
   return alias_on(t, device);
+}
+
+namespace {
+
+bool holds_tensors(const c10::IValue& list) {
+  for (const c10::IValue& e : list.toListRef()) {
+    if (e.isTensor()) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+c10::Device swap_to_cpu_aliases(
+    size_t n, torch::jit::Stack* stack, const OpPlan* plan,
+    c10::SmallVector<std::pair<at::Tensor, at::Tensor>, 2>* written) {
+  c10::Device device(c10::kCPU);
+  CallAliases aliases;
+  auto alias = [&](const at::Tensor& t) {
+    if (!t.defined() || !has_other_home(t.device())) return t;
+    device = t.device();
+    return aliases.alias(t);
+  };
+  const size_t base = stack->size() - n;
+  for (size_t i = base; i < stack->size(); ++i) {
+    c10::IValue& v = (*stack)[i];
+    if (v.isTensor()) {
+      at::Tensor original = v.toTensor();
+      v = alias(original);
+      if (written && plan->mutated[i - base] && original.defined() && has_other_home(original.device())) {
+        written->emplace_back(std::move(original), v.toTensor());
+      }
+    } else if (v.isTensorList()) {
+      c10::List<at::Tensor> out;
+      for (const at::Tensor& t : v.toTensorList()) out.push_back(alias(t));
+      v = out;
+    } else if (v.isList() && holds_tensors(v)) {  // Tensor?[] (an int[] keeps its IntList tag)
+      auto list = v.toList();
+      c10::impl::GenericList out(list.elementType());
+      for (const c10::IValue& e : list) out.push_back(e.isTensor() ? c10::IValue(alias(e.toTensor())) : e);
+      v = out;
+    } else if (v.isDevice() && has_other_home(v.toDevice())) {
+      device = v.toDevice();
+      if (!device.has_index()) {
+        // device="eagerc": results go to the current device, with its index, as eager's do
+        // (an index-less tensor device broke later out= calls on it).
+        device = c10::impl::getDeviceGuardImpl(device.type())->getDevice();
+      }
+      v = memory_home(device);
+    }
+  }
+  return device;
 }
 
 }  // namespace eagerc

@@ -13,11 +13,15 @@
 #include <c10/util/SmallVector.h>
 #include <c10/util/intrusive_ptr.h>
 
+#include <ATen/core/stack.h>
+
 #include <array>
 #include <optional>
 #include <utility>
 
 namespace eagerc {
+
+struct OpPlan;  // arg_kinds.h
 
 // Declares where device type `served` keeps its memory: `home` (CPU or CUDA) kernels may
 // address it. A device type never declared is its own home (no aliases).
@@ -138,5 +142,14 @@ class ArgumentAliases {
 // After a CPU kernel wrote `alias` (a CallAliases alias of device tensor `original`): if
 // it resized it, give `original` the new sizes and strides and copy the bytes over.
 void sync_written(const at::Tensor& original, const at::Tensor& alias);
+
+// A host-memory device's tensors are swapped for zero-copy CPU aliases, the CPU kernel
+// runs on them, and fresh outputs are handed back as tensors of the device over the same
+// memory. Returns the device (the first non-CPU tensor's or device argument's).
+// `written` (optional) receives (device tensor, alias) for the tensor arguments the
+// plan marks as written.
+c10::Device swap_to_cpu_aliases(
+    size_t n, torch::jit::Stack* stack, const OpPlan* plan = nullptr,
+    c10::SmallVector<std::pair<at::Tensor, at::Tensor>, 2>* written = nullptr);
 
 }  // namespace eagerc

@@ -1,7 +1,6 @@
 #include "kernel_holder.h"
 
 #include <ATen/MemoryOverlap.h>
-#include <ATen/native/CPUFallback.h>
 #include <ATen/native/Resize.h>
 #include <c10/core/TensorOptions.h>
 #include <c10/core/impl/DeviceGuardImplInterface.h>
@@ -18,25 +17,6 @@ namespace eagerc {
 namespace {
 
 thread_local int tls_depth = 0;
-// The host round trip is the last rung for a device with no native kernels (on by default;
-// EAGERC_CPU_FALLBACK=0 raises instead).
-std::atomic<bool> g_cpu_fallback{true};
-std::atomic<bool> g_alias_fallback{true};
-
-// One Python warning per op (not per call): the round trip is counted per op in stats().
-void warn_host_round_trip_once(const std::string& name, const c10::DispatchKey key, const char* reason) {
-  static std::mutex mu;
-  static std::set<std::string> warned;
-  std::lock_guard<std::mutex> lock(mu);
-  if (warned.insert(name).second) {
-    TORCH_WARN("eagerc: ", name, " runs through the host round trip on ",
-               c10::DeviceTypeName(c10::dispatchKeyToDeviceType(key), /*lower_case=*/true),
-               " (no compiled kernel: ", reason,
-               "): its inputs are copied to CPU, ATen's CPU kernel runs, its results are copied "
-               "back. Counted per op as host_round_trips in eagerc.stats(); EAGERC_CPU_FALLBACK=0 "
-               "raises instead.");
-  }
-}
 
 }  // namespace
 
@@ -46,8 +26,6 @@ bool ActivityGuard::active() { return tls_depth > 0; }
 void enter_activity() { ++tls_depth; }
 void exit_activity() { --tls_depth; }
 
-void set_cpu_fallback(bool enabled) { g_cpu_fallback.store(enabled); }
-void set_alias_fallback(bool enabled) { g_alias_fallback.store(enabled); }
 
 bool run_typed_hit(OpState& st, const CallSignature& sig, at::Tensor* result) {
   const auto found = sig.unsupported ? KernelTable::Lookup{} : st.table.find(sig);
@@ -73,59 +51,6 @@ at::Tensor device_result(const at::Tensor& t, c10::Device device, const std::str
 }
 
 namespace {
-
-bool holds_tensors(const c10::IValue& list) {
-  for (const c10::IValue& e : list.toListRef()) {
-    if (e.isTensor()) return true;
-  }
-  return false;
-}
-
-// A host-memory device's tensors are swapped for zero-copy CPU aliases, the CPU kernel
-// runs on them, and fresh outputs are handed back as tensors of the device over the same
-// memory. Returns the device (the first non-CPU tensor's or device argument's).
-// `written` (optional) receives (device tensor, alias) for the tensor arguments the
-// plan marks as written.
-c10::Device swap_to_cpu_aliases(
-    size_t n, torch::jit::Stack* stack, const OpPlan* plan = nullptr,
-    c10::SmallVector<std::pair<at::Tensor, at::Tensor>, 2>* written = nullptr) {
-  c10::Device device(c10::kCPU);
-  CallAliases aliases;
-  auto alias = [&](const at::Tensor& t) {
-    if (!t.defined() || !has_other_home(t.device())) return t;
-    device = t.device();
-    return aliases.alias(t);
-  };
-  const size_t base = stack->size() - n;
-  for (size_t i = base; i < stack->size(); ++i) {
-    c10::IValue& v = (*stack)[i];
-    if (v.isTensor()) {
-      at::Tensor original = v.toTensor();
-      v = alias(original);
-      if (written && plan->mutated[i - base] && original.defined() && has_other_home(original.device())) {
-        written->emplace_back(std::move(original), v.toTensor());
-      }
-    } else if (v.isTensorList()) {
-      c10::List<at::Tensor> out;
-      for (const at::Tensor& t : v.toTensorList()) out.push_back(alias(t));
-      v = out;
-    } else if (v.isList() && holds_tensors(v)) {  // Tensor?[] (an int[] keeps its IntList tag)
-      auto list = v.toList();
-      c10::impl::GenericList out(list.elementType());
-      for (const c10::IValue& e : list) out.push_back(e.isTensor() ? c10::IValue(alias(e.toTensor())) : e);
-      v = out;
-    } else if (v.isDevice() && has_other_home(v.toDevice())) {
-      device = v.toDevice();
-      if (!device.has_index()) {
-        // device="eagerc": results go to the current device, with its index, as eager's do
-        // (an index-less tensor device broke later out= calls on it).
-        device = c10::impl::getDeviceGuardImpl(device.type())->getDevice();
-      }
-      v = memory_home(device);
-    }
-  }
-  return device;
-}
 
 // Calls a function on every defined tensor of argument `v` (a tensor or a tensor list).
 template <typename F>
@@ -273,7 +198,7 @@ void KernelHolder::operator()(const c10::OperatorHandle& op, c10::DispatchKeySet
   }
   if (st.host_aliases) {
     if (st.run_on_aliases && !ActivityGuard::active() &&
-        !g_alias_fallback.load(std::memory_order_relaxed)) {
+        !alias_fallback_enabled()) {
       // Aliases off: an op no compiled kernel can serve takes a vendor device's last rungs.
       fallback(op, ks, stack, "an output whose shape depends on values, or a result eagerc "
                               "cannot return");
@@ -459,25 +384,6 @@ void KernelHolder::restore_device_outputs(const c10::SmallVector<c10::IValue, 8>
   }
 }
 
-void KernelHolder::run_on_cpu_aliases(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
-  OpState& st = *state_;
-  const size_t n = st.plan.kinds.size();
-  c10::SmallVector<c10::IValue, 8> original(stack->end() - n, stack->end());
-  c10::SmallVector<std::pair<at::Tensor, at::Tensor>, 2> written;
-  const c10::Device device = swap_to_cpu_aliases(n, stack, &st.plan, &written);
-  // Counted as aliased where aliases are on; with them off the fallback's rung counts it.
-  if (st.run_on_aliases && g_alias_fallback.load(std::memory_order_relaxed)) {
-    st.counters.aliased.fetch_add(1, std::memory_order_relaxed);
-  }
-  ActivityGuard guard;
-  // The home device's own kernel (ATen's CPU kernel for host memory).
-  const c10::Device home = memory_home(device);
-  op.redispatchBoxed(c10::DispatchKeySet(c10::computeDispatchKey(std::nullopt, c10::kStrided, home)),
-                     stack);
-  for (const auto& [device_tensor, alias] : written) sync_written(device_tensor, alias);
-  restore_device_outputs(original, device, st.plan.num_returns, stack);
-}
-
 void KernelHolder::compiled_on_cpu_aliases(const c10::OperatorHandle& op, c10::DispatchKeySet ks,
                                            torch::jit::Stack* stack) {
   OpState& st = *state_;
@@ -553,60 +459,6 @@ void KernelHolder::run_and_push(const Artifact& artifact, const CallSignature& s
   }
   torch::jit::drop(*stack, n);
   for (auto& v : rets) stack->push_back(std::move(v));
-}
-
-void KernelHolder::fallback(const c10::OperatorHandle& op, c10::DispatchKeySet ks,
-                            torch::jit::Stack* stack, const char* reason) {
-  OpState& st = *state_;
-  if (reason) st.count_fallback(reason);
-  ActivityGuard guard;
-  const bool aliases = g_alias_fallback.load(std::memory_order_relaxed);
-  // On a device with GPU memory a composite fallback can fail: some composites pick a
-  // backend by the tensors' device type (convolution -> _convolution ->
-  // convolution_overrideable raised NotImplementedError for ResNet-50 on the H100). CUDA's
-  // own kernel on zero-copy aliases serves any op CUDA has, composites included.
-  const bool gpu_home = st.host_aliases &&
-                        memory_home(c10::Device(c10::DeviceType::PrivateUse1, 0)).is_cuda();
-  if (st.native && !(gpu_home && aliases)) {
-    st.native->callBoxed(op, ks, stack);
-    return;
-  }
-  if (st.host_aliases && aliases) {
-    // The device's memory has a home whose ATen kernels address it (host memory: CPU):
-    // the op runs there on zero-copy aliases, no copies, eager's own semantics.
-    st.counters.aliased.fetch_add(1, std::memory_order_relaxed);
-    run_on_cpu_aliases(op, stack);
-    return;
-  }
-  // Aliases off (a device with no native kernels, as a vendor's): the last two rungs.
-  if (st.host_aliases && st.vendor_extern.load(std::memory_order_relaxed)) {
-    // An extern the target's vendor library offers (Codegen.vendor_externs: what Inductor's
-    // C shim calls for this op), run on the device's memory. Where that memory has a home
-    // (host memory: the CPU; GPU memory: CUDA) the vendor library is the home's ATen
-    // kernel, run on zero-copy aliases: the alias fallback's mechanism, limited to the
-    // listed ops and counted as externs.
-    st.counters.externs.fetch_add(1, std::memory_order_relaxed);
-    run_on_cpu_aliases(op, stack);
-    return;
-  }
-  const char* why = reason ? reason : "called from inside a compiled kernel";
-  if (g_cpu_fallback.load(std::memory_order_relaxed)) {
-    // The host round trip: ATen's cpu_fallback copies the inputs to CPU, runs the CPU
-    // kernel, copies the results to the device and writes mutated arguments (in-place
-    // self, out=) back into the device's tensors.
-    st.counters.host_round_trips.fetch_add(1, std::memory_order_relaxed);
-    warn_host_round_trip_once(st.name, st.dispatch_key, why);
-    at::native::cpu_fallback(op, stack);
-    return;
-  }
-  TORCH_CHECK_NOT_IMPLEMENTED(
-      false, "eagerc: ", st.name, " cannot run on ",
-      c10::toString(st.dispatch_key), ": it could not be compiled (", why,
-      ") and the host round trip is off (EAGERC_CPU_FALLBACK=0). Either register a "
-      "hand-written kernel for it (torch.library.impl(\"", st.name, "\", \"",
-      c10::toString(st.dispatch_key),
-      "\")), or unset EAGERC_CPU_FALLBACK to run it on CPU (slow: its inputs are copied in "
-      "and its results out, counted in eagerc.stats()).");
 }
 
 }  // namespace eagerc

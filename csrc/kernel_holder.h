@@ -97,5 +97,7 @@ void set_cpu_fallback(bool enabled);
 // (CPU for host memory) on zero-copy aliases (default) instead of raising: EAGERC_ALIAS_FALLBACK=0
 // shows what a device without such a home would still need a hand-written kernel for.
 void set_alias_fallback(bool enabled);
+// Whether ops may run on aliases of their memory's home (set_alias_fallback).
+bool alias_fallback_enabled();
 
 }  // namespace eagerc

@@ -1,0 +1,117 @@
+// The holder's ladder for a call that no compiled kernel serves (KernelHolder::fallback),
+// in the order docs/vendor.md gives: the device's own (native) kernel; ATen's kernel of the
+// memory's home on zero-copy aliases (KernelHolder::run_on_cpu_aliases); with aliases off,
+// an extern the code generator lists; the counted host round trip; else
+// NotImplementedError naming the op and the ways forward.
+#include <ATen/native/CPUFallback.h>
+
+#include <atomic>
+#include <mutex>
+#include <set>
+
+#include "host_alias.h"
+#include "kernel_holder.h"
+
+namespace eagerc {
+namespace {
+
+// The host round trip is the last rung for a device with no native kernels (on by default;
+// EAGERC_CPU_FALLBACK=0 raises instead).
+std::atomic<bool> g_cpu_fallback{true};
+std::atomic<bool> g_alias_fallback{true};
+
+// One Python warning per op (not per call): the round trip is counted per op in stats().
+void warn_host_round_trip_once(const std::string& name, const c10::DispatchKey key, const char* reason) {
+  static std::mutex mu;
+  static std::set<std::string> warned;
+  std::lock_guard<std::mutex> lock(mu);
+  if (warned.insert(name).second) {
+    TORCH_WARN("eagerc: ", name, " runs through the host round trip on ",
+               c10::DeviceTypeName(c10::dispatchKeyToDeviceType(key), /*lower_case=*/true),
+               " (no compiled kernel: ", reason,
+               "): its inputs are copied to CPU, ATen's CPU kernel runs, its results are copied "
+               "back. Counted per op as host_round_trips in eagerc.stats(); EAGERC_CPU_FALLBACK=0 "
+               "raises instead.");
+  }
+}
+
+}  // namespace
+
+void set_cpu_fallback(bool enabled) { g_cpu_fallback.store(enabled); }
+void set_alias_fallback(bool enabled) { g_alias_fallback.store(enabled); }
+bool alias_fallback_enabled() { return g_alias_fallback.load(std::memory_order_relaxed); }
+
+void KernelHolder::run_on_cpu_aliases(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  OpState& st = *state_;
+  const size_t n = st.plan.kinds.size();
+  c10::SmallVector<c10::IValue, 8> original(stack->end() - n, stack->end());
+  c10::SmallVector<std::pair<at::Tensor, at::Tensor>, 2> written;
+  const c10::Device device = swap_to_cpu_aliases(n, stack, &st.plan, &written);
+  // Counted as aliased where aliases are on; with them off the fallback's rung counts it.
+  if (st.run_on_aliases && alias_fallback_enabled()) {
+    st.counters.aliased.fetch_add(1, std::memory_order_relaxed);
+  }
+  ActivityGuard guard;
+  // The home device's own kernel (ATen's CPU kernel for host memory).
+  const c10::Device home = memory_home(device);
+  op.redispatchBoxed(c10::DispatchKeySet(c10::computeDispatchKey(std::nullopt, c10::kStrided, home)),
+                     stack);
+  for (const auto& [device_tensor, alias] : written) sync_written(device_tensor, alias);
+  restore_device_outputs(original, device, st.plan.num_returns, stack);
+}
+
+void KernelHolder::fallback(const c10::OperatorHandle& op, c10::DispatchKeySet ks,
+                            torch::jit::Stack* stack, const char* reason) {
+  OpState& st = *state_;
+  if (reason) st.count_fallback(reason);
+  ActivityGuard guard;
+  const bool aliases = g_alias_fallback.load(std::memory_order_relaxed);
+  // On a device with GPU memory a composite fallback can fail: some composites pick a
+  // backend by the tensors' device type (convolution -> _convolution ->
+  // convolution_overrideable raised NotImplementedError for ResNet-50 on the H100). CUDA's
+  // own kernel on zero-copy aliases serves any op CUDA has, composites included.
+  const bool gpu_home = st.host_aliases &&
+                        memory_home(c10::Device(c10::DeviceType::PrivateUse1, 0)).is_cuda();
+  if (st.native && !(gpu_home && aliases)) {
+    st.native->callBoxed(op, ks, stack);
+    return;
+  }
+  if (st.host_aliases && aliases) {
+    // The device's memory has a home whose ATen kernels address it (host memory: CPU):
+    // the op runs there on zero-copy aliases, no copies, eager's own semantics.
+    st.counters.aliased.fetch_add(1, std::memory_order_relaxed);
+    run_on_cpu_aliases(op, stack);
+    return;
+  }
+  // Aliases off (a device with no native kernels, as a vendor's): the last two rungs.
+  if (st.host_aliases && st.vendor_extern.load(std::memory_order_relaxed)) {
+    // An extern the target's vendor library offers (Codegen.vendor_externs: what Inductor's
+    // C shim calls for this op), run on the device's memory. Where that memory has a home
+    // (host memory: the CPU; GPU memory: CUDA) the vendor library is the home's ATen
+    // kernel, run on zero-copy aliases: the alias fallback's mechanism, limited to the
+    // listed ops and counted as externs.
+    st.counters.externs.fetch_add(1, std::memory_order_relaxed);
+    run_on_cpu_aliases(op, stack);
+    return;
+  }
+  const char* why = reason ? reason : "called from inside a compiled kernel";
+  if (g_cpu_fallback.load(std::memory_order_relaxed)) {
+    // The host round trip: ATen's cpu_fallback copies the inputs to CPU, runs the CPU
+    // kernel, copies the results to the device and writes mutated arguments (in-place
+    // self, out=) back into the device's tensors.
+    st.counters.host_round_trips.fetch_add(1, std::memory_order_relaxed);
+    warn_host_round_trip_once(st.name, st.dispatch_key, why);
+    at::native::cpu_fallback(op, stack);
+    return;
+  }
+  TORCH_CHECK_NOT_IMPLEMENTED(
+      false, "eagerc: ", st.name, " cannot run on ",
+      c10::toString(st.dispatch_key), ": it could not be compiled (", why,
+      ") and the host round trip is off (EAGERC_CPU_FALLBACK=0). Either register a "
+      "hand-written kernel for it (torch.library.impl(\"", st.name, "\", \"",
+      c10::toString(st.dispatch_key),
+      "\")), or unset EAGERC_CPU_FALLBACK to run it on CPU (slow: its inputs are copied in "
+      "and its results out, counted in eagerc.stats()).");
+}
+
+}  // namespace eagerc
