@@ -52,18 +52,6 @@ at::Tensor device_result(const at::Tensor& t, c10::Device device, const std::str
 
 namespace {
 
-// Calls a function on every defined tensor of argument `v` (a tensor or a tensor list).
-template <typename F>
-void for_each_tensor(const c10::IValue& v, F&& f) {
-  if (v.isTensor()) {
-    if (v.toTensor().defined()) f(v.toTensor());
-  } else if (v.isTensorList() || v.isList()) {
-    for (const c10::IValue& e : v.toListRef()) {
-      if (e.isTensor() && e.toTensor().defined()) f(e.toTensor());
-    }
-  }
-}
-
 // Whether a call on a host-memory device also passes CPU tensors that are not 0-dim (a
 // 0-dim CPU tensor is a scalar to most ops). Eager's device rules decide about such a
 // call on a miss (eagerc/per_op/eager_rules.py); on CPU aliases the difference is invisible.

@@ -67,6 +67,18 @@ class KernelHolder final : public c10::OperatorKernel {
 // Depth of eagerc activity on this thread. Inside a compiled kernel, a compile
 // or a native fallback, ops dispatched to eagerc's holders run natively: a
 // kernel's own extern calls (mm_out, empty_strided) must not recurse into eagerc.
+// Calls a function on every defined tensor of argument `v` (a tensor or a tensor list).
+template <typename F>
+void for_each_tensor(const c10::IValue& v, F&& f) {
+  if (v.isTensor()) {
+    if (v.toTensor().defined()) f(v.toTensor());
+  } else if (v.isTensorList() || v.isList()) {
+    for (const c10::IValue& e : v.toListRef()) {
+      if (e.isTensor() && e.toTensor().defined()) f(e.toTensor());
+    }
+  }
+}
+
 struct ActivityGuard {
   ActivityGuard();
   ~ActivityGuard();

@@ -14,18 +14,6 @@
 namespace eagerc {
 namespace {
 
-// Calls a function on every defined tensor of argument `v` (a tensor or a tensor list).
-template <typename F>
-void for_each_tensor(const c10::IValue& v, F&& f) {
-  if (v.isTensor()) {
-    if (v.toTensor().defined()) f(v.toTensor());
-  } else if (v.isTensorList() || v.isList()) {
-    for (const c10::IValue& e : v.toListRef()) {
-      if (e.isTensor() && e.toTensor().defined()) f(e.toTensor());
-    }
-  }
-}
-
 // A meta tensor with `t`'s sizes, strides and dtype: shape logic runs on it, no memory.
 at::Tensor meta_like(const at::Tensor& t) {
   if (!t.defined()) return t;
