@@ -67,3 +67,24 @@ def test_a_users_settrace_is_put_back():
         assert sys.gettrace() is user_tracer
     finally:
         sys.settrace(old)
+
+
+def test_unknown_frame_layout_runs_eagerly_and_says_why(monkeypatch):
+    """On a Python whose frame layout frames.py does not know, the monitor never reads a
+    frame: every call runs eagerly, with the reason in capture_stats."""
+    from eagerc.capture import captured, frames
+
+    monkeypatch.setattr(frames, "stack_supported", lambda: False)
+    x = torch.randn(3, 4)
+    cap = capture(lambda t: (t * 2).relu(), backend="eager")
+    for _ in range(2):
+        assert_close(cap(x), (x * 2).relu())
+    stats = capture_stats(cap)
+    assert stats["stop_reasons"] == {captured.UNSUPPORTED_PYTHON: 2}
+    assert (stats["records"], stats["graphs"], stats["eager_runs"]) == (0, 0, 2)
+
+
+def test_this_pythons_frame_layout_is_known():
+    from eagerc.capture import frames
+
+    assert frames.stack_supported() is (sys.version_info[:2] in ((3, 11), (3, 12)))

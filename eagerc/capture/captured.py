@@ -8,11 +8,13 @@ partial capture (partial_capture.py), a miss runs the monitor and adds a record
 import collections
 import threading
 
-from . import monitor_run, partial_capture, value_misses
+from . import frames, monitor_run, partial_capture, value_misses
 from .faults import Faults
 from .graph_compiler import GraphCompiler
 from .record_cache import RecordCache
 from .speculate import ValueMiss
+
+UNSUPPORTED_PYTHON = "this Python's frame layout is not supported by the monitor"
 
 _state = threading.local()  # .active: a monitor run or a mock is in progress on this thread
 
@@ -80,6 +82,12 @@ class Captured:
         if getattr(_state, "active", False):
             return self.fn(*args, **kwargs)  # nested: part of the outer capture
         if self.disabled:
+            self.stats["eager_runs"] += 1
+            return self.fn(*args, **kwargs)
+        if not frames.stack_supported():
+            # The monitor reads frames' value stacks by their layout (frames.py); on a
+            # Python whose layout it does not know, reading them could crash the process.
+            self.stats["stop_reasons"][UNSUPPORTED_PYTHON] += 1
             self.stats["eager_runs"] += 1
             return self.fn(*args, **kwargs)
         _state.active = True

@@ -10,6 +10,7 @@ the compiler computes it. `stack_supported()` checks the offsets against a live 
 """
 import ctypes
 import dis
+import functools
 import sys
 from _ctypes import PyObj_FromPtr
 
@@ -99,8 +100,10 @@ def local_slot(frame, index):
     return NULL if not p else PyObj_FromPtr(p)
 
 
+@functools.cache
 def stack_supported():
-    """True when this interpreter's frame layout is the one the offsets above describe."""
+    """True when this interpreter's frame layout is the one the offsets above describe
+    (checked once per process; on any other layout capture runs every call eagerly)."""
     if _F_CODE is None or ctypes.sizeof(ctypes.c_void_p) != 8:
         return False
     frame = sys._getframe()
