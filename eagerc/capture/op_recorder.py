@@ -26,7 +26,8 @@ from .symbolic import SymbolicInt, _expect, _v, plain
 from .torch_calls import (_BOOL_QUERIES, _CONST_READS, _CONSTANTS, _META, _METADATA_FACTORIES,
                           _METADATA_RESULTS, _NONDETERMINISTIC, _SIZE_READS, _STRIDE_META,
                           _SYMBOLIC_READS, _VALUE_READS, _VIEW_ATTRS, _fx_nodes, _noop_flag_write,
-                          _storage, _symbolic_in, _tensors_in, _written_tensor, func_name)
+                          _UNINITIALIZED, _storage, _symbolic_in, _tensors_in, _written_tensor,
+                          func_name)
 
 
 class CaptureStop(Exception):
@@ -177,7 +178,8 @@ class OpRecorder(TorchFunctionMode):
         for o in _tensors_in(out) if self.const else ():
             if self.nodes.get(id(o)) in self.const:
                 self.const_memory[self.nodes[id(o)]] = _storage(o)
-        if name in _NONDETERMINISTIC and not eval_dropout(name, args, kwargs):
+        if name in _NONDETERMINISTIC and name not in _UNINITIALIZED and \
+                not eval_dropout(name, args, kwargs):
             self.random = True
         written = _written_tensor(name, args, kwargs)
         if written is not None and not self.outside_write:

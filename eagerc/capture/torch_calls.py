@@ -55,6 +55,14 @@ _NONDETERMINISTIC = frozenset("""rand rand_like randn randn_like randint randint
     log_normal_ random_ poisson dropout dropout_ alpha_dropout feature_alpha_dropout
     dropout1d dropout2d dropout3d rrelu rrelu_ empty empty_like empty_strided new_empty
     new_empty_strided native_dropout set_ resize_ seed manual_seed""".split())
+# Uninitialized memory: not a constant, but nothing is drawn from a generator (PyG's
+# `new_empty(n).scatter_(0, inv, perm)` overwrites all of it), so a graph holding one may
+# still have its value reads checked after it (speculate.py).
+_UNINITIALIZED = frozenset("empty empty_like empty_strided new_empty new_empty_strided".split())
+# Python's in-place operators (`x += y`); `__invert__`, `__index__`, `__int__`, `__iter__`
+# also start with "__i" and write nothing.
+_INPLACE_DUNDERS = frozenset(f"__i{op}__" for op in "add sub mul matmul truediv floordiv mod "
+                             "pow lshift rshift and xor or".split())
 
 
 def _storage(tensor):
@@ -121,6 +129,6 @@ def _written_tensor(name, args, kwargs):
     if isinstance(out, torch.Tensor):
         return out
     if kwargs.get("inplace") is True or (name.endswith("_") and not name.endswith("__")) \
-            or name.startswith("__i") or name == "__setitem__":
+            or name in _INPLACE_DUNDERS or name == "__setitem__":
         return args[0] if args and isinstance(args[0], torch.Tensor) else None
     return None
