@@ -4,6 +4,7 @@
 #include <c10/util/Exception.h>
 #include <dlfcn.h>
 
+#include <deque>
 #include <memory>
 #include <mutex>
 #include <unordered_map>
@@ -27,6 +28,7 @@ Artifact::Artifact(std::string variant_id, const std::string& path, size_t num_o
     const char* error = load_error();
     TORCH_CHECK(error == nullptr, "eagerc: compiled kernel ", path, " is broken: ", error);
   }
+  borrowed_entry_ = reinterpret_cast<EntryFn>(dlsym(handle, "eagerc_entry_borrowed"));
   offer_direct_allocation(handle);
 }
 
@@ -36,7 +38,8 @@ namespace {
 // one per position and thread makes passing a scalar a store instead of an
 // allocation; the wrapper reads it once (item) and keeps no reference.
 at::Tensor& scalar_slot(size_t index, bool integral, const c10::Scalar& value) {
-  thread_local std::vector<at::Tensor> longs, doubles;
+  // A deque: a slot stays where it is while later ones are added (borrowed handles point at it).
+  thread_local std::deque<at::Tensor> longs, doubles;
   auto& slots = integral ? longs : doubles;
   while (slots.size() <= index) {
     slots.push_back(at::empty({}, at::TensorOptions().dtype(integral ? at::kLong : at::kDouble)));
@@ -50,24 +53,25 @@ at::Tensor& scalar_slot(size_t index, bool integral, const c10::Scalar& value) {
 }  // namespace
 
 c10::SmallVector<at::Tensor, 4> Artifact::run(const CallSignature& sig) const {
-  // The entry steals the input handles (it deletes them), so each is a fresh
-  // heap at::Tensor sharing the caller's TensorImpl: no data is copied.
+  // A compiled wrapper's entry steals the input handles (it deletes them), so each is a
+  // fresh heap at::Tensor sharing the caller's TensorImpl: no data is copied. A plan
+  // launcher's borrowing entry reads the at::Tensor objects themselves, which outlive it.
   c10::SmallVector<AtenTensorOpaque*, 8> in;
   in.reserve(sig.inputs.size());
   size_t n_scalars = 0;
+  const bool borrow = borrowed_entry_ != nullptr;
   for (const RuntimeInput& input : sig.inputs) {
-    at::Tensor* handle;
-    if (input.tensor) {
-      handle = new at::Tensor(*input.tensor);
-    } else {
+    const at::Tensor* tensor = input.tensor;
+    if (!tensor) {
       const c10::Scalar& s = input.scalar;
-      handle = new at::Tensor(scalar_slot(n_scalars++, s.isIntegral(false), s));
+      tensor = &scalar_slot(n_scalars++, s.isIntegral(false), s);
     }
-    in.push_back(reinterpret_cast<AtenTensorOpaque*>(handle));
+    in.push_back(reinterpret_cast<AtenTensorOpaque*>(borrow ? const_cast<at::Tensor*>(tensor)
+                                                            : new at::Tensor(*tensor)));
   }
   c10::SmallVector<AtenTensorOpaque*, 4> out(num_outputs_, nullptr);
   try {
-    entry_(in.data(), out.data());
+    (borrow ? borrowed_entry_ : entry_)(in.data(), out.data());
   } catch (const std::exception&) {
     // The wrapper turns a failed allocation's error code into its own generic error (with
     // a temporary file's name); the allocation's own exception is native eager's.

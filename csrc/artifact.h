@@ -41,6 +41,9 @@ class Artifact {
   size_t num_outputs_;
   GuardFn guard_ = nullptr;
   EntryFn entry_ = nullptr;
+  // A plan launcher's entry that reads the caller's tensors without taking them
+  // (eagerc_entry_borrowed); null for a compiled wrapper, whose entry steals its inputs.
+  EntryFn borrowed_entry_ = nullptr;
 };
 
 // Loaded artifacts live as long as the process: a library is never unloaded

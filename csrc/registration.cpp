@@ -148,13 +148,14 @@ enable_ops(c10::DispatchKey key, const std::vector<std::string>& ops, const Serv
     // CUDA aliases, where cuBLAS and cuDNN run), as the boxed holder would.
     const bool device_with_home = key == c10::DispatchKey::PrivateUse1 && options.host_aliases &&
                                   !options.run_on_aliases;
-    // mm and addmm, typed: in override mode on CPU, and on the eagerc device as above. Not
-    // in override mode on CUDA (its tensors need no aliases: the boxed hit is as cheap).
+    // mm and addmm, typed: in override mode on CPU and CUDA (no boxing of the arguments
+    // onto a stack per call), and on the eagerc device as above.
+    const bool override_mode = !options.host_aliases && !options.new_device;
     const bool typed_matmul =
         (qualified == "aten::mm" || qualified == "aten::addmm") &&
-        ((key == c10::DispatchKey::CPU && !options.host_aliases && !options.new_device &&
+        ((key == c10::DispatchKey::CPU && override_mode &&
           memory_home(c10::Device(c10::DeviceType::CPU)).is_cpu()) ||
-         device_with_home);
+         (key == c10::DispatchKey::CUDA && override_mode) || device_with_home);
     if (qualified == "aten::convolution" && device_with_home) {
       lib->impl(name.c_str(), unboxed_convolution_kernel(state));  // see unboxed_convolution.h
     } else if (typed_matmul) {

@@ -154,7 +154,9 @@ def _link(tmp_path: Path, launcher: bytes, plan: str, cubins=()) -> ctypes.CDLL:
     return ctypes.CDLL(str(library))
 
 
-def _run(lib, inputs, num_outputs: int, args_per_launch: int):
+def _run(lib, inputs, num_outputs: int, args_per_launch: int, borrowed: bool = False):
+    """The entry on `inputs`: eagerc_entry steals the handles; eagerc_entry_borrowed (what
+    csrc/artifact.cpp calls) only reads them, and they are released here afterwards."""
     ctypes.c_int.in_dll(lib, "fake_args_per_launch").value = args_per_launch
     # AtenTensorHandles (new at::Tensor objects) travel through Python as capsules.
     api = ctypes.pythonapi
@@ -163,8 +165,14 @@ def _run(lib, inputs, num_outputs: int, args_per_launch: int):
     handles = [api.PyCapsule_GetPointer(c, None) for c in torch._C._aoti.unsafe_alloc_void_ptrs_from_tensors(inputs)]
     ins = (ctypes.c_void_p * len(handles))(*handles)
     outs = (ctypes.c_void_p * num_outputs)()
-    lib.eagerc_entry(ins, outs)
-    assert all(h is None for h in ins)  # stolen, as the generated wrapper does
+    if borrowed:
+        lib.eagerc_entry_borrowed(ins, outs)
+        assert list(ins) == handles  # read, not taken
+        kept = torch._C._aoti.alloc_tensors_by_stealing_from_void_ptrs([api.PyCapsule_New(h, None, None) for h in ins])
+        assert all(k.data_ptr() == t.data_ptr() for k, t in zip(kept, inputs))  # still the caller's tensors
+    else:
+        lib.eagerc_entry(ins, outs)
+        assert all(h is None for h in ins)  # stolen, as the generated wrapper does
     return torch._C._aoti.alloc_tensors_by_stealing_from_void_ptrs([api.PyCapsule_New(h, None, None) for h in outs])
 
 
@@ -199,6 +207,37 @@ def test_the_launcher_runs_add_alphas_plan(tmp_path, launcher):
     assert launch.shared == 0 and launch.stream == 0x5EED
     assert launch.args[0] == other.data_ptr() and launch.args[1] == out.data_ptr()
     assert launch.args[2] == 3 and launch.args[3] == 37 * 91 and launch.args[4] == launch.args[5] == 0
+
+
+@pytest.mark.parametrize("name, inputs, outputs, args", [("add_alpha", 3, 1, 6), ("layer_norm", 1, 3, 8),
+                                                        ("addmm", 3, 1, 0)])
+def test_the_borrowing_entry_gives_the_stealing_entrys_outputs(tmp_path, launcher, name, inputs, outputs, args):
+    """eagerc_entry_borrowed (inputs read, never deleted) against eagerc_entry (inputs
+    stolen) on the same plan: the same launches, the same output shapes and strides."""
+    cubins = [] if name == "addmm" else [_cubin(tmp_path)]
+    lib = _link(tmp_path, launcher, _on_cpu(launch_plan.plan_of(_wrapper(name))), cubins)
+    values = [torch.randn(5, 64) if name == "layer_norm" else torch.randn(7, 7) for _ in range(inputs)]
+    if name == "add_alpha":
+        values[-1] = torch.tensor(3)
+    results = {}
+    for borrowed in (False, True):
+        ctypes.c_int.in_dll(lib, "fake_launch_count").value = 0
+        outs = _run(lib, values, outputs, args, borrowed=borrowed)
+        launch = _Launch.in_dll(lib, "fake_launches")
+        results[borrowed] = ([(o.shape, o.stride()) for o in outs], ctypes.c_int.in_dll(lib, "fake_launch_count").value,
+                             list(launch.grid), [launch.args[i] for i in range(args) if i < 16 and
+                                                 launch.args[i] not in {o.data_ptr() for o in outs}])
+    assert results[True] == results[False]
+
+
+def test_with_one_gpu_visible_no_device_guard_is_made(tmp_path, launcher):
+    lib = _link(tmp_path, launcher, _on_cpu(launch_plan.plan_of(_wrapper("add_alpha"))), [_cubin(tmp_path)])
+    ctypes.c_int.in_dll(lib, "fake_device_count").value = 1  # read at this library's first device step
+    ctypes.c_int.in_dll(lib, "fake_guard_device").value = -1
+    (out,) = _run(lib, [torch.randn(4, 4), torch.randn(4, 4), torch.tensor(2)], 1, 6, borrowed=True)
+    assert out.shape == (4, 4)
+    assert ctypes.c_int.in_dll(lib, "fake_guard_device").value == -1
+    assert ctypes.c_int.in_dll(lib, "fake_launch_count").value >= 1
 
 
 def test_the_launcher_makes_views_and_returns_every_output(tmp_path, launcher):
@@ -297,8 +336,8 @@ def test_an_artifact_built_from_a_plan_is_the_launcher_and_its_plan(tmp_path, na
     if name == "where":
         assert b"FAKE-CUBIN-BYTES" in data and b"triton_poi_fused_0" in data
     symbols = subprocess.run(["nm", "-D", "--defined-only", str(target)], capture_output=True, text=True).stdout
-    for name in ("eagerc_entry", "eagerc_guard", "eagerc_set_allocator", "eagerc_load_error",
-                 "PyInit_inductor_entry_cpp"):
+    for name in ("eagerc_entry", "eagerc_entry_borrowed", "eagerc_guard", "eagerc_set_allocator",
+                 "eagerc_load_error", "PyInit_inductor_entry_cpp"):
         assert f" T {name}\n" in symbols
     headers = subprocess.run(["readelf", "-lW", str(target)], capture_output=True, text=True).stdout
     assert "GNU_STACK" in headers and "RWE" not in headers.split("GNU_STACK")[1].splitlines()[0]

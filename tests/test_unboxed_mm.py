@@ -1,5 +1,5 @@
 """aten::mm and aten::addmm through their unboxed kernels (csrc/unboxed_mm.cpp), in
-override mode on CPU and on the eagerc device: the typed signature has the boxed one's
+override mode on CPU and CUDA and on the eagerc device: the typed signature has the boxed one's
 bytes, so a kernel compiled through the boxed holder serves the typed calls (a hit counts
 as a hit, nothing compiles twice); results are eager's."""
 import contextlib
@@ -49,13 +49,18 @@ ADDMM_CASES = [  # self shape, (mat1 shape, view), (mat2 shape, view), beta, alp
 ]
 
 
+# Override mode on CPU and CUDA (where a GPU is), and the eagerc device.
+DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.skipif(not torch.cuda.is_available(),
+                                                                 reason="needs a CUDA GPU")), "eagerc"]
+
+
 def _serving(device, op):
-    # The eagerc device serves every op already; override mode on CPU is enabled per op.
-    return eagerc.enabled("cpu", ops=[op]) if device == "cpu" else contextlib.nullcontext()
+    # The eagerc device serves every op already; override mode is enabled per op.
+    return contextlib.nullcontext() if device == "eagerc" else eagerc.enabled(device, ops=[op])
 
 
 def _check(miss_keys, op, device, call, expected, typed_key):
-    stats_key = f"{op}@{'CPU' if device == 'cpu' else 'PrivateUse1'}"
+    stats_key = f"{op}@{ {'cpu': 'CPU', 'cuda': 'CUDA'}.get(device, 'PrivateUse1')}"
     for _ in range(3):  # a miss (through the boxed holder), then typed hits
         out = call()
         assert out.device.type == device
@@ -71,7 +76,7 @@ def _check(miss_keys, op, device, call, expected, typed_key):
     assert (stats["misses"], stats["hits"], stats["fallbacks"]) == (1, 2, 0), stats
 
 
-@pytest.mark.parametrize("device", ["cpu", "eagerc"])
+@pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("case", MM_CASES, ids=range(len(MM_CASES)))
 def test_mm_typed_key_is_the_boxed_key(miss_keys, case, device):
     (x, dx), (y, dy) = (_pair(*spec, device=device) for spec in case)
@@ -81,7 +86,7 @@ def test_mm_typed_key_is_the_boxed_key(miss_keys, case, device):
                lambda on_cpu, _: _C._mm_signature_key(*((x, y) if on_cpu else (dx, dy))))
 
 
-@pytest.mark.parametrize("device", ["cpu", "eagerc"])
+@pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("case", ADDMM_CASES, ids=range(len(ADDMM_CASES)))
 def test_addmm_typed_key_is_the_boxed_key(miss_keys, case, device):
     bshape, m1, m2, beta, alpha = case

@@ -3,8 +3,9 @@
     python tools/bench_gpu.py large            # 8192x8192 fp32: kernel time per op, bandwidth
     python tools/bench_gpu.py cold [--ab prelude|lean|plan --rounds N]  # cold compile per op
                                                # (fresh caches), new sizes
-    python tools/bench_gpu.py cold-model [--models ...] [--ab prelude|lean|plan --rounds N]
+    python tools/bench_gpu.py cold-model [--models ...] [--ab prelude|lean|plan|compile --rounds N]
                                                # a model's first forward with fresh caches
+                                               # (--ab compile: against torch.compile's)
     python tools/bench_gpu.py models [--models bert,gpt2,resnet50] [--batches 1,32]
     python tools/bench_gpu.py device-models [--models ...] [--batches ...]
                                                # the eagerc device on GPU memory
@@ -188,7 +189,8 @@ def bench_cold(args) -> None:
 # What `--ab` compares: (variable, value in A processes, value in B processes, B's label).
 AB_SWITCHES = {"prelude": ("EAGERC_GLUE_PRELUDE", "1", "0", "Inductor's header"),
                "lean": ("EAGERC_GLUE_PRELUDE", "1", "full", "full prelude"),
-               "plan": ("EAGERC_GPU_LAUNCHER", "1", "0", "wrappers by g++")}
+               "plan": ("EAGERC_GPU_LAUNCHER", "1", "0", "wrappers by g++"),
+               "compile": ("_EAGERC_COLD_SIDE", "eagerc", "compile", "torch.compile")}
 
 
 def _fresh_caches(directory: str) -> dict:
@@ -205,6 +207,8 @@ def _cold_processes(args) -> None:
     first a warm-up process (the machine's first builds its headers), then processes with
     SWITCH's A and B values (AB_SWITCHES), alternating, `--rounds` of each; per op the median
     first-call and wrapper-build seconds of each."""
+    if args.ab == "compile":
+        raise SystemExit("--ab compile compares a model's first forward: use it with cold-model")
     variable, on, off, off_label = AB_SWITCHES.get(args.ab or "", ("", "", "", ""))
     modes = [on, off] * max(1, min(args.rounds, 3)) if args.ab else [on]
     runs = [("warm-up", on)] if args.ab else []
@@ -245,12 +249,58 @@ def _cold_processes(args) -> None:
               f"{len(per_kernel[label])} ops ({len(results[label])} processes)")
 
 
+def _cold_compile_child(args) -> None:
+    """torch.compile's first forward of the model, in a fresh process as eagerc's: first a
+    warm-up compile of a small function (Inductor's and Triton's one-time costs, as eagerc's
+    child pays with its warm-up op), then the model's first compiled forward, timed."""
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    x = torch.randn(8, device=DEV)
+    torch.compile(lambda t: torch.neg(t) + 1)(x)
+    torch.manual_seed(0)
+    model, inputs = build_model(args.models, 1)
+    with torch.no_grad():
+        want = _first_tensor(model(**inputs))
+        compiled = torch.compile(model)
+        t0 = time.perf_counter()
+        got = _first_tensor(compiled(**inputs))
+        if DEV == "cuda":
+            torch.cuda.synchronize()
+        seconds = time.perf_counter() - t0
+    err = ((got - want).abs().max() / want.abs().max()).item()
+    print("RESULT " + json.dumps({"seconds": seconds, "compiles": 0, "err": err, "plan": 0, "lean": 0,
+                                  "slim": 0, "fallback": 0, "reasons": {}}), flush=True)
+
+
+def _profiled(fn):
+    """Run `fn` under cProfile when _EAGERC_COLD_PROFILE=1 and print where its time went
+    (cumulative and own time, lines prefixed PROF for the parent to pass on)."""
+    if os.environ.get("_EAGERC_COLD_PROFILE") != "1":
+        return fn()
+    import cProfile
+    import io
+    import pstats
+
+    profile = cProfile.Profile()
+    try:
+        return profile.runcall(fn)
+    finally:
+        for order in ("cumulative", "tottime"):
+            text = io.StringIO()
+            pstats.Stats(profile, stream=text).sort_stats(order).print_stats(35)
+            print("\n".join("PROF " + line for line in text.getvalue().splitlines() if line.strip()), flush=True)
+
+
 def bench_cold_model(args) -> None:
     """A model's first forward in override mode (batch 1, TF32 off) in fresh processes with
     empty eagerc, Inductor and Triton caches, after one warm-up compile (the process's one-time
     costs): seconds, compiles, and which header the wrappers built on (glue_prelude). With
     --ab SWITCH, processes with SWITCH's A and B values alternate (`--rounds` of each, at
-    most 2)."""
+    most 2); `--ab compile` alternates with torch.compile's first forward (_cold_compile_child).
+    `--profile` adds one eagerc process under cProfile (not timed against the others)."""
+    if os.environ.get("_EAGERC_COLD_CHILD") == "1" and os.environ.get("_EAGERC_COLD_SIDE") == "compile":
+        _cold_compile_child(args)
+        return
     if os.environ.get("_EAGERC_COLD_CHILD") == "1":
         from eagerc.compile import glue_prelude, plan_build
 
@@ -280,11 +330,16 @@ def bench_cold_model(args) -> None:
         with torch.no_grad():
             want = _first_tensor(model(**inputs))
             before = eagerc.stats()["compiles"]
+
+            def first_forward():
+                with eagerc.enabled(DEV):
+                    out = _first_tensor(model(**inputs))
+                if DEV == "cuda":
+                    torch.cuda.synchronize()
+                return out
+
             t0 = time.perf_counter()
-            with eagerc.enabled(DEV):
-                got = _first_tensor(model(**inputs))
-            if DEV == "cuda":
-                torch.cuda.synchronize()
+            got = _profiled(first_forward)
             seconds = time.perf_counter() - t0
         err = ((got - want).abs().max() / want.abs().max()).item()
         print("RESULT " + json.dumps({"seconds": seconds, "compiles": eagerc.stats()["compiles"] - before,
@@ -293,13 +348,17 @@ def bench_cold_model(args) -> None:
         return
     variable, on, off, off_label = AB_SWITCHES.get(args.ab or "", ("", "", "", ""))
     modes = [on, off] * max(1, min(args.rounds, 2)) if args.ab else [on]
+    if args.profile:
+        modes = modes + ["profile"]
     print(f"{'model':<10} {'wrappers on':>17} {'first forward s':>16} {'compiles':>8} {'plan':>5} {'lean':>5} "
           f"{'full':>5} {'fallback':>8} {'rel err':>9}")
     for name in args.models.split(","):
         for value in modes:
             with tempfile.TemporaryDirectory() as fresh:
                 env = _fresh_caches(fresh)
-                if variable:
+                if value == "profile":
+                    env["_EAGERC_COLD_PROFILE"] = "1"
+                elif variable:
                     env[variable] = value
                 done = subprocess.run([sys.executable, __file__, "cold-model", "--models", name],
                                       env=env, capture_output=True, text=True)
@@ -308,8 +367,11 @@ def bench_cold_model(args) -> None:
             if not results:
                 print(f"{name:<10} FAILED: {(done.stderr or done.stdout)[-600:]}", flush=True)
                 continue
+            if value == "profile":
+                print("\n".join("   " + line[5:] for line in done.stdout.splitlines() if line.startswith("PROF ")))
             r = results[0]
-            label = off_label if variable and value == off else "eagerc's default"
+            label = (off_label if variable and value == off else
+                     "eagerc, profiled" if value == "profile" else "eagerc's default")
             print(f"{name:<10} {label:>17} {r['seconds']:>16.1f} {r['compiles']:>8} {r['plan']:>5} {r['lean']:>5} "
                   f"{r['slim']:>5} {r['fallback']:>8} {r['err']:>9.1e}  no plan: {r['reasons']}", flush=True)
 
@@ -323,7 +385,10 @@ def main() -> None:
     parser.add_argument("--models", default="bert,gpt2,resnet50")
     parser.add_argument("--batches", default="1,32")
     parser.add_argument("--profile", action="store_true",
-                        help="device-models: native vs device; models: torch.compile vs capture")
+                        help="device-models: native vs device; models: torch.compile vs capture "
+                             "(with --eager-only: override vs native); cold-model: one cProfiled process")
+    parser.add_argument("--eager-only", action="store_true",
+                        help="models: native and override mode only (no torch.compile, no capture)")
     parser.add_argument("--ab", choices=sorted(AB_SWITCHES),
                         help="cold, cold-model: alternate processes with this build switch's two values")
     args = parser.parse_args()

@@ -52,12 +52,15 @@ def _first_tensor(out):
     return out[0] if isinstance(out, (tuple, list)) else next(iter(out.values()))
 
 
-def _wall_ms(fn) -> float:
+def _wall_ms(fn, inner: int = 1) -> float:
+    """Wall time of one forward: the mean of `inner` forwards back to back, synchronized
+    before and after (a batch-1 forward is launch-bound: its host time is the time)."""
     torch.cuda.synchronize()
     t0 = time.perf_counter()
-    fn()
+    for _ in range(inner):
+        fn()
     torch.cuda.synchronize()
-    return (time.perf_counter() - t0) * 1e3
+    return (time.perf_counter() - t0) * 1e3 / inner
 
 
 def _model_cases(args):
@@ -80,26 +83,39 @@ def bench_models(args) -> None:
             with eagerc.enabled(DEV):
                 got = _first_tensor(fwd())  # compiles what is missing
             err = (got - want).abs().max().item()
-            compiled = torch.compile(model)
-            captured = eagerc.capture(model)
-            for _ in range(3):
-                compiled(**inputs), captured(**inputs)
-            nat, eag = _alternate(fwd, fwd, args.rounds, _wall_ms)
-            tc, cap = [], []
-            for _ in range(args.rounds):
-                tc.append(_wall_ms(lambda: compiled(**inputs)))
-                cap.append(_wall_ms(lambda: captured(**inputs)))
-            tc, cap = statistics.median(tc), statistics.median(cap)
+            for _ in range(2):
+                fwd()
+                with eagerc.enabled(DEV):
+                    fwd()
+            nat, eag = _alternate(fwd, fwd, args.rounds, lambda f: _wall_ms(f, args.inner))
+            compiled = captured = None
+            tc = cap = float("nan")
+            if not args.eager_only:  # torch.compile and capture, whole-model compilers
+                compiled = torch.compile(model)
+                captured = eagerc.capture(model)
+                for _ in range(3):
+                    compiled(**inputs), captured(**inputs)
+                tc, cap = [], []
+                for _ in range(args.rounds):
+                    tc.append(_wall_ms(lambda: compiled(**inputs), args.inner))
+                    cap.append(_wall_ms(lambda: captured(**inputs), args.inner))
+                tc, cap = statistics.median(tc), statistics.median(cap)
         print(f"{name:<10} {batch:>5} {nat:>10.2f} {eag:>10.2f} {eag / nat:>6.2f} "
               f"{tc:>11.2f} {cap:>11.2f} {cap / tc:>6.2f} {err:>9.1e}", flush=True)
         stats = eagerc.stats()
         falls = {k: v["fallback_reasons"] for k, v in stats["ops"].items() if v["fallbacks"]}
         if falls:
             print("   fallbacks:", {k: list(v)[:1] for k, v in list(falls.items())[:8]})
-        if args.profile:  # where capture and torch.compile differ (GPU kernels, host time)
+        if args.profile and compiled is not None:  # where capture and torch.compile differ
             with torch.no_grad():
                 _print_profile({"torch.compile": lambda: compiled(**inputs),
                                 "capture": lambda: captured(**inputs)}, top=15)
+        elif args.profile:  # where override mode and native differ (host time per op)
+            with torch.no_grad():
+                with eagerc.enabled(DEV):
+                    fwd()
+                    _print_profile({"override": fwd})
+                _print_profile({"native": fwd})
         del model, compiled, captured
         torch.cuda.empty_cache()
 
@@ -110,7 +126,7 @@ def bench_device_models(args) -> None:
     if os.environ.get("EAGERC_BACKING") != "cuda":
         env = dict(os.environ, EAGERC_BACKING="cuda")
         subprocess.run([sys.executable, BENCH_GPU, "device-models", "--models", args.models,
-                        "--batches", args.batches, "--rounds", str(args.rounds)]
+                        "--batches", args.batches, "--rounds", str(args.rounds), "--inner", str(args.inner)]
                        + (["--profile"] if args.profile else []), env=env, check=True)
         return
     _log_refusals()
@@ -136,11 +152,11 @@ def bench_device_models(args) -> None:
             stats = eagerc.stats()
             aliased = sum(v["aliased"] for v in stats["ops"].values())
             for _ in range(2):
-                device()
+                native(), device()
             nat, dev = [], []
             for _ in range(args.rounds):  # alternating; cuda itself is not overridden
-                nat.append(_wall_ms(native))
-                dev.append(_wall_ms(device))
+                nat.append(_wall_ms(native, args.inner))
+                dev.append(_wall_ms(device, args.inner))
             nat, dev = statistics.median(nat), statistics.median(dev)
         print(f"{name:<10} {batch:>5} {nat:>10.2f} {dev:>10.2f} {dev / nat:>6.2f} {err:>9.1e} "
               f"{stats['compiles']:>8} {aliased:>8}", flush=True)

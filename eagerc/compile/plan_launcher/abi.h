@@ -21,6 +21,7 @@ AOTITorchError aoti_torch_get_data_ptr(AtenTensorHandle tensor, void** result);
 AOTITorchError aoti_torch_get_sizes(AtenTensorHandle tensor, int64_t** result);
 AOTITorchError aoti_torch_get_strides(AtenTensorHandle tensor, int64_t** result);
 AOTITorchError aoti_torch_delete_tensor_object(AtenTensorHandle tensor);
+AOTITorchError aoti_torch_new_tensor_handle(AtenTensorHandle orig_handle, AtenTensorHandle* new_handle);
 AOTITorchError aoti_torch__reinterpret_tensor(AtenTensorHandle self, int64_t ndim, const int64_t* sizes,
                                               const int64_t* strides, int64_t storage_offset,
                                               AtenTensorHandle* result);
@@ -58,6 +59,7 @@ CUresult cuLaunchKernel(CUfunc_st* f, unsigned grid_x, unsigned grid_y, unsigned
 CUresult cuGetErrorString(CUresult error, const char** message);
 CUresult cuCtxGetCurrent(CUctx_st** context);
 int cudaGetDevice(int* device);
+int cudaGetDeviceCount(int* count);
 int cudaSetDevice(int device);
 int cudaFree(void* pointer);
 }

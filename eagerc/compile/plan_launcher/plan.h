@@ -81,17 +81,32 @@ struct Payload {
 Payload& payload();
 
 // What one call holds; owned handles and the device guard are released however it ends.
+// A slot either owns its handle (a buffer, a view, an input the entry stole) or borrows it
+// (an input of eagerc_entry_borrowed: the caller's own at::Tensor, never deleted here).
 struct Frame {
-  AtenTensorHandle slots[kMaxSlots] = {};
+  explicit Frame(int64_t used) : used(used) {
+    for (int64_t i = 0; i < used; ++i) slots[i] = nullptr, owned[i] = false;
+  }
+  int64_t used;  // slots the plan uses (Plan::slots)
+  AtenTensorHandle slots[kMaxSlots];
+  bool owned[kMaxSlots];
   int64_t ints[kMaxInts];
   double doubles[kMaxDoubles];
   CUstream_st* stream = nullptr;
   CUDAGuardHandle guard = nullptr;
   ~Frame() {
-    for (AtenTensorHandle& h : slots) {
-      if (h != nullptr) aoti_torch_delete_tensor_object(h);
-    }
+    for (int64_t i = 0; i < used; ++i) release(i);
     if (guard != nullptr) aoti_torch_delete_cuda_guard(guard);
+  }
+  void release(int64_t i) {
+    if (slots[i] != nullptr && owned[i]) aoti_torch_delete_tensor_object(slots[i]);
+    slots[i] = nullptr;
+    owned[i] = false;
+  }
+  void set(int64_t i, AtenTensorHandle h, bool own) {
+    release(i);
+    slots[i] = h;
+    owned[i] = own;
   }
   AtenTensorHandle slot(int64_t i) const {
     if (slots[i] == nullptr) throw std::runtime_error("eagerc: launch plan reads a released tensor");

@@ -98,12 +98,26 @@ void call_extern(const Step& s, const Frame& f, const Env& env) {
   }
 }
 
-void run(AtenTensorHandle* inputs, AtenTensorHandle* outputs) {
+// How many GPUs the process sees (fixed for its life: CUDA_VISIBLE_DEVICES is read once).
+int visible_devices() {
+  static const int count = [] {
+    int n = 0;
+    return cudaGetDeviceCount(&n) == 0 ? n : -1;
+  }();
+  return count;
+}
+
+// `borrowed`: the inputs are the caller's at::Tensor objects, read and never deleted
+// (eagerc_entry_borrowed); otherwise the entry steals them, as a generated wrapper does.
+void run(AtenTensorHandle* inputs, AtenTensorHandle* outputs, bool borrowed) {
   Plan& p = plan();
-  Frame f;
+  Frame f(p.slots);
   Env env;
   env.ints = f.ints, env.doubles = f.doubles, env.frame = &f;
-  for (int64_t i = 0; i < p.inputs; ++i) f.slots[i] = inputs[i], inputs[i] = nullptr;  // stolen
+  for (int64_t i = 0; i < p.inputs; ++i) {
+    f.slots[i] = inputs[i], f.owned[i] = !borrowed;
+    if (!borrowed) inputs[i] = nullptr;  // stolen
+  }
   int64_t sizes[kMaxRank], strides[kMaxRank];
   for (const Step& s : p.steps) {
     switch (s.kind) {
@@ -118,7 +132,11 @@ void run(AtenTensorHandle* inputs, AtenTensorHandle* outputs) {
       case Kind::SetI: f.ints[s.a] = eval(s.exprs[0], env).i; break;
       case Kind::SetD: f.doubles[s.a] = eval(s.exprs[0], env).d; break;
       case Kind::Device: {
-        EAGERC_CHECK(aoti_torch_create_cuda_guard(static_cast<int32_t>(s.a), &f.guard));
+        // With one GPU visible its device is the current one: the guard would set and
+        // restore that same device (two runtime calls and a heap guard per call).
+        if (visible_devices() != 1 || s.a != 0) {
+          EAGERC_CHECK(aoti_torch_create_cuda_guard(static_cast<int32_t>(s.a), &f.guard));
+        }
         // A thread that made no CUDA runtime call has no current context (gpu_context.py).
         CUctx_st* context = nullptr;
         if (cuCtxGetCurrent(&context) != 0 || context == nullptr) {
@@ -144,18 +162,24 @@ void run(AtenTensorHandle* inputs, AtenTensorHandle* outputs) {
           EAGERC_CHECK(aoti_torch__reinterpret_tensor(f.slot(s.b), static_cast<int64_t>(ndim), sizes, strides,
                                                       eval(s.exprs[2 * ndim], env).i, &made));
         }
-        if (f.slots[s.a] != nullptr) aoti_torch_delete_tensor_object(f.slots[s.a]);
-        f.slots[s.a] = made;
+        f.set(s.a, made, /*own=*/true);
         break;
       }
-      case Kind::Move: std::swap(f.slots[s.a], f.slots[s.b]); break;
-      case Kind::Reset:
-        if (f.slots[s.a] != nullptr) aoti_torch_delete_tensor_object(f.slots[s.a]);
-        f.slots[s.a] = nullptr;
+      case Kind::Move:
+        std::swap(f.slots[s.a], f.slots[s.b]);
+        std::swap(f.owned[s.a], f.owned[s.b]);
         break;
+      case Kind::Reset: f.release(s.a); break;
       case Kind::Launch: launch(p, s, f, env); break;
       case Kind::Extern: call_extern(s, f, env); break;
-      case Kind::Out: outputs[s.a] = f.slots[s.b], f.slots[s.b] = nullptr; break;
+      case Kind::Out:
+        if (f.owned[s.b]) {
+          outputs[s.a] = f.slots[s.b], f.slots[s.b] = nullptr, f.owned[s.b] = false;
+        } else {  // a borrowed input returned as it is: the caller gets a handle of its own
+          EAGERC_CHECK(aoti_torch_new_tensor_handle(f.slot(s.b), &outputs[s.a]));
+          f.release(s.b);
+        }
+        break;
     }
   }
 }
@@ -183,7 +207,15 @@ EAGERC_EXPORT const char* eagerc_load_error() {
   return error.empty() ? nullptr : error.c_str();
 }
 
-EAGERC_EXPORT void eagerc_entry(AtenTensorHandle* inputs, AtenTensorHandle* outputs) { eagerc_launcher::run(inputs, outputs); }
+EAGERC_EXPORT void eagerc_entry(AtenTensorHandle* inputs, AtenTensorHandle* outputs) {
+  eagerc_launcher::run(inputs, outputs, /*borrowed=*/false);
+}
+
+// The same, on handles the caller keeps (csrc/artifact.cpp passes its at::Tensor objects
+// themselves: no heap handle per input and call).
+EAGERC_EXPORT void eagerc_entry_borrowed(AtenTensorHandle* inputs, AtenTensorHandle* outputs) {
+  eagerc_launcher::run(inputs, outputs, /*borrowed=*/true);
+}
 
 EAGERC_EXPORT int eagerc_guard(const int64_t* I, const double* F) {
   eagerc_launcher::Env env;

@@ -46,6 +46,8 @@ int cuLaunchKernel(void* f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, 
 int cuGetErrorString(int error, const char** message) { (void)error; *message = "fake"; return 0; }
 int cuCtxGetCurrent(void** context) { *context = (void*)0x3; return 0; }
 int cudaGetDevice(int* device) { *device = 0; return 0; }
+int fake_device_count = 2; /* read once per library, at its first device step */
+int cudaGetDeviceCount(int* count) { *count = fake_device_count; return 0; }
 int cudaSetDevice(int device) { (void)device; return 0; }
 int cudaFree(void* pointer) { (void)pointer; return 0; }
 int aoti_torch_get_current_cuda_stream(int32_t device, void** stream) { (void)device; *stream = (void*)0x5eed; return 0; }
