@@ -21,13 +21,13 @@ from torch.overrides import TorchFunctionMode
 
 from . import numpy_ops
 from .fx_targets import as_graph_constant, fx_target
-from .speculate import SPECULATED, eval_dropout, read_value
+from .speculate import SHAPE_READ, SPECULATED, eval_dropout, read_value
 from .symbolic import SymbolicInt, _expect, _v, plain
 from .torch_calls import (_BOOL_QUERIES, _CONST_READS, _CONSTANTS, _META, _METADATA_FACTORIES,
                           _METADATA_RESULTS, _NONDETERMINISTIC, _SIZE_READS, _STRIDE_META,
                           _SYMBOLIC_READS, _VALUE_READS, _VIEW_ATTRS, _fx_nodes, _noop_flag_write,
                           _UNINITIALIZED, _storage, _symbolic_in, _tensors_in, _written_tensor,
-                          func_name)
+                          func_name, value_shaped)
 
 
 class CaptureStop(Exception):
@@ -175,6 +175,8 @@ class OpRecorder(TorchFunctionMode):
             self.const.add(node)  # (ones_like(x): x's metadata, which the guard fixes)
         if not self._bind(out, node):
             self.monitor.stop(f"non-tensor result of {name}: {type(out).__name__}")
+        elif value_shaped(name, args, kwargs):
+            self._shape_read(name, out)
         for o in _tensors_in(out) if self.const else ():
             if self.nodes.get(id(o)) in self.const:
                 self.const_memory[self.nodes[id(o)]] = _storage(o)
@@ -200,6 +202,17 @@ class OpRecorder(TorchFunctionMode):
                 if self.nodes.get(id(written)) in self.const:
                     self.const.discard(self.nodes[id(written)])
         return out
+
+    def _shape_read(self, name, out):
+        """A result whose shape depends on tensor values (nonzero, unique, `x[mask]`): later
+        ops may bake it. In a run that speculates, the shape is checked after the graph like a
+        value Python read (speculate.py); otherwise capture stops."""
+        if self.monitor.speculate and not self.symbolic:
+            for o in _tensors_in(out):
+                if id(o) in self.nodes:
+                    self.speculated.append((self.nodes[id(o)], SHAPE_READ, tuple(o.shape)))
+            return
+        self.monitor.stop(f"data-dependent output shape: {name}")
 
     def record_detach(self, out, src):
         """`out` is a detached alias of tensor `src` made outside torch's API

@@ -33,7 +33,7 @@ def build_record(mon, result, compiler, symbolic=False):
     spec = mon.recorder.speculated
     if spec and mon.stopped is None and (mon.recorder.outside_write or mon.recorder.random):
         # the graph would write or draw before the values are checked (speculate.py)
-        mon.stop(f"tensor value read: Tensor.{spec[0][1]}")
+        mon.stop(speculate.stop_reason(spec[0][1]))
     if mon.stopped is None:
         g.write(g.root, Relation("return"), result)
         try:

@@ -17,6 +17,9 @@ import torch
 # Reads that give a Python number, bool or list of them; other value reads (numpy,
 # data_ptr, printing) still stop capture.
 SPECULATED = frozenset("item tolist __bool__ __int__ __float__ __index__".split())
+# The shape of a result that depends on tensor values (nonzero, unique, `x[mask]`), checked
+# the same way (op_recorder.OpRecorder._shape_read).
+SHAPE_READ = "shape"
 MAX_VALUE_MISSES = 3  # calls no record's values matched, before a function stops speculating
 
 
@@ -44,6 +47,12 @@ def read_value(recorder, name, args, kwargs, call):
     return out
 
 
+def stop_reason(name):
+    """Why a run whose graph writes or draws stops at a read it cannot check."""
+    return "data-dependent output shape" if name == SHAPE_READ else \
+        f"tensor value read: Tensor.{name}"
+
+
 def eval_dropout(name, args, kwargs):
     """`F.dropout(x, p, training=False)` (a model in eval mode) and a dropout with `p=0`
     (ATen returns the input without drawing: a model trained with dropout off) draw no
@@ -69,7 +78,8 @@ def values_ok(outputs, expected):
     never equal: such a record always misses, which is safe)."""
     for i, name, value in expected:
         t = outputs[i]
-        got = bool(t) if name == "__bool__" else getattr(t, name)()
+        got = bool(t) if name == "__bool__" else tuple(t.shape) if name == SHAPE_READ \
+            else getattr(t, name)()
         if type(got) is not type(value) or got != value:
             return False
     return True

@@ -122,6 +122,29 @@ def _noop_flag_write(func, name, args):
         not args[0].requires_grad
 
 
+# Ops whose result's shape depends on tensor values: a record that bakes that shape into
+# later ops (`torch.zeros(idx.shape[0])`, a reshape) would serve other values wrongly.
+_VALUE_SHAPED = frozenset("""nonzero argwhere unique unique_consecutive masked_select
+    bincount""".split())
+
+
+def value_shaped(name, args, kwargs):
+    """Whether the result's shape of this torch call depends on tensor values: nonzero,
+    unique, masked_select, bincount, `x[mask]` with a boolean index, one-argument
+    `torch.where(cond)`, `repeat_interleave` with tensor repeats and no `output_size`."""
+    if name in _VALUE_SHAPED:
+        return True
+    if name in ("__getitem__", "index"):
+        return any(t.dtype in (torch.bool, torch.uint8) for t in _tensors_in(args[1:], 4))
+    if name == "where":
+        return len(args) + len(kwargs) == 1
+    if name == "repeat_interleave":
+        reps = kwargs.get("repeats", args[1] if len(args) > 1 else args[0] if args else None)
+        return isinstance(reps, torch.Tensor) and reps.numel() > 1 and \
+            kwargs.get("output_size") is None and (len(args) < 4)
+    return False
+
+
 def _written_tensor(name, args, kwargs):
     """The tensor a torch call writes into, or None: in-place methods and functions
     (`add_`, `relu_`, `x += y`, `x[i] = v`), `out=` and `inplace=True`."""

@@ -1,0 +1,62 @@
+"""Idioms of the held-out corpus (tools/capture_heldout.py: model files from public
+repositories) under capture: each case's results equal eager's on every call, and where
+capture can serve the idiom from a graph, it does."""
+import torch
+
+from eagerc.capture import capture, capture_stats
+from eagerc.testing import assert_close
+
+
+def _calls(fn, inputs, **kw):
+    """Calls `fn` captured on each input under no_grad, comparing every result with
+    eager's (values and shapes); returns the stats."""
+    captured = capture(fn, backend="eager", **kw)
+    with torch.no_grad():
+        for x in inputs:
+            got, want = captured(x), fn(x)
+            assert got.shape == want.shape
+            assert_close(got, want)
+    return capture_stats(captured)
+
+
+A = torch.tensor([1.0, -1.0, 2.0, 3.0])
+B = torch.tensor([1.0, -1.0, -2.0, 3.0])
+
+
+def _masked(x):  # a size taken from a boolean index, baked into a factory
+    return torch.ones(x[x > 0].shape[0]) * 2
+
+
+def _nonzero(x):
+    idx = torch.nonzero(x > 0)
+    return torch.zeros(idx.shape[0], 3) + idx
+
+
+def _unique(x):  # vit-pytorch's ats_vit pads torch.unique's results
+    u = torch.unique(x.clamp(min=0))
+    return u.reshape(u.shape[0], 1) + 1
+
+
+def test_value_shaped_results_are_checked_after_the_graph():
+    """The result's shape of nonzero, unique, `x[mask]` depends on values: a record checks
+    it after its graph (a record per shape), never serving another shape's call."""
+    for fn in (_masked, _nonzero, _unique):
+        stats = _calls(fn, [A, A, B, B, A])
+        assert stats["records"] == 2 and stats["eager_runs"] == 0, (fn.__name__, stats)
+        assert stats["stop_reasons"] == {}, stats
+
+
+def test_value_shaped_result_with_random_ops_stops():
+    """A graph that also draws random numbers cannot be checked after it ran (a miss would
+    draw again): capture stops, and results stay eager's under the same seed."""
+    def f(x):
+        keep = x[torch.rand(x.shape) > 0.5]
+        return torch.ones(keep.shape[0])
+    captured = capture(f, backend="eager")
+    with torch.no_grad():
+        for seed in (0, 0, 1, 2):
+            torch.manual_seed(seed)
+            got = captured(A)
+            torch.manual_seed(seed)
+            assert got.shape == f(A).shape
+    assert "data-dependent output shape" in capture_stats(captured)["stop_reasons"]
