@@ -24,7 +24,9 @@ off, EAGERC_ALIAS_FALLBACK=0), these ops are traced into ops Inductor generates 
   boundaries per element).
 - take: an index into the flattened tensor through a 1-d index.
 - special functions and orthogonal polynomials the code generator has no code for
-  (accelerator_special.py, accelerator_polynomials.py): pointwise code over functions it has.
+  (accelerator_special.py, accelerator_polynomials.py): pointwise code over functions it has;
+  Hermite, Laguerre and Legendre as ATen's recurrence in a while_loop (one kernel of
+  pointwise steps per iteration, to each element's own degree).
 - isin: a broadcast comparison reduced with any(). torch._decomp's isin picks a sort-based
   path by a float power of the sizes, a guard eagerc cannot express.
 
@@ -42,7 +44,7 @@ aten = torch.ops.aten
 
 # Changes whenever a decomposition here changes the code it produces (the cache key of
 # a target that uses them holds it).
-VERSION = "5"
+VERSION = "6"
 
 
 def _scan(x, dim: int, combine, pad_value, *extra):

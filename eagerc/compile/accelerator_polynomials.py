@@ -1,5 +1,6 @@
-"""The Chebyshev polynomials (T, U, V, W and the shifted four) as pointwise code, for code
-generators with no implementation of them (Triton).
+"""The orthogonal polynomials, for code generators with no implementation of them
+(Triton): Chebyshev T, U, V, W and the shifted four as pointwise code; Hermite H and He,
+Laguerre L and Legendre P as ATen's recurrence in a loop.
 
 ATen evaluates P_n(x) at each element's own degree n (a float tensor truncated to an
 integer) by the three-term recurrence, after its special cases: 0 for n < 0, the closed
@@ -10,28 +11,45 @@ holds for every degree: cos/sin of (n + c) acos(x) inside [-1, 1], cosh/sinh of
 (n + c) acosh(|x|) outside it (float64, rounded once; where ATen's float32 recurrence
 overflows to inf - inf = NaN this gives the infinity).
 
-Not here: Hermite, Laguerre and Legendre, which have no closed form for a degree past any
-unrolled bound: a kernel cannot loop to a degree it reads from its input.
+Hermite, Laguerre and Legendre have no closed form to take past an unrolled degree, and
+ATen's recurrence rounds in the input's dtype at every step (float32 Legendre at degree
+1000 is 1e-4 off the function), so only the same recurrence gives its values. It runs as
+a while_loop (torch's higher-order op; Inductor lowers it to a loop in the wrapper around
+one generated kernel per iteration): each iteration takes _STEPS steps of pointwise code,
+an element stepping while the step's k is below its degree, and the loop goes on while
+any element has steps left and a value that is not NaN (ATen's own stop for Laguerre and
+Legendre; a NaN stays NaN through every recurrence, so it ends Hermite's too). ATen's
+special cases come first: 0 for n < 0, P_0 = 1, Legendre's +-1 at x = +-1, Laguerre's 1
+at x = 0, Hermite's NaN past its degree limit (128 for float32, 512 for float64), and
+those elements take no steps. A degree of 10^9 loops as long as ATen does, in kernels of
+_STEPS steps; ATen leaves the value at a NaN x of degree >= 2 undefined (an
+uninitialized variable), here it is NaN.
 """
 from __future__ import annotations
 
+import math
+
 import torch
 
+from eagerc.compile.accelerator_special import floating_operands
+
 _UNROLLED = 16
+_STEPS = 16  # recurrence steps per loop iteration (one kernel)
 
 
-def _operands(x, n):
-    ref = x if isinstance(x, torch.Tensor) else n
-    dtype = torch.result_type(x, n)
-    if not dtype.is_floating_point:
-        dtype = torch.get_default_dtype()
-    x, n = (v if isinstance(v, torch.Tensor) else torch.full((), v, dtype=dtype, device=ref.device) for v in (x, n))
-    x = x.to(dtype)
-    # ATen's static_cast<int64_t>(n): truncation; NaN lands on INT64_MIN (negative).
-    n = torch.where(torch.isnan(n), -1.0, torch.trunc(n.to(torch.float64))) if n.is_floating_point() \
-        else n.to(torch.float64)
-    x, n = torch.broadcast_tensors(x, n)
-    return x, n
+def _degree(n):
+    """ATen's static_cast<int64_t>(n) of a floating degree, as float64: truncation; NaN,
+    the infinities and magnitudes of 2^63 and more land on INT64_MIN (x86), a negative
+    degree."""
+    n = torch.trunc(n.to(torch.float64))
+    return torch.where(torch.isnan(n) | (torch.abs(n) >= 2.0 ** 63), -1.0, n)
+
+
+def _operands(x, n, contiguous=False):
+    x, n = floating_operands(x, n, broadcast=True)
+    if contiguous:
+        x, n = x.contiguous(), n.contiguous()
+    return x, _degree(n)
 
 
 def _recurrence(x, n, first, two_x):
@@ -101,7 +119,82 @@ def _chebyshev(kind: str, shifted: bool):
     return decomposition
 
 
+def _loop(n, first, step):
+    """Per element, q after ATen's `for (k = 1; k < n && !isnan(q); k++) { r = step(k, p,
+    q); p = q; q = r; }` from p = 1, q = first; k is an int64 0-dim tensor, so step's
+    integer coefficients meet x in x's dtype as ATen's int64 k does."""
+    from torch._higher_order_ops.while_loop import while_loop
+
+    def more(k, p, q):
+        return ((k < n) & ~torch.isnan(q)).any()
+
+    def steps(k, p, q):
+        for j in range(_STEPS):
+            kj = k + j
+            go = kj < n
+            r = step(kj, p, q)
+            p, q = torch.where(go, q, p), torch.where(go, r, q)
+        return k + _STEPS, p, q
+
+    # Carried values contiguous (a broadcast operand's zero strides are not what a step
+    # returns, and while_loop wants the same layout in and out).
+    first = first.clone(memory_format=torch.contiguous_format)
+    k = torch.ones((), dtype=torch.int64, device=first.device)
+    return while_loop(more, steps, (k, torch.ones_like(first), first))[2]
+
+
+def _fms(a, q, c, p):
+    """a q - c p as ATen's CPU build computes it: contracted to fma(a, q, -(c p)), the
+    product a q unrounded (exact in float64 for float32 operands; float64 itself is left
+    to the code generator) and c p rounded in the dtype."""
+    cp = c * p
+    if q.dtype == torch.float64:
+        return a * q - cp
+    return (a.to(torch.float64) * q.to(torch.float64) - cp.to(torch.float64)).to(q.dtype)
+
+
+_HERMITE_LIMIT = {torch.float32: 128, torch.float64: 512}  # ATen's getHermitianLimit
+
+
+def _hermite(physicists: bool):
+    def decomposition(x, n):
+        x, n = _operands(x, n, contiguous=True)
+        limit = _HERMITE_LIMIT.get(x.dtype, 1024)
+        if physicists:  # H_{k+1} = 2x H_k - 2k H_{k-1}
+            first, step = x + x, lambda k, p, q: _fms(x + x, q, k + k, p)
+        else:  # He_{k+1} = x He_k - k He_{k-1}
+            first, step = x, lambda k, p, q: _fms(x, q, k, p)
+        value = _loop(torch.where(n > limit, 0.0, n), first, step)
+        value = torch.where(n == 0, 1.0, value)
+        value = torch.where(n > limit, math.nan, value)
+        return torch.where(n < 0, 0.0, value)
+
+    return decomposition
+
+
+def _laguerre(x, n):
+    # (k + 1) L_{k+1} = (2k + 1 - x) L_k - k L_{k-1}, in ATen's order of operations.
+    x, n = _operands(x, n, contiguous=True)
+    at_zero = x == 0
+    value = _loop(torch.where(at_zero, 0.0, n), 1 - x, lambda k, p, q: _fms((k + k) + (1 - x), q, k, p) / (k + 1))
+    value = torch.where((n == 0) | at_zero, 1.0, value)
+    return torch.where(n < 0, 0.0, value)
+
+
+def _legendre(x, n):
+    # (k + 1) P_{k+1} = (2k + 1) x P_k - k P_{k-1}; P_n(1) = 1, P_n(-1) = (-1)^n.
+    x, n = _operands(x, n, contiguous=True)
+    at_one = torch.abs(x) == 1
+    value = _loop(torch.where(at_one, 0.0, n), x, lambda k, p, q: _fms((k + k + 1) * x, q, k, p) / (k + 1))
+    value = torch.where(n == 0, 1.0, value)
+    sign = torch.where((x > 0) | (torch.remainder(n, 2) == 0), 1.0, -1.0).to(x.dtype)
+    value = torch.where(at_one, sign, value)
+    return torch.where(n < 0, 0.0, value)
+
+
 POLYNOMIALS = {
-    f"{'shifted_' if shifted else ''}chebyshev_polynomial_{kind}": _chebyshev(kind, shifted)
-    for kind in _KINDS for shifted in (False, True)
+    **{f"{'shifted_' if shifted else ''}chebyshev_polynomial_{kind}": _chebyshev(kind, shifted)
+       for kind in _KINDS for shifted in (False, True)},
+    "hermite_polynomial_h": _hermite(True), "hermite_polynomial_he": _hermite(False),
+    "laguerre_polynomial_l": _laguerre, "legendre_polynomial_p": _legendre,
 }

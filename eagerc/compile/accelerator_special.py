@@ -25,6 +25,20 @@ def _floating(x):
     return x if x.is_floating_point() else x.to(torch.get_default_dtype())
 
 
+def floating_operands(a, b, broadcast: bool = False):
+    """A binary special function's operands as ATen's TensorIterator sees them: both
+    Tensors (a Scalar as a 0-dim one, through full(): no constant tensor in a traced
+    graph) cast to their common dtype, the default float dtype where that is an integer
+    or bool one; broadcast to one shape if asked."""
+    ref = a if isinstance(a, torch.Tensor) else b
+    dtype = torch.result_type(a, b)
+    if not dtype.is_floating_point:
+        dtype = torch.get_default_dtype()
+    a, b = (v.to(dtype) if isinstance(v, torch.Tensor) else torch.full((), v, dtype=dtype, device=ref.device)
+            for v in (a, b))
+    return torch.broadcast_tensors(a, b) if broadcast else (a, b)
+
+
 def _ndtr(x):
     # ATen's calc_ndtr: erf near zero, erfc in the tails (no cancellation there).
     x = _floating(x)
@@ -219,18 +233,9 @@ def _hurwitz_zeta(x, q):
     return total
 
 
-def _as_tensors(a, b):
-    ref = a if isinstance(a, torch.Tensor) else b
-    dtype = torch.result_type(a, b)
-    if not dtype.is_floating_point:
-        dtype = torch.get_default_dtype()
-    a, b = (v if isinstance(v, torch.Tensor) else torch.full((), v, dtype=dtype, device=ref.device) for v in (a, b))
-    return a.to(dtype), b.to(dtype), dtype
-
-
 def _zeta(x, q):
-    x, q, dtype = _as_tensors(x, q)
-    return _hurwitz_zeta(x.to(torch.float64), q.to(torch.float64)).to(dtype)
+    x, q = floating_operands(x, q)
+    return _hurwitz_zeta(x.to(torch.float64), q.to(torch.float64)).to(x.dtype)
 
 
 def _trigamma(x):
