@@ -73,3 +73,26 @@ def test_inplace_operator_on_an_input_still_a_write():
             assert_close(captured(a), f(b))
     assert_close(a, b)
     assert capture_stats(captured)["stop_reasons"], capture_stats(captured)
+
+
+def test_lstm_trained_on_an_input_without_grad():
+    """PyG's Set2Set: an LSTM whose input (zeros, then a readout) needs no grad while its
+    weights do, in training: one training graph, gradients equal to eager's (PyTorch's LSTM
+    decomposition took oneDNN's inference kernel there, and every hit failed)."""
+    torch.manual_seed(0)
+    lstm, lin = torch.nn.LSTM(8, 4), torch.nn.Linear(4, 4)
+
+    def f(x):
+        h = (x.new_zeros((1, 3, 4)), x.new_zeros((1, 3, 4)))
+        out, _ = lstm(x.new_zeros(1, 3, 8), h)
+        return lin(out[0]) + x[:3, :4]
+    captured = capture(f, backend="eager")
+    x = torch.randn(6, 8, requires_grad=True)
+    params = [x, *lstm.parameters(), *lin.parameters()]
+    for _ in range(3):
+        ref = torch.autograd.grad(f(x).pow(2).sum(), params)
+        got = torch.autograd.grad(captured(x).pow(2).sum(), params)
+        assert_close(got, ref)
+    stats = capture_stats(captured)
+    assert stats["training_graphs"] == 1 and stats["hits"] == 2, stats
+    assert stats["stop_reasons"] == {} and stats["eager_runs"] == 0, stats

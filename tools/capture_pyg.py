@@ -45,14 +45,26 @@ def _why_skip(row):
     return row
 
 
+def _diverges(build):
+    """A skip row when eager's own training steps reach a non-finite loss (no reference)."""
+    try:
+        module, calls = capture_train_corpus._build(build)
+        steps = capture_train_corpus._train(module, module, calls)
+    except Exception:  # noqa: BLE001 - run_program reports it
+        return None
+    if any(s[0] == "ok" and not torch.isfinite(s[1]).all() for s in steps):
+        return {"name": "", "skip": "eager's training steps diverge (non-finite loss)"}
+    return None
+
+
 def run_case(name, build, mode, timeout):
     if mode == "infer":
         row = capture_corpus.run_program(name, build, timeout)
     else:
-        row = capture_train_corpus.run_program(name, build, timeout)
+        row = _diverges(build) or capture_train_corpus.run_program(name, build, timeout)
         if "skip" not in row:  # four identical steps: more than one record is a re-record
             row["rerecord"] = row.get("records", 0) > 1
-    row["mode"] = mode
+    row["name"], row["mode"] = name, mode
     return _why_skip(row)
 
 

@@ -94,7 +94,8 @@ def _convs():
         "RGCNConv": (one(lambda i: G.RGCNConv(i, o, N_REL)), ["ei", "et"], None),
         "FastRGCNConv": (one(lambda i: G.FastRGCNConv(i, o, N_REL)), ["ei", "et"], None),
         "RGATConv": (one(lambda i: G.RGATConv(i, o, N_REL)), ["ei", "et"], None),
-        "SignedConv": (lambda i: (G.SignedConv(i, o, first_aggr=i == F_IN), 2 * o),
+        "SignedConv": (lambda i: (G.SignedConv(i if i == F_IN else i // 2, o,
+                                               first_aggr=i == F_IN), 2 * o),
                        ["ei", "nei"], None),
         "PointNetConv": (one(lambda i: G.PointNetConv(_mlp(i + 3, o), _mlp(o, o))),
                          ["pos", "ei"], None),
@@ -139,7 +140,7 @@ def _convs():
         "DirGNNConv": (one(lambda i: G.DirGNNConv(G.GCNConv(i, o))), ["ei"], None),
         "MixHopConv": (lambda i: (G.MixHopConv(i, o), 3 * o), ["ei"], None),
         "HEATConv": (one(lambda i: G.HEATConv(i, o, 1, N_REL, 4, E_DIM, 4, heads=2,
-                                              concat=False)), ["nt", "et", "ea"], None),
+                                              concat=False)), ["ei", "nt", "et", "ea"], None),
     }
 
 
@@ -225,7 +226,8 @@ def _models():
         def call(m, x, ei, batch):
             h = m["conv"](x, ei).relu()
             out = m["pool"](h, ei, batch=batch)
-            h, batch = (out[0], out[3]) if isinstance(out, tuple) else (out, batch)
+            h, batch = (out[0], out[3] if isinstance(out[3], torch.Tensor) else out[2]) \
+                if isinstance(out, tuple) else (out, batch)  # EdgePooling: (x, ei, batch, info)
             return m["lin"](pool.global_max_pool(h, batch))
         return build, call
 

@@ -58,10 +58,24 @@ def compile_joint(gm, example_inputs, compile_graph, inductor):
         decompositions, partition = select_decomp_table(), min_cut_rematerialization_partition
     _traceable(gm)
     # (gm holds no parameters: they are graph inputs, so the result takes *inputs)
-    return aot_module_simplified(gm, list(example_inputs), fw_compiler=compiler,
-                                 bw_compiler=bw_compiler, partition_fn=partition,
-                                 decompositions=decompositions,
-                                 keep_inference_input_mutations=True)
+    with _no_mkldnn_lstm(gm):
+        return aot_module_simplified(gm, list(example_inputs), fw_compiler=compiler,
+                                     bw_compiler=bw_compiler, partition_fn=partition,
+                                     decompositions=decompositions,
+                                     keep_inference_input_mutations=True)
+
+
+def _no_mkldnn_lstm(gm):
+    """PyTorch's LSTM decomposition takes oneDNN's inference kernel (`mkldnn_rnn_layer`,
+    train=False) when the LSTM's input does not require grad, even where its weights do
+    (PyG's Set2Set feeds zeros): on fake tensors it returns a workspace, which the forward
+    graph saves for the backward, but the real kernel returns none, and every call failed
+    in AOTAutograd's runtime. Tracing such a graph with oneDNN off decomposes the LSTM into
+    ATen ops that autograd differentiates (the flag is back on when the graph runs)."""
+    import contextlib
+    lstm = any(node.op == "call_function" and "lstm" in getattr(node.target, "__name__", "")
+               for node in gm.graph.nodes)
+    return torch.backends.mkldnn.flags(enabled=False) if lstm else contextlib.nullcontext()
 
 
 def _views_as_reshapes(gm):
