@@ -11,19 +11,18 @@ holds for every degree: cos/sin of (n + c) acos(x) inside [-1, 1], cosh/sinh of
 (n + c) acosh(|x|) outside it (float64, rounded once; where ATen's float32 recurrence
 overflows to inf - inf = NaN this gives the infinity).
 
-Hermite, Laguerre and Legendre have no closed form to take past an unrolled degree, and
-ATen's recurrence rounds in the input's dtype at every step (float32 Legendre at degree
-1000 is 1e-4 off the function), so only the same recurrence gives its values. It runs as
-a while_loop (torch's higher-order op; Inductor lowers it to a loop in the wrapper around
-one generated kernel per iteration): each iteration takes _STEPS steps of pointwise code,
-an element stepping while the step's k is below its degree, and the loop goes on while
-any element has steps left and a value that is not NaN (ATen's own stop for Laguerre and
-Legendre; a NaN stays NaN through every recurrence, so it ends Hermite's too). ATen's
-special cases come first: 0 for n < 0, P_0 = 1, Legendre's +-1 at x = +-1, Laguerre's 1
-at x = 0, Hermite's NaN past its degree limit (128 for float32, 512 for float64), and
-those elements take no steps. A degree of 10^9 loops as long as ATen does, in kernels of
-_STEPS steps; ATen leaves the value at a NaN x of degree >= 2 undefined (an
-uninitialized variable), here it is NaN.
+Hermite, Laguerre and Legendre have no closed form to take past an unrolled degree (nor
+an expansion accurate at every degree), so ATen's recurrence itself runs, rounded as
+ATen's is (_fms), to each element's own degree, in a while_loop (torch's higher-order
+op; Inductor lowers it to a loop in the wrapper around one generated kernel per
+iteration). Each iteration takes _STEPS pointwise steps, an element stepping while the
+step's k is below its degree; the loop goes on while any element has steps left and a
+value that is not NaN (ATen's own stop for Laguerre and Legendre; a NaN stays NaN through
+every recurrence, so it ends Hermite's too). ATen's special cases come first: 0 for
+n < 0, P_0 = 1, Legendre's +-1 at x = +-1, Laguerre's 1 at x = 0, Hermite's NaN past its
+degree limit (128 for float32, 512 for float64); those elements take no steps. A degree
+of 10^9 inside [-1, 1] loops as long as ATen does, in kernels of _STEPS steps. At a NaN x
+of degree >= 2 ATen's Laguerre and Legendre return an uninitialized variable; here NaN.
 """
 from __future__ import annotations
 
