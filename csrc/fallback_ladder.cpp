@@ -41,6 +41,12 @@ void set_cpu_fallback(bool enabled) { g_cpu_fallback.store(enabled); }
 void set_alias_fallback(bool enabled) { g_alias_fallback.store(enabled); }
 bool alias_fallback_enabled() { return g_alias_fallback.load(std::memory_order_relaxed); }
 
+bool home_has_kernel(const c10::OperatorHandle& op, c10::DispatchKey key) {
+  const c10::Device home = memory_home(c10::Device(c10::dispatchKeyToDeviceType(key), 0));
+  // The dispatch table's computed entry: the home's own kernel, a composite or a fallback.
+  return op.hasComputedKernelForDispatchKey(c10::computeDispatchKey(std::nullopt, c10::kStrided, home));
+}
+
 void KernelHolder::run_on_cpu_aliases(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   OpState& st = *state_;
   const size_t n = st.plan.kinds.size();
@@ -72,11 +78,13 @@ void KernelHolder::fallback(const c10::OperatorHandle& op, c10::DispatchKeySet k
   // own kernel on zero-copy aliases serves any op CUDA has, composites included.
   const bool gpu_home = st.host_aliases &&
                         memory_home(c10::Device(c10::DeviceType::PrivateUse1, 0)).is_cuda();
-  if (st.native && !(gpu_home && aliases)) {
+  // What the home lacks (CUDA has no histogram) aliases cannot serve: the later rungs do.
+  const bool home_kernel = st.host_aliases && home_has_kernel(op, st.dispatch_key);
+  if (st.native && !(gpu_home && aliases && home_kernel)) {
     st.native->callBoxed(op, ks, stack);
     return;
   }
-  if (st.host_aliases && aliases) {
+  if (home_kernel && aliases) {
     // The device's memory has a home whose ATen kernels address it (host memory: CPU):
     // the op runs there on zero-copy aliases, no copies, eager's own semantics.
     st.counters.aliased.fetch_add(1, std::memory_order_relaxed);
@@ -84,7 +92,7 @@ void KernelHolder::fallback(const c10::OperatorHandle& op, c10::DispatchKeySet k
     return;
   }
   // Aliases off (a device with no native kernels, as a vendor's): the last two rungs.
-  if (st.host_aliases && st.vendor_extern.load(std::memory_order_relaxed)) {
+  if (home_kernel && st.vendor_extern.load(std::memory_order_relaxed)) {
     // An extern the target's vendor library offers (Codegen.vendor_externs: what Inductor's
     // C shim calls for this op), run on the device's memory. Where that memory has a home
     // (host memory: the CPU; GPU memory: CUDA) the vendor library is the home's ATen

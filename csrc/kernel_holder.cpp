@@ -52,6 +52,10 @@ at::Tensor device_result(const at::Tensor& t, c10::Device device, const std::str
 
 namespace {
 
+// The fallback reason of an op that would run on aliases of a home with no kernel for it.
+constexpr const char* kNoHomeKernel =
+    "the device's memory home has no kernel for it (CUDA has none for histogram)";
+
 // Whether a call on a host-memory device also passes CPU tensors that are not 0-dim (a
 // 0-dim CPU tensor is a scalar to most ops). Eager's device rules decide about such a
 // call on a miss (eagerc/per_op/eager_rules.py); on CPU aliases the difference is invisible.
@@ -193,7 +197,11 @@ void KernelHolder::operator()(const c10::OperatorHandle& op, c10::DispatchKeySet
       return;
     }
     if (ActivityGuard::active() || st.run_on_aliases) {
-      run_on_cpu_aliases(op, stack);
+      if (home_has_kernel(op, st.dispatch_key)) {
+        run_on_cpu_aliases(op, stack);
+      } else {
+        fallback(op, ks, stack, kNoHomeKernel);
+      }
       return;
     }
     if (st.compiled_on_host_aliases.load(std::memory_order_relaxed) &&
@@ -235,7 +243,7 @@ void KernelHolder::run_interim(const c10::OperatorHandle& op, c10::DispatchKeySe
     st.native->callBoxed(op, ks, stack);  // override mode: the device's own kernel
     return;
   }
-  if (st.host_aliases) {
+  if (st.host_aliases && home_has_kernel(op, st.dispatch_key)) {
     // The memory's home device runs its own ATen kernel on zero-copy aliases.
     run_on_cpu_aliases(op, stack);
     return;
@@ -246,7 +254,7 @@ void KernelHolder::run_interim(const c10::OperatorHandle& op, c10::DispatchKeySe
 void KernelHolder::run_eager(const c10::OperatorHandle& op, c10::DispatchKeySet ks,
                              torch::jit::Stack* stack, const char* reason) {
   OpState& st = *state_;
-  if (!st.native && st.host_aliases) {
+  if (!st.native && st.host_aliases && home_has_kernel(op, st.dispatch_key)) {
     // ATen's CPU kernel on zero-copy aliases: counted as aliased, like other such calls.
     st.counters.aliased.fetch_add(1, std::memory_order_relaxed);
     run_on_cpu_aliases(op, stack);

@@ -112,4 +112,9 @@ void set_alias_fallback(bool enabled);
 // Whether ops may run on aliases of their memory's home (set_alias_fallback).
 bool alias_fallback_enabled();
 
+// Whether the home of `key`'s memory (CPU for host memory, CUDA for GPU memory) has a
+// kernel for `op`, so that aliases can serve it there: CUDA has none for histogram, whose
+// calls on GPU memory take the rungs after aliases instead (csrc/fallback_ladder.cpp).
+bool home_has_kernel(const c10::OperatorHandle& op, c10::DispatchKey key);
+
 }  // namespace eagerc

@@ -267,3 +267,92 @@ def test_gpu_size_classes_and_torch_compile_refused_early(tmp_path):
         print("OK")
     """, tmp_path / "cache")
     assert "OK" in out
+
+
+def test_an_index_past_the_gpus_raises_as_native_cuda_does(tmp_path):
+    # eagerc:N exists for each GPU; one past them raises what native CUDA raises for
+    # cuda:N (type and first line), before anything touches the GPU.
+    out = run_on_gpu_device("""
+        import torch, eagerc
+        n = torch.eagerc.device_count()
+        assert n == torch.cuda.device_count()
+
+        def error(device):
+            try:
+                torch.empty(1, device=device)
+            except Exception as e:
+                return type(e).__name__, str(e).splitlines()[0]
+            raise AssertionError(f"allocated on {device}, which does not exist")
+
+        for past in (n, n + 5):
+            native, got = error(f"cuda:{past}"), error(f"eagerc:{past}")
+            print(native, got)
+            assert got == native, (got, native)
+        assert torch.empty(2, device=f"eagerc:{n - 1}").device == torch.device("eagerc", n - 1)
+        print("OK")
+    """, tmp_path / "cache")
+    assert "OK" in out
+
+
+def test_random_ops_follow_the_seed_from_their_first_call(tmp_path):
+    # The device's compiled random ops draw their seeds from cuda:N's generator (Inductor's
+    # seed buffer, filled on CUDA aliases). A first call compiles: eager's check and the
+    # compile's autotuning draw too, and must leave the seeded stream as it was
+    # (eagerc/random_streams.py); torch.eagerc.manual_seed seeds that generator as well.
+    out = run_on_gpu_device("""
+        import torch, eagerc
+        calls = {
+            "rand": lambda: torch.rand(3000, device="eagerc"),
+            "randn": lambda: torch.randn(3000, device="eagerc"),
+            "randint": lambda: torch.randint(0, 10, (3000,), device="eagerc"),
+            "dropout": lambda: torch.nn.functional.dropout(torch.ones(3000, device="eagerc"), 0.25),
+        }
+        for seed in (torch.manual_seed, torch.eagerc.manual_seed):
+            for name, call in calls.items():
+                seed(1234)
+                first = call().cpu()
+                other = call().cpu()
+                seed(1234)
+                again = call().cpu()
+                assert torch.equal(first, again), (seed, name)
+                assert not torch.equal(first, other), (seed, name)
+        s = eagerc.stats()
+        assert s["fallbacks"] == 0, s
+        print("OK")
+    """, tmp_path / "cache")
+    assert "OK" in out
+
+
+def test_an_op_cuda_lacks_takes_the_host_round_trip(tmp_path):
+    # CUDA has no histogram kernel (natively it raises NotImplementedError): aliases of the
+    # device's memory cannot serve it, so it takes the rungs after them (docs/vendor.md):
+    # the host round trip, counted and warned once; with that off, eagerc's
+    # NotImplementedError naming the op. Eager's check of histogram over given edges runs
+    # on CPU copies, so that call compiles or falls back instead of raising CUDA's error.
+    out = run_on_gpu_device("""
+        import warnings, torch, eagerc
+        from eagerc import _C
+        x = torch.randn(50)
+        edges = torch.linspace(-2, 2, 9)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            got = torch.histogram(x.to("eagerc"), bins=4)
+            got_edges = torch.histogram(x.to("eagerc"), bins=edges.to("eagerc"))
+        for g, w in ((got, torch.histogram(x, bins=4)), (got_edges, torch.histogram(x, bins=edges))):
+            assert g.hist.device.type == "eagerc"
+            torch.testing.assert_close(g.hist.cpu(), w.hist)
+            torch.testing.assert_close(g.bin_edges.cpu(), w.bin_edges)
+        ops = eagerc.stats()["ops"]
+        bin_ct = ops["aten::histogram.bin_ct@PrivateUse1"]
+        assert bin_ct["host_round_trips"] == 1 and bin_ct["aliased"] == 0, bin_ct
+        assert ops["aten::histogram.bins_tensor@PrivateUse1"]["aliased"] == 0, ops
+        assert any("histogram.bin_ct runs through the host round trip" in str(w.message) for w in caught)
+        _C._set_cpu_fallback(False)
+        try:
+            torch.histogram(x.to("eagerc"), bins=4)
+            raise AssertionError("no error with the host round trip off")
+        except NotImplementedError as e:
+            assert "aten::histogram.bin_ct" in str(e) and "EAGERC_CPU_FALLBACK=0" in str(e), e
+        print("OK")
+    """, tmp_path / "cache")
+    assert "OK" in out

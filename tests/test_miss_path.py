@@ -12,7 +12,8 @@ The call path of one miss is recorded with sys.setprofile while a fresh signatur
   namespace) is that room's own work, inside the same visit;
 - small helpers any step may use are not rooms: eagerc/aten_meta.py (the op by name),
   eagerc/_stats.py (counters), eagerc/_config.py, eagerc/refusals.py, eagerc/artifact.py,
-  and eagerc/per_op/registration.py (the bridge's entrance that hands the miss to the hall).
+  eagerc/random_streams.py (the caller's random streams kept across the check and the
+  compile) and eagerc/per_op/registration.py (the bridge's entrance that hands the miss to the hall).
 
 The test asserts that nothing calls back into the hall from inside a room (no closures or
 callbacks: the service is passive), that no other eagerc module is visited, and that the
@@ -35,7 +36,7 @@ HALL = "eagerc.per_op.resolver"
 ROOMS = {"eagerc.targets": "targets", "eagerc.per_op.background": "background",
          "eagerc.cache": "cache", "eagerc.per_op.eager_rules": "eager_rules"}
 HELPERS = {"eagerc.aten_meta", "eagerc._stats", "eagerc._config", "eagerc.refusals",
-           "eagerc.artifact", "eagerc.per_op.registration"}
+           "eagerc.artifact", "eagerc.per_op.registration", "eagerc.random_streams"}
 STEPS = ["targets", "background", "cache", "eager_rules", "compile", "cache"]
 
 

@@ -4,7 +4,10 @@ On host memory, one device (index 0) whose kernels run synchronously on the call
 thread. On GPU memory (``EAGERC_BACKING=cuda``), one device per CUDA GPU: ``eagerc:N``'s
 memory and kernels are ``cuda:N``'s, and the current eagerc device is CUDA's current
 device (``set_device`` sets both; csrc/device/guard.cpp). Each index has a CPU-style
-(mt19937) default generator, which torch.manual_seed also seeds.
+(mt19937) default generator, which torch.manual_seed also seeds. The device's compiled
+random ops draw their seeds from its memory home's generator (the CPU's; on GPU memory
+cuda:N's), which ``manual_seed`` and ``seed`` set as well; ``get_rng_state`` and
+``set_rng_state`` are the device generator's own state.
 
     >>> import torch, eagerc.device
     >>> _ = eagerc.device.register()
@@ -183,27 +186,48 @@ def empty_cache() -> None:
     _C._device_empty_cache()
 
 
+def _home_generators(index: int) -> list:
+    """The generators the device's compiled random ops on `index` draw their seeds from:
+    Inductor's seed buffer is filled by the home's ATen randint (the CPU default generator
+    on host memory; on GPU memory cuda:index's, on CUDA aliases), and the host round trip
+    runs CPU kernels. Seeding the device seeds these too."""
+    homes = [torch.random.default_generator]
+    if _on_gpu_memory():
+        homes.append(torch.cuda.default_generators[index])
+    return homes
+
+
+def _seed_index(index: int, seed: int) -> None:
+    _default_generator(index).manual_seed(seed)
+    for generator in _home_generators(index):
+        generator.manual_seed(seed)
+
+
 def manual_seed(seed: int) -> None:
-    # Random kernels on eagerc are compiled for the CPU target, and Inductor's compiled
-    # random ops draw their seeds from the CPU default generator: seeding it too is what
-    # makes torch.eagerc.manual_seed reproduce random ops on this device.
-    _default_generator().manual_seed(int(seed))
-    torch.random.default_generator.manual_seed(int(seed))
+    """Seed the current device: its default generator and the generators its compiled
+    random ops draw from (the CPU's; on GPU memory also its GPU's), so random ops on it
+    reproduce."""
+    _seed_index(current_device(), int(seed))
 
 
 def manual_seed_all(seed: int) -> None:
     for index in range(device_count()):
-        _default_generator(index).manual_seed(int(seed))
-    torch.random.default_generator.manual_seed(int(seed))
+        _seed_index(index, int(seed))
 
 
 def seed() -> None:
-    _default_generator().seed()
+    """A random seed for the current device (its GPU's generator too, on GPU memory)."""
+    index = current_device()
+    chosen = _default_generator(index).seed()
+    for generator in _home_generators(index)[1:]:
+        generator.manual_seed(chosen)
 
 
 def seed_all() -> None:
     for index in range(device_count()):
-        _default_generator(index).seed()
+        chosen = _default_generator(index).seed()
+        for generator in _home_generators(index)[1:]:
+            generator.manual_seed(chosen)
 
 
 def initial_seed() -> int:

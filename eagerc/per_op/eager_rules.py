@@ -24,6 +24,7 @@ import os
 
 import torch
 
+from eagerc import random_streams
 from eagerc.aten_meta import callable_for
 from eagerc.refusals import EagerRaises
 from eagerc.compile.trace import split_call
@@ -35,10 +36,23 @@ def check_call(op, args, target) -> None:
     if target.new_device:
         check_devices(op, args, target)
     try:
-        _run_eager(op, args, home=target.home if target.host_aliases else None,
-                   served=target.device)
+        _run_eager(op, args, home=_reference_device(op, target), served=target.device)
     except Exception as e:  # noqa: BLE001 - eager's exception is the answer
         raise EagerRaises.from_exception(e) from e
+
+
+def _reference_device(op, target):
+    """Where eager's kernel for a call on `target` runs: the memory's home ("cpu" for host
+    memory, "cuda" for GPU memory), None for the device itself. A home with no kernel for
+    the op (CUDA has no histogram) would only say so; the device serves such an op all the
+    same (a decomposition, the host round trip), so ATen's CPU kernel is eager's reference."""
+    if not target.host_aliases:
+        return None
+    home = target.home
+    if home != "cpu" and not torch._C._dispatch_has_computed_kernel_for_dispatch_key(
+            op.name(), torch._C._dispatch_key_for_device(home)):
+        return "cpu"
+    return home
 
 
 def _run_eager(op, args, home, served) -> None:
@@ -57,7 +71,7 @@ def _run_eager(op, args, home, served) -> None:
     pos, kw = split_call(op, call)
     run = callable_for(op, call)
     if torch.Tag.nondeterministic_seeded in op.tags:
-        with torch.random.fork_rng(devices=[]):  # the caller's random stream is untouched
+        with random_streams.kept():  # the caller's random streams are untouched
             run(*pos, **kw)
     else:
         run(*pos, **kw)

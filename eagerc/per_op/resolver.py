@@ -15,9 +15,11 @@ Nothing here looks at a dispatch key to decide anything: the device's target doe
 """
 from __future__ import annotations
 
+import contextlib
+
 import torch
 
-from eagerc import _C, _stats
+from eagerc import _C, _stats, random_streams
 from eagerc.aten_meta import overload_by_name
 from eagerc.cache import CacheKey, service
 from eagerc.per_op import background
@@ -112,7 +114,7 @@ def resolve(request) -> "_C.MissAnswer":
 
 
 def _kernel(op, args, layout, parallel, target, key, stat_key, known_variants, verdict,
-            transient=False, defer=None):
+            transient=False, defer=None, keep_random=True):
     """The loaded kernel of `key`: stored, or checked, compiled and stored now. Raises the
     refusal (recorded, or what this pass met)."""
     svc = service()
@@ -132,12 +134,16 @@ def _kernel(op, args, layout, parallel, target, key, stat_key, known_variants, v
                 background.compiler().defer(defer, stat_key, _BackgroundJob(
                     op, background.snapshot_args(args), layout, parallel, target, key,
                     stat_key, defer))
-            # A user error is eager's to report, and says nothing about the signature.
-            verdict.check()
-            # Imported here: a process whose kernels are all stored never loads the compiler.
-            from eagerc.compile import op as op_compiler
+            # Eager's check and the compile leave the caller's random streams as they
+            # were (both may draw from them), so a first call follows torch.manual_seed.
+            # Not on the background thread: restoring there would rewind the caller's draws.
+            with random_streams.kept() if keep_random else contextlib.nullcontext():
+                # A user error is eager's to report, and says nothing about the signature.
+                verdict.check()
+                # Imported here: a process whose kernels are all stored never loads the compiler.
+                from eagerc.compile import op as op_compiler
 
-            artifact = op_compiler.compile_op(op, args, layout, target, parallel)
+                artifact = op_compiler.compile_op(op, args, layout, target, parallel)
         except NotCompiled as refusal:
             svc.refuse(key, refusal)
             raise
@@ -158,7 +164,7 @@ class _BackgroundJob:
         _C._enter_activity()  # as inside a miss: ops the compile runs are native
         try:
             kernel = _kernel(op, args, layout, parallel, target, key, stat_key, (),
-                             _EagerVerdict(op, args, target))
+                             _EagerVerdict(op, args, target), keep_random=False)
         except NotCompiled as refusal:
             # A recorded answer ("run on CPU aliases", or a signature's refusal) serves
             # the next miss from the store; anything else is decided in the foreground.
