@@ -60,3 +60,44 @@ def test_value_shaped_result_with_random_ops_stops():
             torch.manual_seed(seed)
             assert got.shape == f(A).shape
     assert "data-dependent output shape" in capture_stats(captured)["stop_reasons"]
+
+
+class _Rotary(torch.nn.Module):
+    """vit-pytorch's rvt / vit_nd_pope: a rotary embedding computed with CUDA autocast off
+    (`@torch.amp.autocast("cuda", enabled=False)`), attention under an `sdpa_kernel`
+    context that turns only the PrivateUse1 "overrideable" backend off (vivit): nothing
+    that changes a CPU call's kernel."""
+
+    @torch.amp.autocast("cuda", enabled=False)
+    def freqs(self, x):
+        return torch.arange(x.shape[-1], dtype=torch.float32).sin()
+
+    def forward(self, x):
+        from torch.nn.attention import SDPBackend, sdpa_kernel
+        x = x * self.freqs(x)
+        with sdpa_kernel([SDPBackend.MATH, SDPBackend.EFFICIENT_ATTENTION,
+                          SDPBackend.FLASH_ATTENTION, SDPBackend.CUDNN_ATTENTION]):
+            return torch.nn.functional.scaled_dot_product_attention(x, x, x)
+
+
+def test_settings_that_leave_the_kernels_are_no_stop():
+    stats = _calls(_Rotary(), [torch.randn(2, 4, 8)] * 3)
+    assert stats["records"] == 1 and stats["graphs"] == 1 and stats["eager_runs"] == 0, stats
+    assert stats["stop_reasons"] == {}, stats
+
+
+def test_settings_changed_stop():
+    """A write that changes a setting (math attention only, CPU autocast on) stops: the
+    ops after it run under settings a record would not reproduce."""
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    def math_only(x):
+        with sdpa_kernel([SDPBackend.MATH]):
+            return torch.nn.functional.scaled_dot_product_attention(x, x, x)
+
+    def cpu_autocast(x):
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            return x @ x.transpose(-1, -2)
+    for fn in (math_only, cpu_autocast):
+        stats = _calls(fn, [torch.randn(2, 4, 8)] * 3)
+        assert any(k.startswith("torch setting changed") for k in stats["stop_reasons"]), stats

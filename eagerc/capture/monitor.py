@@ -16,7 +16,7 @@ import types
 
 import torch
 
-from . import annotations, lazy_modules, numpy_ops
+from . import annotations, lazy_modules, numpy_ops, torch_settings
 from .gc_pause import _running, _seat_gc_callbacks
 from .instructions import SKIP, FrameWatch, analyze
 from .object_facts import (_base, _keeps_references, _module_dict, _plain_values, _qualname,
@@ -55,6 +55,7 @@ class Monitor:
         self.graph.on_external = self._on_external
         self.recorder = OpRecorder(self, symbolic)
         self.stopped = None  # the reason capture stopped, or None
+        self.sdp_flags = torch_settings.sdp_flags()  # (torch_settings.py)
         # Tensor values Python reads are checked after the graph instead of stopping the
         # run (speculate.py); monitor_run.py decides per run.
         self.speculate = False
@@ -98,6 +99,8 @@ class Monitor:
                 self.started = True
                 self.result = self.fn(*self.args, **self.kwargs)
                 self.finished = True
+                if torch_settings.sdp_flags() != self.sdp_flags:  # not replayed by a mock
+                    self.stop("torch setting changed: SDPA backends")
                 return self.result
         finally:
             _running.monitor = outer
@@ -252,6 +255,11 @@ class Monitor:
     # -- calls ----------------------------------------------------------------------------
     def before_call(self, fn, args, kw_values=()):
         """Apply `fn`'s annotation; returns a post-call action or None."""
+        same = torch_settings.unchanged(fn, args, kw_values)
+        if same is not None or any(fn is f for f in torch_settings.BALANCED):
+            if same is False and not torch_settings.is_sdp_setter(fn):
+                self.stop(f"torch setting changed: {_qualname(fn)}")
+            return None
         ann = annotations.lookup(fn)
         if ann is None:
             self.stop(f"unannotated native call: {_qualname(fn)}")

@@ -19,7 +19,7 @@ import torch
 import torch.fx as fx
 from torch.overrides import TorchFunctionMode
 
-from . import numpy_ops
+from . import numpy_ops, torch_settings
 from .fx_targets import as_graph_constant, fx_target
 from .speculate import SHAPE_READ, SPECULATED, eval_dropout, read_value
 from .symbolic import SymbolicInt, _expect, _v, plain
@@ -137,6 +137,10 @@ class OpRecorder(TorchFunctionMode):
             return iter(self._handle(torch.Tensor.unbind, (args[0], 0), {}, call))
         if is_getter and name not in _VIEW_ATTRS:
             self.monitor.stop(f"unknown tensor attribute: Tensor.{name}")
+            return call(args, kwargs)
+        if name == "scaled_dot_product_attention" and \
+                torch_settings.sdp_changed_for(self.monitor.sdp_flags, args, kwargs):
+            self.monitor.stop("torch setting changed: SDPA backends")  # another kernel
             return call(args, kwargs)
         try:
             fx_args, fx_kwargs = self._to_fx((args, kwargs))
