@@ -49,9 +49,12 @@ ADDMM_CASES = [  # self shape, (mat1 shape, view), (mat2 shape, view), beta, alp
 ]
 
 
-# Override mode on CPU and CUDA (where a GPU is), and the eagerc device.
-DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.skipif(not torch.cuda.is_available(),
-                                                                 reason="needs a CUDA GPU")), "eagerc"]
+# Override mode on CPU and CUDA (where a GPU is), and the eagerc device (registered unless a
+# GPU is present without EAGERC_BACKING=cuda or EAGERC_DEVICE=1).
+DEVICES = ["cpu",
+           pytest.param("cuda", marks=pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")),
+           pytest.param("eagerc", marks=pytest.mark.skipif(torch._C._get_privateuse1_backend_name() != "eagerc",
+                                                           reason="the eagerc device is not registered"))]
 
 
 def _serving(device, op):
@@ -101,6 +104,7 @@ def test_addmm_typed_key_is_the_boxed_key(miss_keys, case, device):
                    *((b, x, y) if on_cpu else (db, dx, dy)), beta, alpha, specialize))
 
 
+@pytest.mark.skipif(torch._C._get_privateuse1_backend_name() != "eagerc", reason="the eagerc device is not registered")
 def test_linear_on_the_device_matches_eager_with_grad(fresh_cache):
     torch.manual_seed(0)
     lin = torch.nn.Linear(6, 4)
