@@ -65,6 +65,19 @@ def test_the_launchers_externs_are_declared_as_torch_declares_them():
         assert [{"AtenTensorHandle": "h", "double": "d", "int64_t": "i"}[t] for t in types(theirs)] == list(kinds)
 
 
+def test_a_zero_dim_buffer_is_planned(tmp_path, launcher):
+    """Inductor declares a 0-dim buffer's sizes and strides as a null array (GPT-2 has one)."""
+    code = _wrapper("sum_dim")
+    code = code.replace("    const int64_t int_array_0[] = {s50, };\n    static constexpr int64_t int_array_1[] = {1L, };\n",
+                        "    static constexpr int64_t *int_array_0=nullptr;\n")
+    code = code.replace("eagerc_empty_strided(1, int_array_0, int_array_1,", "eagerc_empty_strided(0, int_array_0, int_array_0,")
+    plan = launch_plan.plan_of(code)
+    assert "alloc 1 float32 cuda 0 0\n" in plan
+    lib = _link(tmp_path, launcher, _on_cpu(plan), [_cubin(tmp_path)])
+    (out,) = _run(lib, [torch.randn(1, 7)], 1, 7, borrowed=True)
+    assert out.shape == () and out.dtype == torch.float32
+
+
 def test_a_statement_the_plan_does_not_know_means_no_plan():
     code = _wrapper("add_alpha").replace("    arg1_1.reset();\n", "    arg1_1.reset();\n    launch_missiles();\n")
     with pytest.raises(Unsupported, match="launch_missiles"):

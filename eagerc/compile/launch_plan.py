@@ -298,6 +298,10 @@ class _Body:
         if m:
             self.arrays[m.group(1)] = [v.strip() for v in m.group(2).split(",") if v.strip()]
             return
+        m = re.fullmatch(rf"static constexpr int64_t \*({_NAME})\s*=\s*nullptr;", line)
+        if m:  # the sizes and strides of a 0-dim buffer
+            self.arrays[m.group(1)] = []
+            return
         m = re.fullmatch(rf"AtenTensorHandle ({_NAME})_handle;", line)
         if m:
             self.pending[m.group(1)] = None
