@@ -101,3 +101,19 @@ def test_settings_changed_stop():
     for fn in (math_only, cpu_autocast):
         stats = _calls(fn, [torch.randn(2, 4, 8)] * 3)
         assert any(k.startswith("torch setting changed") for k in stats["stop_reasons"]), stats
+
+
+def _chunked(x):
+    """performer-pytorch's chunked attention, wwt's `zip(*packs)`: zip over a starred map /
+    generator of tensor chunks."""
+    out = []
+    for a, b in zip(*map(lambda t: t.chunk(2, dim=-1), (x, x * 2))):
+        out.append(a * b)
+    firsts, lasts = zip(*((t[:1], t[1:]) for t in (x, x + 1)))
+    return torch.cat(out, -1) + firsts[0].sum() + lasts[1].sum()
+
+
+def test_zip_over_a_starred_iterable():
+    stats = _calls(_chunked, [torch.randn(3, 4)] * 3)
+    assert stats["records"] == 1 and stats["graphs"] == 1 and stats["eager_runs"] == 0, stats
+    assert stats["stop_reasons"] == {}, stats

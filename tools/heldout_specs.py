@@ -267,10 +267,18 @@ case("clip_encode_text", "openai/CLIP", "clip.model", lambda M: M.CLIP(
     I(100, 2, 16), call="encode_text")
 WD = dict(n_mels=16, n_audio_ctx=8, n_audio_state=32, n_audio_head=2, n_audio_layer=1,
           n_vocab=100, n_text_ctx=8, n_text_state=32, n_text_head=2, n_text_layer=1)
-case("whisper", "openai/whisper", "whisper.model",
-     lambda M: M.Whisper(M.ModelDimensions(**WD)), R(1, 16, 16), I(100, 1, 8))
-case("whisper_encoder", "openai/whisper", "whisper.model",
-     lambda M: M.Whisper(M.ModelDimensions(**WD)).encoder, R(2, 16, 16))
+
+
+def _whisper(M):
+    m = M.Whisper(M.ModelDimensions(**WD))
+    # torch.empty in the constructor (a checkpoint fills it): the same values in every copy
+    nn.init.normal_(m.decoder.positional_embedding, std=0.02)
+    return m
+
+
+case("whisper", "openai/whisper", "whisper.model", _whisper, R(1, 16, 16), I(100, 1, 8))
+case("whisper_encoder", "openai/whisper", "whisper.model", lambda M: _whisper(M).encoder,
+     R(2, 16, 16))
 
 # -- lucidrains/x-transformers --------------------------------------------------------------------
 XT = "lucidrains/x-transformers"

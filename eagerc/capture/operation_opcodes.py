@@ -3,6 +3,7 @@ subscripts, iteration, calls (annotated natives, Python functions, torch legacy
 constructors, `autograd.Function.apply`), imports. Each runs before its instruction (see
 instructions.py); uses of a SymbolicInt its own methods cannot see are baked here.
 """
+import itertools
 import operator
 import types
 
@@ -166,6 +167,13 @@ def _apply_call(w, fn, args, kw_values=()):
         w.resume = True
 
 
+# Natives that only hold on to the items of a starred iterable (lucidrains' `zip(*map(lambda
+# t: t.chunk(n), (q, k, v)))`, `zip(*packs)`): the items need no annotation of their own (the
+# code making them ran watched, iterating them later is the program's own code or a torch
+# call). Lifted and symbolic runs still stop: they must see the values passed to natives.
+_STARRED_REFERENCES = (zip, itertools.chain, itertools.product)
+
+
 def _call_function_ex(w, frame, name, flags, top):
     has_kw = flags & 1
     fn = peek(frame, top, 1 + has_kw)
@@ -177,6 +185,8 @@ def _call_function_ex(w, frame, name, flags, top):
         ann = annotations.lookup(fn)
         if ann is not None and ann.as_op:
             _apply_call(w, fn, [])  # a torch API: the op recorder sees its real arguments
+        elif any(fn is f for f in _STARRED_REFERENCES) and not (w.mon.lifted or w.mon.symbolic):
+            pass  # `zip(*map(chunk, ts))`: it holds the items; whatever reads them is watched
         elif ann is not annotations.FOLLOW:
             w.mon.stop(f"native call with a starred {type(args).__name__}")
         return
