@@ -42,6 +42,7 @@ import capture_corpus  # noqa: E402
 import capture_train_corpus  # noqa: E402
 from capture_idioms import Program  # noqa: E402
 from heldout_specs import CASES, REPOS  # noqa: E402
+import heldout_specs_more  # noqa: E402,F401 - adds its cases to CASES
 
 
 # -- getting the checkouts ----------------------------------------------------------------------
