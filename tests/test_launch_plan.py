@@ -213,6 +213,7 @@ def test_the_launcher_runs_add_alphas_plan(tmp_path, launcher):
     assert out.shape == (37, 91) and out.stride() == (91, 1) and out.dtype == torch.float32
     assert ctypes.c_int.in_dll(lib, "fake_launch_count").value == 1
     assert ctypes.c_int.in_dll(lib, "fake_guard_device").value == 0
+    assert ctypes.c_int.in_dll(lib, "fake_context_queries").value == 1  # made current before a launch
     assert ctypes.string_at(ctypes.addressof(ctypes.c_char.in_dll(lib, "fake_loaded_image")), 16) == b"FAKE-CUBIN-BYTES"
     assert ctypes.string_at(ctypes.addressof(ctypes.c_char.in_dll(lib, "fake_function_name"))) == b"triton_poi_fused_0"
     launch = _Launch.in_dll(lib, "fake_launches")
@@ -277,6 +278,7 @@ def test_the_launcher_calls_cublas_externs(tmp_path, launcher):
     handles = list((ctypes.c_void_p * 4).in_dll(lib, "fake_extern_handles"))
     assert all(handles) and handles[1] == handles[2] == handles[3] != handles[0]  # addmm(a, a, a) into a buffer
     assert ctypes.c_int.in_dll(lib, "fake_launch_count").value == 0
+    assert ctypes.c_int.in_dll(lib, "fake_context_queries").value == 0  # no launch needs a context
 
 
 def test_a_grid_of_zero_launches_nothing(tmp_path, launcher):

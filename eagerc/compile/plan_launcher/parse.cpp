@@ -169,6 +169,7 @@ Plan* parse_plan(const char* text) {
         }
       } else if (k == "launch") {
         s.kind = Kind::Launch, s.a = checked(num(1), plan->kernels.size(), "kernel");
+        plan->launches = true;
         s.warps = num(2), s.shared = num(3);
         for (int i = 0; i < 3; ++i) s.exprs.push_back(expr_at(4 + i));
         const int64_t n = checked(num(7), kMaxArgs + 1, "argument count");

@@ -66,6 +66,7 @@ struct Plan {
   std::vector<Kernel*> kernels;
   std::vector<Step> steps;
   std::vector<Expr> checks;
+  bool launches = false;  // any launch step (a plan of cuBLAS externs alone launches nothing itself)
   std::mutex load;
 };
 

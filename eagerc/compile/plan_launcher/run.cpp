@@ -137,9 +137,10 @@ void run(AtenTensorHandle* inputs, AtenTensorHandle* outputs, bool borrowed) {
         if (visible_devices() != 1 || s.a != 0) {
           EAGERC_CHECK(aoti_torch_create_cuda_guard(static_cast<int32_t>(s.a), &f.guard));
         }
-        // A thread that made no CUDA runtime call has no current context (gpu_context.py).
+        // A thread that made no CUDA runtime call has no current context (gpu_context.py):
+        // the driver's launches need one; ATen's externs (runtime API) make their own.
         CUctx_st* context = nullptr;
-        if (cuCtxGetCurrent(&context) != 0 || context == nullptr) {
+        if (p.launches && (cuCtxGetCurrent(&context) != 0 || context == nullptr)) {
           int device = 0;
           cudaGetDevice(&device);
           cudaSetDevice(device);

@@ -44,7 +44,8 @@ int cuLaunchKernel(void* f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, 
   return 0;
 }
 int cuGetErrorString(int error, const char** message) { (void)error; *message = "fake"; return 0; }
-int cuCtxGetCurrent(void** context) { *context = (void*)0x3; return 0; }
+int fake_context_queries = 0;
+int cuCtxGetCurrent(void** context) { ++fake_context_queries; *context = (void*)0x3; return 0; }
 int cudaGetDevice(int* device) { *device = 0; return 0; }
 int fake_device_count = 2; /* read once per library, at its first device step */
 int cudaGetDeviceCount(int* count) { *count = fake_device_count; return 0; }
