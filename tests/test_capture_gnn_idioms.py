@@ -60,19 +60,21 @@ def test_new_empty_is_not_a_random_draw():
     assert stats["records"] == 1 and stats["hits"] == 2, stats
 
 
-def test_inplace_operator_on_an_input_still_a_write():
-    """`x += 1` on an argument is still a write into outside state: the read after it stops
-    speculation and the call stays eager's (twice the same input: the write shows)."""
+def test_inplace_operator_on_an_input_undone_on_a_miss():
+    """`x += 1` on an argument is a write into outside state: a value read after it is
+    checked after the graph, and a call whose value differs sees the write once (undone
+    before the call runs again), as in eager."""
     def f(x):
         x += 1
         return x * int(x.sum() > 0)
     captured = capture(f, backend="eager")
-    a, b = torch.ones(3), torch.ones(3)
     with torch.no_grad():
-        for _ in range(3):
+        for start in (1.0, 1.0, 1.0, -5.0, 1.0):
+            a, b = torch.full((3,), start), torch.full((3,), start)
             assert_close(captured(a), f(b))
-    assert_close(a, b)
-    assert capture_stats(captured)["stop_reasons"], capture_stats(captured)
+            assert_close(a, b)
+    stats = capture_stats(captured)
+    assert stats["stop_reasons"] == {} and stats["value_misses"] == 1, stats
 
 
 def test_lstm_trained_on_an_input_without_grad():
@@ -96,3 +98,54 @@ def test_lstm_trained_on_an_input_without_grad():
     stats = capture_stats(captured)
     assert stats["training_graphs"] == 1 and stats["hits"] == 2, stats
     assert stats["stop_reasons"] == {} and stats["eager_runs"] == 0, stats
+
+
+def _bn_then_count(bn):
+    def f(x, batch):
+        h = bn(x)  # training: running statistics and num_batches_tracked updated
+        n = int(batch.max()) + 1  # graphs in the batch (PyG's global pooling)
+        return torch.zeros(n, h.size(1)).index_add(0, batch, h)
+    return f
+
+
+def test_batchnorm_training_then_value_read():
+    """BatchNorm in train mode writes its buffers; a value read after it is checked after
+    the graph, the writes undone on a miss: running statistics equal eager's after calls
+    whose values change (GPSConv, SGFormer: norm + pooling by batch)."""
+    torch.manual_seed(0)
+    bn_ref, bn = torch.nn.BatchNorm1d(3), torch.nn.BatchNorm1d(3)
+    f_ref, f = _bn_then_count(bn_ref), _bn_then_count(bn)
+    captured = capture(f, backend="eager")
+    x = torch.randn(6, 3)
+    b2, b3 = torch.tensor([0, 0, 0, 1, 1, 1]), torch.tensor([0, 0, 1, 1, 2, 2])
+    with torch.no_grad():
+        for batch in (b2, b2, b2, b3, b3, b2):
+            assert_close(captured(x, batch), f_ref(x, batch))
+    assert_close(bn.running_mean, bn_ref.running_mean)
+    assert_close(bn.running_var, bn_ref.running_var)
+    assert int(bn.num_batches_tracked) == int(bn_ref.num_batches_tracked) == 6
+    stats = capture_stats(captured)
+    assert stats["stop_reasons"] == {} and stats["eager_runs"] == 0, stats
+    assert stats["records"] == 2 and stats["value_misses"] == 1, stats
+
+
+def test_functional_batch_norm_write_is_undone_on_a_miss():
+    """`F.batch_norm(..., training=True)` on outside buffers writes them though its name
+    does not say so: a miss after it must not apply the update twice."""
+    rm, rv = torch.zeros(3), torch.ones(3)
+    rm_ref, rv_ref = torch.zeros(3), torch.ones(3)
+
+    def make(mean, var):
+        def f(x):
+            h = torch.nn.functional.batch_norm(x, mean, var, training=True, momentum=0.5)
+            return h * 2 if bool(x.sum() > 0) else h
+        return f
+    captured = capture(make(rm, rv), backend="eager")
+    ref = make(rm_ref, rv_ref)
+    with torch.no_grad():
+        for x in (torch.ones(4, 3), torch.ones(4, 3), -torch.ones(4, 3), torch.ones(4, 3)):
+            x = x + torch.arange(12.).view(4, 3) / 10
+            assert_close(captured(x), ref(x))
+    assert_close(rm, rm_ref)
+    assert_close(rv, rv_ref)
+    assert capture_stats(captured)["value_misses"] >= 1, capture_stats(captured)

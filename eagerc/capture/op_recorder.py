@@ -26,8 +26,8 @@ from .symbolic import SymbolicInt, _expect, _v, plain
 from .torch_calls import (_BOOL_QUERIES, _CONST_READS, _CONSTANTS, _META, _METADATA_FACTORIES,
                           _METADATA_RESULTS, _NONDETERMINISTIC, _SIZE_READS, _STRIDE_META,
                           _SYMBOLIC_READS, _VALUE_READS, _VIEW_ATTRS, _fx_nodes, _noop_flag_write,
-                          _UNINITIALIZED, _storage, _symbolic_in, _tensors_in, _written_tensor,
-                          func_name, value_shaped)
+                          _UNINITIALIZED, _norm_stats_written, _storage, _symbolic_in, _tensors_in,
+                          _written_tensor, func_name, value_shaped)
 
 
 class CaptureStop(Exception):
@@ -69,6 +69,7 @@ class OpRecorder(TorchFunctionMode):
         # The graph writes into an outside tensor, or draws random numbers: it must not run
         # before the values are checked (a miss would repeat the write or the draw).
         self.outside_write = False
+        self.written_storages = set()  # of the outside tensors written (None: no storage)
         self.random = False
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
@@ -92,6 +93,13 @@ class OpRecorder(TorchFunctionMode):
             return func(*args, **kwargs)
         finally:
             mon.suspend -= 1
+
+    def _note_outside_write(self, tensor):
+        storage = _storage(tensor)
+        if storage is None or storage in {_storage(sn.obj) for sn, _ in self.placeholders
+                                          if isinstance(sn.obj, torch.Tensor)}:
+            self.outside_write = True
+            self.written_storages.add(storage)
 
     def _handle(self, func, args, kwargs, call):
         name, is_getter = func_name(func)
@@ -188,10 +196,9 @@ class OpRecorder(TorchFunctionMode):
                 not eval_dropout(name, args, kwargs):
             self.random = True
         written = _written_tensor(name, args, kwargs)
-        if written is not None and not self.outside_write:
-            outside = {_storage(sn.obj) for sn, _ in self.placeholders
-                       if isinstance(sn.obj, torch.Tensor)}
-            self.outside_write = _storage(written) in outside or _storage(written) is None
+        for w in ([written] if written is not None else []) + \
+                _norm_stats_written(func, args, kwargs):
+            self._note_outside_write(w)
         if written is not None:
             # Kept by dead-code elimination even when its result is unused: the write into
             # an input is the point (build_module).

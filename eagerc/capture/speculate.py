@@ -14,6 +14,8 @@ made this way (the run stops at the read, as before).
 """
 import torch
 
+from .torch_calls import _storage
+
 # Reads that give a Python number, bool or list of them; other value reads (numpy,
 # data_ptr, printing) still stop capture.
 SPECULATED = frozenset("item tolist __bool__ __int__ __float__ __index__".split())
@@ -21,6 +23,7 @@ SPECULATED = frozenset("item tolist __bool__ __int__ __float__ __index__".split(
 # the same way (op_recorder.OpRecorder._shape_read).
 SHAPE_READ = "shape"
 MAX_VALUE_MISSES = 3  # calls no record's values matched, before a function stops speculating
+UNDO_LIMIT = 16 * 2 ** 20  # bytes of written inputs a record copies before its graph, at most
 
 
 class ValueMiss(Exception):
@@ -85,18 +88,48 @@ def values_ok(outputs, expected):
     return True
 
 
-def run(graph, *inputs):
-    """The graph of a record with checked values. It has no effect outside itself, so an
-    error inside it is another value too: a size computed from a read value that differs
-    now (FastSpeech2's durations fill a slice the recorded values sized)."""
+def undo_inputs(recorder):
+    """Indices of the graph inputs whose memory the graph writes (BatchNorm's running
+    statistics and `num_batches_tracked` in training), when copies taken before the graph
+    can undo those writes on a miss; None when they cannot (a write into memory no input
+    holds, or more than UNDO_LIMIT bytes): then the run stops at the read."""
+    if recorder.random or None in recorder.written_storages:
+        return None
+    out, seen, size = [], set(), 0
+    for i, (sn, _) in enumerate(recorder.placeholders):
+        storage = _storage(sn.obj) if isinstance(sn.obj, torch.Tensor) else None
+        if storage is not None and storage in recorder.written_storages and storage not in seen:
+            seen.add(storage)
+            out.append(i)
+            size += sn.obj.untyped_storage().nbytes()
+    return out if seen == recorder.written_storages and size <= UNDO_LIMIT else None
+
+
+def save(tensors):
+    """Copies of the whole memory of the inputs the graph writes, taken before it runs."""
+    return [(t.untyped_storage(), t.untyped_storage().clone()) for t in tensors]
+
+
+def _undo(saved):
+    for storage, copy in saved:
+        storage.copy_(copy)
+
+
+def run(graph, *inputs, undo=()):
+    """The graph of a record with checked values. It has no effect outside itself (writes
+    into inputs are undone from `undo`, `save`'s copies), so an error inside it is another
+    value too: a size computed from a read value that differs now (FastSpeech2's durations
+    fill a slice the recorded values sized)."""
     try:
         return graph(*inputs)
     except Exception as e:  # noqa: BLE001 - the call is served another way, or monitored
+        _undo(undo)
         raise ValueMiss from e
 
 
-def check(outputs, expected):
+def check(outputs, expected, undo=()):
     # Our reads, not the program's: a TorchFunctionMode of the user's does not see them.
     with torch._C.DisableTorchFunction():
         if not values_ok(outputs, expected):
+            _undo(undo)
             raise ValueMiss

@@ -145,6 +145,24 @@ def value_shaped(name, args, kwargs):
     return False
 
 
+def _norm_stats_written(func, args, kwargs):
+    """The running statistics a batch or instance norm updates in place (in training, or
+    with input statistics), which its name does not tell."""
+    F = torch.nn.functional
+    if func is F.batch_norm or func is F.instance_norm:
+        names = ("input", "running_mean", "running_var", "weight", "bias", "flag")
+    elif func is torch.batch_norm or func is torch.instance_norm:
+        names = ("input", "weight", "bias", "running_mean", "running_var", "flag")
+    else:
+        return []
+    given = dict(zip(names, args))
+    given.update(kwargs)
+    flag = given.get("flag", given.get("training", given.get(
+        "use_input_stats", func is F.instance_norm or func is torch.instance_norm)))
+    return [t for t in (given.get("running_mean"), given.get("running_var"))
+            if flag and isinstance(t, torch.Tensor)]
+
+
 def _written_tensor(name, args, kwargs):
     """The tensor a torch call writes into, or None: in-place methods and functions
     (`add_`, `relu_`, `x += y`, `x[i] = v`), `out=` and `inplace=True`."""
