@@ -117,3 +117,30 @@ def test_zip_over_a_starred_iterable():
     stats = _calls(_chunked, [torch.randn(3, 4)] * 3)
     assert stats["records"] == 1 and stats["graphs"] == 1 and stats["eager_runs"] == 0, stats
     assert stats["stop_reasons"] == {}, stats
+
+
+class _Attention(torch.nn.Module):
+    """whisper's MultiHeadAttention: a class attribute (`use_sdpa`) read off the class,
+    switched by a context manager of the library (`disable_sdpa()`)."""
+    use_sdpa = True
+
+    def forward(self, x):
+        if _Attention.use_sdpa:
+            return torch.nn.functional.scaled_dot_product_attention(x, x, x)
+        return torch.softmax(x @ x.transpose(-1, -2) * 0.5, -1) @ x  # another scale
+
+
+def test_class_attribute_flag_is_guarded():
+    """Setting the flag on the class between calls gives the other path's result (the
+    record made with the flag on must not serve the call with it off)."""
+    m, x = _Attention(), torch.randn(2, 3, 4)
+    captured = capture(m, backend="eager")
+    try:
+        with torch.no_grad():
+            for flag in (True, True, False, False, True):
+                _Attention.use_sdpa = flag
+                assert_close(captured(x), m(x))
+    finally:
+        _Attention.use_sdpa = True
+    stats = capture_stats(captured)
+    assert stats["records"] == 2 and stats["hits"] == 3, stats

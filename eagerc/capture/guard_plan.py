@@ -95,9 +95,11 @@ def plan_guard(mon, nodes, consts, rp):
             else:
                 plan.static.append(var)
                 hsnap = mon.snapshots.get(holder.node_id, ("const",))
-                if holder.node_id and hdict is None and hsnap[0] not in ("is", "eq") and \
+                if holder.node_id and hdict is None and (
+                        hsnap[0] not in ("is", "eq") or isinstance(holder.obj, type)) and \
                         not isinstance(holder.obj, tuple):
-                    # no dict version covers this reference: check it is still the same
+                    # no dict version covers this reference: check it is still the same (a
+                    # class is checked by identity, but its attributes can still change)
                     op = "!=" if isinstance(child.obj, _IMMUTABLE) else "is not"
                     plan.fast.append(f"if {expr} {op} {var}: return None")
             if rel.kind == "const" or child.node_id in mon.lazy:

@@ -36,6 +36,11 @@ _IMMUTABLE_VALUES = (int, float, complex, str, bytes, tuple, frozenset, type(Non
 LIFT_STOP = "lifted scalar used outside torch ops"
 
 
+# Values on a class that the guard checks when the program reads them off the class.
+_CLASS_FLAGS = (bool, int, float, str, type(None))
+_NOT_FOUND = object()
+
+
 class Monitor:
     """One monitor run of `fn(*args, **kwargs)`; see the module docstring."""
 
@@ -191,6 +196,12 @@ class Monitor:
             self.graph.read(self.const_node(obj.__dict__), Relation("global", name), result)
             return
         source = attr_source(obj, name, result)
+        if source == "class" and isinstance(obj, type) and type(result) in _CLASS_FLAGS and \
+                any(k.__dict__.get(name, _NOT_FOUND) is result for k in obj.__mro__):
+            # A flag or number on a class (whisper's `MultiHeadAttention.use_sdpa`, set by its
+            # disable_sdpa()): state like an instance attribute, so the guard checks it.
+            self.graph.read(holder, Relation("attr", name), result)
+            return
         if source == "attr":
             # An instance __dict__ is a namespace: its keys are read one by one.
             lazy = name == "__dict__" and isinstance(result, dict)
