@@ -44,6 +44,7 @@ def compile_joint(gm, example_inputs, compile_graph, inductor):
         return _boxed(compile_graph(g, list(inputs)))
 
     def bw_compiler(g, inputs):
+        _drop_dead_random(g)
         if not inductor:
             _views_as_reshapes(g)
         return compiler(g, inputs)
@@ -76,6 +77,25 @@ def _no_mkldnn_lstm(gm):
     lstm = any(node.op == "call_function" and "lstm" in getattr(node.target, "__name__", "")
                for node in gm.graph.nodes)
     return torch.backends.mkldnn.flags(enabled=False) if lstm else contextlib.nullcontext()
+
+
+def _drop_dead_random(gm):
+    """The partitioner can leave a copy of a forward's random op in the backward graph with
+    no user (vit-pytorch's patch dropout: `randn(...).topk(k).indices`); graph DCE keeps it,
+    random ops being impure. Run op by op it drew again, moving torch's generator past the
+    numbers eager's next step draws: every later step's mask differed from eager's. Eager's
+    backward draws nothing, so an unused out-of-place random op there is dropped."""
+    changed = False
+    for node in reversed(list(gm.graph.nodes)):
+        target = node.target
+        if node.op == "call_function" and not node.users and \
+                isinstance(target, torch._ops.OpOverload) and \
+                torch.Tag.nondeterministic_seeded in target.tags and \
+                not target._schema.is_mutable:
+            gm.graph.erase_node(node)
+            changed = True
+    if changed:
+        gm.recompile()
 
 
 def _views_as_reshapes(gm):
