@@ -149,3 +149,49 @@ def test_functional_batch_norm_write_is_undone_on_a_miss():
     assert_close(rm, rm_ref)
     assert_close(rv, rv_ref)
     assert capture_stats(captured)["value_misses"] >= 1, capture_stats(captured)
+
+
+def _corrupt_then_count(x, batch):
+    # DeepGraphInfomax's corruption (a random permutation of the nodes), then the number
+    # of graphs in the batch read by Python (global pooling's dim_size)
+    h = x[torch.randperm(x.size(0))] + 0.1 * torch.randn_like(x)
+    n = int(batch.max()) + 1
+    return torch.zeros(n, x.size(1)).index_add(0, batch, h)
+
+
+def test_random_draws_then_value_read_rewound_on_a_miss():
+    """A graph that draws from the CPU generator before a checked value read: the
+    generator's state is restored on a miss, so every call draws exactly eager's numbers
+    and leaves the generator where eager leaves it."""
+    x = torch.randn(6, 3)
+    b2, b3 = torch.tensor([0, 0, 0, 1, 1, 1]), torch.tensor([0, 0, 1, 1, 2, 2])
+    captured = capture(_corrupt_then_count, backend="eager")
+    with torch.no_grad():
+        for batch in (b2, b2, b2, b3, b2):
+            torch.manual_seed(7)
+            ref = _corrupt_then_count(x, batch)
+            after_ref = torch.rand(1)
+            torch.manual_seed(7)
+            assert_close(captured(x, batch), ref)
+            assert_close(torch.rand(1), after_ref)
+    stats = capture_stats(captured)
+    assert stats["stop_reasons"] == {} and stats["eager_runs"] == 0, stats
+    assert stats["records"] == 2 and stats["value_misses"] == 1, stats
+
+
+def test_draw_from_own_generator_then_value_read_stops():
+    """A draw from a generator of the program's own cannot be rewound: the read stops."""
+    gen = torch.Generator().manual_seed(0)
+    gen_ref = torch.Generator().manual_seed(0)
+
+    def make(g):
+        def f(x):
+            h = x + torch.rand(x.shape, generator=g)
+            return h * int(h.sum() > 2)
+        return f
+    captured, ref = capture(make(gen), backend="eager"), make(gen_ref)
+    with torch.no_grad():
+        for _ in range(3):
+            x = torch.ones(4)
+            assert_close(captured(x), ref(x))
+    assert capture_stats(captured)["stop_reasons"], capture_stats(captured)

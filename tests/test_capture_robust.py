@@ -267,7 +267,10 @@ def test_random_values_are_no_constants():
     def f(x):
         r = torch.rand(1)
         return x * 2 if r.item() > 2 else x  # never true, but read from the generator
-    stats = run(f, X)
+    # checked after the graph (the generator rewound on a miss): another value every call,
+    # so each hit misses, and after MAX_VALUE_MISSES the read stops capture
+    stats = run(f, X, calls=6)
+    assert stats["value_misses"] == 3, stats
     assert stats["stop_reasons"] == {"tensor value read: Tensor.item": 1}
 
 

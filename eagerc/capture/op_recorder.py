@@ -71,6 +71,7 @@ class OpRecorder(TorchFunctionMode):
         self.outside_write = False
         self.written_storages = set()  # of the outside tensors written (None: no storage)
         self.random = False
+        self.random_elsewhere = False
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
@@ -195,6 +196,12 @@ class OpRecorder(TorchFunctionMode):
         if name in _NONDETERMINISTIC and name not in _UNINITIALIZED and \
                 not eval_dropout(name, args, kwargs):
             self.random = True
+            # Draws the mock can rewind come from the CPU's default generator; another
+            # generator, another device's, or a resize/set_ cannot be undone (speculate.py).
+            if name in ("set_", "resize_", "seed", "manual_seed") or \
+                    kwargs.get("generator") is not None or \
+                    any(t.device.type != "cpu" for t in _tensors_in(out)):
+                self.random_elsewhere = True
         written = _written_tensor(name, args, kwargs)
         for w in ([written] if written is not None else []) + \
                 _norm_stats_written(func, args, kwargs):

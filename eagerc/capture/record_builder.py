@@ -31,10 +31,11 @@ def build_record(mon, result, compiler, symbolic=False):
     """
     g = mon.graph
     spec = mon.recorder.speculated
-    undo = speculate.undo_inputs(mon.recorder) if mon.recorder.outside_write else []
-    if spec and mon.stopped is None and (undo is None or mon.recorder.random):
-        # the graph would write (and its writes cannot be undone) or draw before the values
-        # are checked (speculate.py)
+    rec = mon.recorder
+    undo = speculate.undo_inputs(rec) if rec.outside_write or rec.random else []
+    if spec and mon.stopped is None and undo is None:
+        # the graph would write or draw before the values are checked, in a way the mock
+        # cannot undo on a miss (speculate.py)
         mon.stop(speculate.stop_reason(spec[0][1]))
     if mon.stopped is None:
         g.write(g.root, Relation("return"), result)
@@ -116,10 +117,11 @@ def build_record(mon, result, compiler, symbolic=False):
             consts.env["_expected"] = tuple(expected)
             run_line = [f"O = _checked_run(_run, {', '.join(inputs)})",
                         "_check_values(O, _expected)"]
-            if undo:  # copies of the inputs the graph writes, to undo it on a miss
+            if undo or rec.random:  # what the graph writes or draws, to undo on a miss
                 consts.env["_save"] = speculate.save
-                run_line = [f"U = _save(({''.join(inputs[i] + ', ' for i in undo)}))",
-                            f"O = _checked_run(_run, {', '.join(inputs)}, undo=U)",
+                run_line = [f"U = _save(({''.join(inputs[i] + ', ' for i in undo)}), "
+                            f"{rec.random})",
+                            f"O = _checked_run(_run, {', '.join(inputs + ['undo=U'])})",
                             "_check_values(O, _expected, U)"]
     mock_lines = builder.prelude + run_line + builder.lines + [f"return {ret}"]
     return make_record(mon, plan, out_slots, consts, mock_lines, gm, written)

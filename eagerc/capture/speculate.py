@@ -93,7 +93,7 @@ def undo_inputs(recorder):
     statistics and `num_batches_tracked` in training), when copies taken before the graph
     can undo those writes on a miss; None when they cannot (a write into memory no input
     holds, or more than UNDO_LIMIT bytes): then the run stops at the read."""
-    if recorder.random or None in recorder.written_storages:
+    if recorder.random_elsewhere or None in recorder.written_storages:
         return None
     out, seen, size = [], set(), 0
     for i, (sn, _) in enumerate(recorder.placeholders):
@@ -105,14 +105,21 @@ def undo_inputs(recorder):
     return out if seen == recorder.written_storages and size <= UNDO_LIMIT else None
 
 
-def save(tensors):
-    """Copies of the whole memory of the inputs the graph writes, taken before it runs."""
-    return [(t.untyped_storage(), t.untyped_storage().clone()) for t in tensors]
+def save(tensors, rng=False):
+    """Copies of the whole memory of the inputs the graph writes, and with `rng` the CPU
+    generator's state (the graph draws random numbers: dropout in training, a random
+    permutation), taken before the graph runs. A miss restores them, so the call run again
+    draws what eager draws."""
+    saved = [(t.untyped_storage(), t.untyped_storage().clone()) for t in tensors]
+    return saved + [(None, torch.get_rng_state())] if rng else saved
 
 
 def _undo(saved):
     for storage, copy in saved:
-        storage.copy_(copy)
+        if storage is None:
+            torch.set_rng_state(copy)
+        else:
+            storage.copy_(copy)
 
 
 def run(graph, *inputs, undo=()):
