@@ -28,10 +28,12 @@ REPOS = [
     "lucidrains/reformer-pytorch", "lucidrains/performer-pytorch", "lucidrains/res-mlp-pytorch",
     "lucidrains/siren-pytorch", "lucidrains/bottleneck-transformer-pytorch",
     "lucidrains/memory-efficient-attention-pytorch", "lucidrains/h-transformer-1d",
-    "lucidrains/linear-attention-transformer",
+    "lucidrains/linear-attention-transformer", "openai/guided-diffusion", "milesial/Pytorch-UNet",
+    "lucidrains/TimeSformer-pytorch", "lucidrains/vector-quantize-pytorch",
+    "CompVis/stable-diffusion",
 ]
-# pip packages some of them import: `pip install einops loguru beartype tiktoken
-# local-attention product-key-memory axial-positional-embedding`.
+# pip packages some of them import: `pip install einops einx numba omegaconf loguru beartype tiktoken
+# local-attention product-key-memory axial-positional-embedding rotary-embedding-torch linformer`.
 
 
 class Case(NamedTuple):

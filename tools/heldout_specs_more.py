@@ -321,3 +321,67 @@ case("linear_attention_lm", LA, "linear_attention_transformer.linear_attention_t
 case("image_linear_attention", LA, "linear_attention_transformer.images",
      lambda M: M.ImageLinearAttention(chan=16, heads=2, key_dim=16, value_dim=16),
      R(2, 16, 8, 8))
+
+# -- diffusion UNets and autoencoders, a segmentation UNet, video, quantizers -----------------
+GD = "openai/guided-diffusion"
+UN = dict(image_size=16, in_channels=3, model_channels=32, out_channels=3, num_res_blocks=1,
+          attention_resolutions=(2,), channel_mult=(1, 2), num_head_channels=8)
+
+
+class _Diffusion(nn.Module):
+    """A diffusion UNet called as its sampler calls it: model(x, timesteps, *context)."""
+
+    def __init__(self, unet):
+        super().__init__()
+        self.unet = unet
+
+    def forward(self, x, t, *context):
+        return self.unet(x, t, *context)
+
+
+case("guided_unet", GD, "guided_diffusion.unet",
+     lambda M: _Diffusion(M.UNetModel(**UN)), R(2, 3, 16, 16), I(1000, 2))
+case("guided_unet_class_scale_shift", GD, "guided_diffusion.unet",
+     lambda M: _Diffusion(M.UNetModel(num_classes=10, use_scale_shift_norm=True,
+                                      resblock_updown=True, **UN)),
+     R(2, 3, 16, 16), I(1000, 2), I(10, 2))
+case("guided_encoder_unet", GD, "guided_diffusion.unet",
+     lambda M: _Diffusion(M.EncoderUNetModel(pool="attention", **UN)), R(2, 3, 16, 16),
+     I(1000, 2))
+SD = "CompVis/stable-diffusion"
+case("ldm_unet_cross_attn", SD, "ldm.modules.diffusionmodules.openaimodel",
+     lambda M: _Diffusion(M.UNetModel(image_size=8, in_channels=4, model_channels=32,
+                                      out_channels=4, num_res_blocks=1,
+                                      attention_resolutions=(1,), channel_mult=(1, 2),
+                                      num_head_channels=8, use_spatial_transformer=True,
+                                      context_dim=24, transformer_depth=1)),
+     R(2, 4, 8, 8), I(1000, 2), R(2, 5, 24))
+case("ldm_encoder", SD, "ldm.modules.diffusionmodules.model",
+     lambda M: M.Encoder(ch=32, out_ch=3, ch_mult=(1, 2), num_res_blocks=1,
+                         attn_resolutions=(8,), in_channels=3, resolution=16, z_channels=4),
+     R(2, 3, 16, 16))
+case("ldm_decoder", SD, "ldm.modules.diffusionmodules.model",
+     lambda M: M.Decoder(ch=32, out_ch=3, ch_mult=(1, 2), num_res_blocks=1,
+                         attn_resolutions=(8,), in_channels=3, resolution=16, z_channels=4),
+     R(2, 4, 8, 8))
+case("ldm_spatial_transformer", SD, "ldm.modules.attention",
+     lambda M: M.SpatialTransformer(32, n_heads=2, d_head=16, context_dim=24),
+     R(2, 32, 4, 4), R(2, 5, 24), kw=("context",))
+case("unet_segmentation", "milesial/Pytorch-UNet", "unet.unet_model",
+     lambda M: M.UNet(n_channels=3, n_classes=2, bilinear=False), R(1, 3, 32, 32))
+case("unet_segmentation_bilinear", "milesial/Pytorch-UNet", "unet.unet_model",
+     lambda M: M.UNet(n_channels=3, n_classes=2, bilinear=True), R(1, 3, 32, 32))
+case("timesformer", L + "TimeSformer-pytorch", "timesformer_pytorch.timesformer_pytorch",
+     lambda M: M.TimeSformer(dim=32, num_frames=4, num_classes=10, image_size=32,
+                             patch_size=8, depth=1, heads=2, dim_head=16),
+     R(1, 4, 3, 32, 32))
+VQ = L + "vector-quantize-pytorch"
+case("vector_quantize", VQ, "vector_quantize_pytorch.vector_quantize_pytorch",
+     lambda M: M.VectorQuantize(dim=32, codebook_size=64, decay=0.8,
+                                commitment_weight=1.), R(2, 16, 32))
+case("residual_vq", VQ, "vector_quantize_pytorch.residual_vq",
+     lambda M: M.ResidualVQ(dim=32, num_quantizers=2, codebook_size=64), R(2, 16, 32))
+case("fsq", VQ, "vector_quantize_pytorch.finite_scalar_quantization",
+     lambda M: M.FSQ(levels=[8, 5, 5, 5]), R(2, 16, 4))
+case("lfq", VQ, "vector_quantize_pytorch.lookup_free_quantization",
+     lambda M: M.LFQ(codebook_size=64, dim=16, entropy_loss_weight=0.1), R(2, 16, 16))
