@@ -6,6 +6,9 @@
 // the caching allocator and CUDA's current stream all follow torch.eagerc.set_device and
 // the device guard. Kernels run on cuda:N's current stream, which synchronization waits for.
 #include <c10/core/impl/DeviceGuardImplInterface.h>
+#include <c10/util/Exception.h>
+
+#include <string>
 
 #include "device/runtime.h"
 
@@ -95,11 +98,23 @@ void set_current_index(c10::DeviceIndex index) {
 
 void check_index(c10::DeviceIndex index) {
   const c10::DeviceIndex count = device_count();
-  TORCH_CHECK(index >= -1 && index < count, "eagerc: device index ", static_cast<int>(index),
-              " is out of range: ",
-              on_gpu() ? c10::str("the eagerc device on GPU memory has one device per GPU, ",
-                                  static_cast<int>(count), " here")
-                       : std::string("the eagerc device on host memory has exactly one device, index 0"));
+  if (index >= -1 && index < count) return;
+  // The message is made without streaming an integer: on the GPU machine an integer
+  // formatted through std::ostream in code built there crashed (SIGSEGV in num_put), which
+  // turned this error into a crash of torch.empty(1, device="eagerc:<past the GPUs>").
+  const std::string what = "eagerc: device index " + std::to_string(static_cast<int>(index)) +
+                           " is out of range: ";
+  if (on_gpu()) {
+    // Native CUDA's error for cuda:N past its GPUs (torch.AcceleratorError, first line
+    // included): eagerc:N is cuda:N's memory, so this is the same request.
+    constexpr int32_t kCudaErrorInvalidDevice = 101;
+    throw c10::AcceleratorError(
+        {__func__, __FILE__, static_cast<uint32_t>(__LINE__)}, kCudaErrorInvalidDevice,
+        "CUDA error: invalid device ordinal\n" + what +
+            "the eagerc device on GPU memory has one device per GPU, " +
+            std::to_string(static_cast<int>(count)) + " here");
+  }
+  C10_THROW_ERROR(Error, what + "the eagerc device on host memory has exactly one device, index 0");
 }
 
 void register_guard() {
