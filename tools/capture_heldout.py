@@ -188,7 +188,32 @@ def summary(rows, mode):
             f"{sum(bool(r.get('rerecord')) for r in cv)} | |"]
 
 
-def table(rows):
+def by_repo(rows, modes):
+    """Per repository: files, cases, and per mode the cases each tool runs whole."""
+    repos = collections.defaultdict(list)
+    for r in rows:
+        if "skip" not in r:
+            repos[r["file"].split("/")[0]].append(r)
+    head = "| repository | files | cases |" + "".join(
+        f" {m}: capture / Dynamo whole |" for m in modes)
+    lines = ["", head, "|---|---|---|" + "---|" * len(modes)]
+    for repo, rs in sorted(repos.items()):
+        cells = ""
+        for m in modes:
+            mr = [r for r in rs if r["mode"] == m]
+            cells += (f" {sum(bool(r.get('capture_whole')) for r in mr)} / "
+                      f"{sum(bool(r.get('dynamo_whole')) for r in mr)} of {len(mr)} |")
+        lines.append(f"| {repo} | {len({r['file'] for r in rs})} | "
+                     f"{len({r['name'] for r in rs})} |{cells}")
+    return lines
+
+
+def _notable(r):
+    return "skip" in r or r.get("rerecord") or not all(
+        r.get(k) for k in ("capture_whole", "capture_equal", "dynamo_whole", "dynamo_equal"))
+
+
+def table(rows, every=False):
     modes = [m for m in ("inference", "training") if any(r["mode"] == m for r in rows)]
     run = [r for r in rows if "skip" not in r]
     lines = [f"cases run: {len(run)} of {len(rows)} (mode x case), files: "
@@ -204,10 +229,16 @@ def table(rows):
         if reasons:
             lines += ["", f"Capture stop reasons ({m}), by cases:", ""]
             lines += [f"- {n} × {k[:160]}" for k, n in reasons.most_common()]
-    lines += ["", "| case | file | mode | capture whole | = eager | Dynamo whole | = eager | "
+    lines += by_repo(rows, modes)
+    lines += ["", "Cases" + ("" if every else " where a tool is not whole-graph or not equal to "
+                             "eager, or capture re-records (every other case: both whole and "
+                             "equal)") + ":",
+              "", "| case | file | mode | capture whole | = eager | Dynamo whole | = eager | "
               "capture stop / Dynamo break |", "|---|---|---|---|---|---|---|---|"]
     yn = lambda v: "yes" if v else "no"  # noqa: E731
     for r in rows:
+        if not every and not _notable(r):
+            continue
         if "skip" in r:
             lines.append(f"| {r['name']} | {r['file']} | {r['mode']} | – | – | – | – | "
                          f"skipped: {r['skip'][:100]} |")
@@ -236,8 +267,10 @@ def main(argv=None):
     ap.add_argument("--only", default="", help="comma-separated case names")
     ap.add_argument("--timeout", type=int, default=120, help="seconds per case and mode")
     ap.add_argument("--memory-gb", type=float, default=8)
-    ap.add_argument("--rows", default="", help="JSON lines of finished cases (resumes)")
+    ap.add_argument("--rows", default="", help="JSON lines of finished cases (resumes); "
+                    "more files after commas are read too")
     ap.add_argument("--table", action="store_true", help="only print the table of --rows")
+    ap.add_argument("--all", action="store_true", help="every case in the table")
     ap.add_argument("-v", action="store_true")
     args = ap.parse_args(argv)
     if args.fetch:
@@ -256,11 +289,12 @@ def main(argv=None):
             print(f"{c.name}: {check(args.root, c, args.timeout)}", flush=True)
         return
     done = {}
-    if args.rows and os.path.exists(args.rows):
-        with open(args.rows) as f:
+    for path in [p for p in args.rows.split(",") if os.path.exists(p)]:
+        with open(path) as f:
             for line in f:
                 row = json.loads(line)
                 done[(row["mode"], row["name"])] = row
+    args.rows = args.rows.split(",")[0]
     modes = ["inference", "training"] if args.mode == "both" else [args.mode]
     rows = []
     for c in cases:
@@ -287,7 +321,7 @@ def main(argv=None):
             print(f"# {mode} {c.name}: {row['seconds']}s "
                   f"{ {k: v for k, v in row.items() if k not in ('name', 'mode')} }",
                   file=sys.stderr, flush=True)
-    print(table(rows))
+    print(table(rows, args.all))
 
 
 if __name__ == "__main__":
