@@ -195,3 +195,22 @@ def test_draw_from_own_generator_then_value_read_stops():
             x = torch.ones(4)
             assert_close(captured(x), ref(x))
     assert capture_stats(captured)["stop_reasons"], capture_stats(captured)
+
+
+def _undirected_scale(x, edge_index):
+    # torch_geometric.utils.is_undirected: torch.equal of sorted index tensors
+    row, col = edge_index
+    fwd = torch.sort(row * 100 + col).values
+    bwd = torch.sort(col * 100 + row).values
+    return x * 2 if torch.equal(fwd, bwd) and fwd.equal(bwd) else x - 1
+
+
+def test_torch_equal_is_a_checked_value_read():
+    """`torch.equal` of tensors the call made gives Python a bool: checked after the graph
+    (one record per outcome), not a stop."""
+    x = torch.randn(4, 2)
+    sym = torch.tensor([[0, 1, 2, 3], [1, 0, 3, 2]])
+    directed = torch.tensor([[0, 1, 2, 3], [1, 2, 3, 0]])
+    stats = _run(_undirected_scale, [(x, sym)] * 3 + [(x, directed)] * 2 + [(x, sym)])
+    _whole_on_repeats(stats)
+    assert stats["records"] == 2 and stats["value_misses"] == 1, stats

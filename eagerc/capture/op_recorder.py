@@ -21,7 +21,7 @@ from torch.overrides import TorchFunctionMode
 
 from . import numpy_ops, torch_settings
 from .fx_targets import as_graph_constant, fx_target
-from .speculate import SHAPE_READ, SPECULATED, eval_dropout, read_value
+from .speculate import SHAPE_READ, SPECULATED, equal_as_tensor, eval_dropout, read_value
 from .symbolic import SymbolicInt, _expect, _v, plain
 from .torch_calls import (_BOOL_QUERIES, _CONST_READS, _CONSTANTS, _META, _METADATA_FACTORIES,
                           _METADATA_RESULTS, _NONDETERMINISTIC, _SIZE_READS, _STRIDE_META,
@@ -186,7 +186,7 @@ class OpRecorder(TorchFunctionMode):
                 name in _METADATA_FACTORIES and not self.symbolic and
                 all(n in self.const for n in _fx_nodes((fx_args[1:], fx_kwargs)))):
             self.const.add(node)  # (ones_like(x): x's metadata, which the guard fixes)
-        if not self._bind(out, node):
+        if not self._bind(out, node) and not self._equal_read(name, args, fx_args, out, node):
             self.monitor.stop(f"non-tensor result of {name}: {type(out).__name__}")
         elif value_shaped(name, args, kwargs):
             self._shape_read(name, out)
@@ -220,6 +220,20 @@ class OpRecorder(TorchFunctionMode):
                 if self.nodes.get(id(written)) in self.const:
                     self.const.discard(self.nodes[id(written)])
         return out
+
+    def _equal_read(self, name, args, fx_args, out, node):
+        """`torch.equal(a, b)` / `a.equal(b)` on tensors the run made (PyG's is_undirected)
+        in a run that speculates: a bool Python reads, recorded as a 0-d tensor the mock
+        checks after the graph like any value read (speculate.py)."""
+        if name != "equal" or type(out) is not bool or not self.monitor.speculate or \
+                self.symbolic or len(args) != 2 or \
+                not all(self._made_by_run(a) for a in args) or \
+                args[0].dtype != args[1].dtype or args[0].device != args[1].device:
+            return False
+        self.graph.erase_node(node)
+        read = self.graph.call_function(equal_as_tensor, tuple(fx_args[:2]))
+        self.speculated.append((read, "__bool__", out))
+        return True
 
     def _shape_read(self, name, out):
         """A result whose shape depends on tensor values (nonzero, unique, `x[mask]`): later

@@ -50,6 +50,14 @@ def read_value(recorder, name, args, kwargs, call):
     return out
 
 
+def equal_as_tensor(a, b):
+    """`torch.equal(a, b)` (same dtype and device) as a 0-d bool tensor: the graph value
+    whose truth the mock checks."""
+    if a.shape != b.shape:
+        return torch.zeros((), dtype=torch.bool, device=a.device)
+    return (a == b).all()
+
+
 def stop_reason(name):
     """Why a run whose graph writes or draws stops at a read it cannot check."""
     return "data-dependent output shape" if name == SHAPE_READ else \
