@@ -66,8 +66,8 @@ class OpRecorder(TorchFunctionMode):
         # (fx node, read name, value) of tensor values Python read in a run that speculates
         # (speculate.py): checked after the record's graph instead of stopping capture.
         self.speculated = []
-        # The graph writes into an outside tensor, or draws random numbers: it must not run
-        # before the values are checked (a miss would repeat the write or the draw).
+        # The graph writes into an outside tensor, or draws random numbers: a miss after it
+        # must undo those before the call runs again (speculate.undo_inputs, save).
         self.outside_write = False
         self.written_storages = set()  # of the outside tensors written (None: no storage)
         self.random = False
