@@ -186,3 +186,25 @@ def test_training_steps_with_random_patch_choice_equal_eager():
         assert_close(gb, ga)
     stats = capture_stats(captured)
     assert stats["training_graphs"] == 1 and stats["hits"] == 3, stats
+
+
+class _Flagged(torch.nn.Module):
+    """A class-level switch read through the instance (`self.fused`), set on the class by
+    library code between calls."""
+    fused = True
+
+    def forward(self, x):
+        return x * 2 if self.fused else x - 1
+
+
+def test_class_attribute_read_through_instance_is_guarded():
+    m, x = _Flagged(), torch.randn(3)
+    captured = capture(m, backend="eager")
+    try:
+        with torch.no_grad():
+            for flag in (True, True, False, False):
+                _Flagged.fused = flag
+                assert_close(captured(x), m(x))
+    finally:
+        _Flagged.fused = True
+    assert capture_stats(captured)["records"] == 2

@@ -210,6 +210,9 @@ class Monitor:
                 self.lazy.add(node.node_id)
         elif source == "class" and hasattr(obj, "__dict__") and not isinstance(obj, type):
             self.add_absent(holder, name)
+            if type(result) in _CLASS_FLAGS:  # `self.use_flash` set on the class: its value
+                cls = self.graph.read(holder, Relation("attr", "__class__"), type(obj))
+                self.graph.read(cls, Relation("attr", name), result)
 
     def write_attr(self, obj, name, value, delete=False):
         holder = self.holder(obj)
