@@ -38,7 +38,7 @@ STEPS = 3
 
 def _loss(out):
     leaves = [t for t in flatten(out) if isinstance(t, torch.Tensor) and t.is_floating_point()
-              and t.requires_grad]
+              and t.requires_grad and t.numel()]  # (the mean of an empty one is nan)
     if not leaves:
         raise ValueError("no differentiable output")
     return sum(t.float().pow(2).mean() for t in leaves)
