@@ -295,11 +295,59 @@ def _models():
         "GIN_AttentionalAggregation": readout(
             lambda: aggr.AttentionalAggregation(nn.Linear(16, 1))) + (xeb,),
         "GIN_SortAggregation": readout(lambda: aggr.SortAggregation(k=3)) + (xeb,),
+        "GIN_MultiAggregation": readout(lambda: aggr.MultiAggregation(
+            ["mean", "max", "std"], mode="proj", mode_kwargs=dict(in_channels=16,
+                                                                   out_channels=16))) + (xeb,),
+        "GIN_SoftmaxAggregation": readout(lambda: aggr.SoftmaxAggregation(learn=True)) + (xeb,),
+        "GIN_PowerMeanAggregation": readout(
+            lambda: aggr.PowerMeanAggregation(learn=True)) + (xeb,),
+        "GIN_MedianAggregation": readout(lambda: aggr.MedianAggregation()) + (xeb,),
+        "GIN_LSTMAggregation": readout(lambda: aggr.LSTMAggregation(16, 16)) + (xeb,),
+        "GIN_GRUAggregation": readout(lambda: aggr.GRUAggregation(16, 16)) + (xeb,),
+        "GIN_MLPAggregation": readout(lambda: aggr.MLPAggregation(
+            16, 16, max_num_elements=6, num_layers=1)) + (xeb,),
+        "GIN_DeepSetsAggregation": readout(lambda: aggr.DeepSetsAggregation(
+            nn.Linear(16, 16), nn.Linear(16, 16))) + (xeb,),
+        "GIN_SetTransformerAggregation": readout(
+            lambda: aggr.SetTransformerAggregation(16, heads=2)) + (xeb,),
+        "GIN_GraphMultisetTransformer": readout(
+            lambda: aggr.GraphMultisetTransformer(16, k=4, heads=2)) + (xeb,),
+        "GIN_EquilibriumAggregation": readout(
+            lambda: aggr.EquilibriumAggregation(16, 16, [16], grad_iter=2)) + (xeb,),
+        "GIN_VariancePreservingAggregation": readout(
+            lambda: aggr.VariancePreservingAggregation()) + (xeb,),
     }
+    from torch_geometric.nn import norm
+    for name, make in {"GraphNorm": lambda: norm.GraphNorm(16),
+                       "LayerNorm_graph": lambda: norm.LayerNorm(16, mode="graph"),
+                       "InstanceNorm": lambda: norm.InstanceNorm(16, track_running_stats=True),
+                       "PairNorm": lambda: norm.PairNorm(), "BatchNorm": lambda: norm.BatchNorm(16),
+                       "DiffGroupNorm": lambda: norm.DiffGroupNorm(16, groups=2),
+                       "MeanSubtractionNorm": lambda: norm.MeanSubtractionNorm(),
+                       "GraphSizeNorm": lambda: norm.GraphSizeNorm()}.items():
+        out[f"GCN_{name}"] = (_normed(make), xeb, _normed_call, False)
     for k, v in out.items():  # classifiers and readouts: (build, call, keys) -> canonical
         if len(v) == 3:
             out[k] = (v[0], v[2], v[1], False)
     return out
+
+
+def _normed(make_norm):
+    """GCNConv, a normalization layer of torch_geometric.nn.norm, relu, linear."""
+    def build():
+        import inspect
+        import torch_geometric.nn as G
+        m = nn.ModuleDict({"conv": G.GCNConv(F_IN, 16), "norm": make_norm(),
+                           "lin": nn.Linear(16, 4)})
+        m.norm_takes_batch = "batch" in inspect.signature(m["norm"].forward).parameters
+        return m
+    return build
+
+
+def _normed_call(m, x, ei, batch):
+    h = m["conv"](x, ei)
+    h = m["norm"](h, batch) if m.norm_takes_batch else m["norm"](h)
+    return m["lin"](h.relu())
 
 
 def _extra(g, n):
