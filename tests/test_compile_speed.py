@@ -56,7 +56,30 @@ def test_wrapper_and_kernel_compile_together_then_link(tmp_path):
         _worker()(str(tmp_path / "lock"), builders)
     assert _worker() is original  # Inductor's own worker is back
     assert sorted(log[:2]) == ["g++ k.o -w", "g++ w.o -w"]
-    assert log[2] == "g++ lib.so"
+    assert log[2] == wrapper_build._shared_cxx_runtime("g++ lib.so")
+
+
+def test_links_name_the_processs_own_libstdcxx(tmp_path):
+    # A link names the libstdc++ this process runs with, so a toolchain that links it
+    # statically leaves no second copy of its locale code in a kernel's library (streaming
+    # an integer crashed there). The library still builds, loads and formats integers.
+    import ctypes
+    import subprocess
+
+    runtime = wrapper_build._process_cxx_runtime()
+    if runtime is None or shutil.which("g++") is None:
+        pytest.skip("no libstdc++ mapped in this process, or no g++")
+    mapped = [l.split()[-1] for l in open("/proc/self/maps") if "libstdc++" in l]
+    assert runtime in mapped
+    source = tmp_path / "fmt.cpp"
+    source.write_text('#include <sstream>\n#include <cstring>\nextern "C" void fmt(int n, char* out) '
+                      '{ std::ostringstream s; s << "line " << n; std::strcpy(out, s.str().c_str()); }\n')
+    line = wrapper_build._shared_cxx_runtime(f"g++ -shared -fPIC {source} -o {tmp_path / 'fmt.so'}")
+    assert line.endswith(runtime)
+    subprocess.run(line.split(), check=True, capture_output=True, timeout=120)
+    out = ctypes.create_string_buffer(32)
+    ctypes.CDLL(str(tmp_path / "fmt.so")).fmt(42, out)
+    assert out.value == b"line 42"
 
 
 def test_libtorch_cpu_is_linked_through_a_stub_of_its_soname(tmp_path):

@@ -6,7 +6,8 @@ of builders: three (wrapper compile, kernel compile, link) in "build separate" m
 
 - three builders: both compiles run at once (each g++ spends ~0.4 s loading its
   precompiled header alone; the dev machine has 2 cores), the wrapper on eagerc's header
-  (glue_prelude), and the link reads libtorch through an empty stub (_through_stubs);
+  (glue_prelude), and the link reads libtorch through an empty stub (_through_stubs) and
+  names the process's own libstdc++ (_shared_cxx_runtime);
 - one builder that the code generator calls glue (a GPU wrapper, whose kernels are
   Triton's; a CPU graph of extern calls alone): :func:`build_glue`, at -O1 on eagerc's
   header, optionally from a launch plan instead of any compile;
@@ -142,6 +143,38 @@ def _through_stubs(line: str) -> str:
     return _LINK_TORCH_LIBS.sub(stub_link, line)
 
 
+def _shared_cxx_runtime(line: str) -> str:
+    """`line` linking this process's own libstdc++ (named by path, before the compiler's
+    implicit -lstdc++). Where the toolchain links libstdc++ statically, or part of it (the
+    GPU machine's did: its libraries carried ~1 MB of it), a library holds its own copy of
+    the locale machinery next to the process's, and streaming an integer crashed
+    (SIGSEGV in num_put: a compiled kernel's failed index check, formatting __LINE__).
+    With the shared library named first every libstdc++ symbol resolves to it; elsewhere
+    the output is the same (libstdc++.so.6 is needed either way)."""
+    runtime = _process_cxx_runtime()
+    return f"{line} {runtime}" if runtime else line
+
+
+def _process_cxx_runtime():
+    """Path of the libstdc++ this process has loaded (torch loads it), or None."""
+    global _cxx_runtime
+    if _cxx_runtime is None:
+        _cxx_runtime = ""
+        try:
+            with open("/proc/self/maps") as maps:
+                for entry in maps:
+                    path = entry.split()[-1] if entry.count("/") else ""
+                    if os.path.basename(path).startswith("libstdc++.so") and os.path.exists(path):
+                        _cxx_runtime = path
+                        break
+        except OSError:
+            pass
+    return _cxx_runtime or None
+
+
+_cxx_runtime = None
+
+
 def build_glue(builder, from_plan=None) -> None:
     """Compile and link glue code (a GPU wrapper, or a CPU graph of extern calls) in one
     step, as Inductor would but cheaper: eagerc's prelude header (glue_prelude), -O1 (the
@@ -151,13 +184,14 @@ def build_glue(builder, from_plan=None) -> None:
     command = getattr(builder, "get_command_line", None)
     if command is not None and from_plan is not None and from_plan(builder, command()):
         return
-    _build_with(builder, lambda line: _through_stubs(_NO_DEBUG_INFO.sub("", _OPTIMIZE.sub("-O1", line))) + " -w",
-                prelude=True)
+    _build_with(builder, lambda line: _shared_cxx_runtime(
+        _through_stubs(_NO_DEBUG_INFO.sub("", _OPTIMIZE.sub("-O1", line)))) + " -w", prelude=True)
 
 
 def link_through_stub(builder) -> None:
-    """Run the link step `builder` with libtorch linked through stubs (_through_stubs)."""
-    _build_with(builder, _through_stubs)
+    """Run the link step `builder` with libtorch linked through stubs (_through_stubs) and
+    this process's shared libstdc++ (_shared_cxx_runtime)."""
+    _build_with(builder, lambda line: _shared_cxx_runtime(_through_stubs(line)))
 
 
 def _stub_library(compiler: str, soname: str):
