@@ -208,3 +208,25 @@ def test_class_attribute_read_through_instance_is_guarded():
     finally:
         _Flagged.fused = True
     assert capture_stats(captured)["records"] == 2
+
+
+class _Configured(torch.nn.Module):
+    """A class-level config dict read through the instance, updated in place between
+    calls."""
+    cfg = {"scale": 2.0}
+
+    def forward(self, x):
+        return x * self.cfg["scale"]
+
+
+def test_class_level_container_is_guarded():
+    m, x = _Configured(), torch.randn(3)
+    captured = capture(m, backend="eager")
+    try:
+        with torch.no_grad():
+            for scale in (2.0, 2.0, 3.0, 3.0):
+                _Configured.cfg["scale"] = scale
+                assert_close(captured(x), m(x))
+    finally:
+        _Configured.cfg["scale"] = 2.0
+    assert capture_stats(captured)["records"] == 2

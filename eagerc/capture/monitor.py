@@ -36,8 +36,9 @@ _IMMUTABLE_VALUES = (int, float, complex, str, bytes, tuple, frozenset, type(Non
 LIFT_STOP = "lifted scalar used outside torch ops"
 
 
-# Values on a class that the guard checks when the program reads them off the class.
-_CLASS_FLAGS = (bool, int, float, str, type(None))
+# Values on a class that the guard checks when the program reads them off the class (or
+# through an instance): flags, numbers, and plain containers whose items it then reads.
+_CLASS_FLAGS = (bool, int, float, str, type(None), dict, list, tuple, set, frozenset)
 _NOT_FOUND = object()
 
 
@@ -198,8 +199,8 @@ class Monitor:
         source = attr_source(obj, name, result)
         if source == "class" and isinstance(obj, type) and type(result) in _CLASS_FLAGS and \
                 any(k.__dict__.get(name, _NOT_FOUND) is result for k in obj.__mro__):
-            # A flag or number on a class (whisper's `MultiHeadAttention.use_sdpa`, set by its
-            # disable_sdpa()): state like an instance attribute, so the guard checks it.
+            # A flag, number or container on a class (whisper's `MultiHeadAttention.use_sdpa`,
+            # set by its disable_sdpa()): state like an instance attribute, so it is guarded.
             self.graph.read(holder, Relation("attr", name), result)
             return
         if source == "attr":
@@ -210,7 +211,7 @@ class Monitor:
                 self.lazy.add(node.node_id)
         elif source == "class" and hasattr(obj, "__dict__") and not isinstance(obj, type):
             self.add_absent(holder, name)
-            if type(result) in _CLASS_FLAGS:  # `self.use_flash` set on the class: its value
+            if type(result) in _CLASS_FLAGS:  # `self.use_flash`, `self.cfg[k]` on the class
                 cls = self.graph.read(holder, Relation("attr", "__class__"), type(obj))
                 self.graph.read(cls, Relation("attr", name), result)
 
