@@ -230,3 +230,43 @@ def test_class_level_container_is_guarded():
     finally:
         _Configured.cfg["scale"] = 2.0
     assert capture_stats(captured)["records"] == 2
+
+
+class _KmeansInit(torch.nn.Module):
+    """vector-quantize-pytorch's codebook: `if not self.initted:` on a one-element buffer
+    that the first training call flips (`self.initted.data.copy_(...)`); a counter buffer
+    read with `.item()`."""
+
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("initted", torch.tensor(False))
+        self.register_buffer("steps", torch.tensor(0))
+        self.codebook = torch.nn.Parameter(torch.randn(4, 3))
+
+    def forward(self, x):
+        if not self.initted:
+            self.codebook.data.copy_(x[:4])
+            self.initted.data.copy_(torch.tensor(True))
+        scale = 1.0 / (1 + self.steps.item())
+        return torch.cdist(x, self.codebook) * scale
+
+
+def test_small_buffer_values_are_guarded():
+    """The read of a small outside tensor's value is guarded: the first call (initializing)
+    and the later ones are records of their own, each call equal to eager's, and a buffer
+    changed between calls is seen."""
+    x = torch.randn(6, 3)
+    torch.manual_seed(0)
+    ref = _KmeansInit()
+    torch.manual_seed(0)
+    m = _KmeansInit()
+    captured = capture(m, backend="eager")
+    with torch.no_grad():
+        for step in range(5):
+            if step == 3:
+                ref.steps.fill_(2)
+                m.steps.fill_(2)
+            assert_close(captured(x), ref(x))
+    stats = capture_stats(captured)
+    assert stats["stop_reasons"] == {} and stats["eager_runs"] == 0, stats
+    assert stats["records"] == 3 and stats["hits"] == 2, stats

@@ -8,7 +8,7 @@ import types
 
 import torch
 
-from .guards import _literal, access, check_source
+from .guards import _literal, access, check_source, value_differs
 from .mock import _IMMUTABLE
 
 
@@ -118,6 +118,12 @@ def plan_guard(mon, nodes, consts, rp):
                 plan.tensors.append((var, snap[1]))
                 plan.strides.append(child.node_id in placeholder_ids or
                                     child.node_id in mon.stride_nodes)
+                for name, value in mon.value_guards.get(child.node_id, ()):
+                    # a value Python read (`if self.initted:`): no dict version covers it
+                    line = (f"if {consts.add(value_differs)}({var}, {name!r}, "
+                            f"{consts.add(value)}): return None")
+                    plan.full.append(line)
+                    plan.fast.append(line)
         if hdict is not None and holder.node_id and origin[holder.node_id] == "static":
             plan.versioned.append((holder.node_id, hdict))
         for name in sorted(mon.absent.get(holder.node_id, ())):

@@ -136,5 +136,13 @@ def tensor_guard(tensors, check_strides, dynamic=None):
                               for t, s, dyn in zip(tensors, check_strides, dynamic)])
 
 
+def value_differs(tensor, name, value):
+    """Whether `tensor.<name>()` (a read of a small outside tensor's value) now gives another
+    value than `value` (same type and equal, as speculate.values_ok)."""
+    with torch._C.DisableTorchFunction():
+        got = bool(tensor) if name == "__bool__" else getattr(tensor, name)()
+    return type(got) is not type(value) or got != value
+
+
 def grad_mode():
     return torch.is_grad_enabled()

@@ -62,6 +62,9 @@ class Monitor:
         self.recorder = OpRecorder(self, symbolic)
         self.stopped = None  # the reason capture stopped, or None
         self.sdp_flags = torch_settings.sdp_flags()  # (torch_settings.py)
+        # node_id of a small outside tensor -> [(read, value)] Python read of its value,
+        # checked by the guard (op_recorder.OpRecorder._outside_value)
+        self.value_guards = {}
         # Tensor values Python reads are checked after the graph instead of stopping the
         # run (speculate.py); monitor_run.py decides per run.
         self.speculate = False

@@ -102,6 +102,34 @@ class OpRecorder(TorchFunctionMode):
             self.outside_write = True
             self.written_storages.add(storage)
 
+    def _outside_value(self, name, args, kwargs, call):
+        """`if self.initted:` on a small CPU buffer kept as a flag or counter: the guard checks
+        the value, as it checks a Python value the run read (guards.value_differs), when
+        nothing in this run wrote the tensor's memory before the read. Else None."""
+        t = args[0] if len(args) == 1 and not kwargs else None
+        if not isinstance(t, torch.Tensor):
+            return None
+        node = self.nodes.get(id(t))
+        if node is None:  # read before any op used it: a graph input, so the guard has it
+            try:
+                node = self._placeholder(t)
+            except CaptureStop:
+                return None
+        if node.op != "placeholder" or t.numel() > 16 or \
+                t.device.type != "cpu" or _storage(t) is None or \
+                _storage(t) in self.written_storages:
+            return None
+        sn = next((sn for sn, n in self.placeholders if n is node), None)
+        if sn is None:
+            return None
+        out = call(args, kwargs)
+        if type(out) in (bool, int, float) or type(out) is list and all(
+                type(v) in (bool, int, float) for v in out):
+            self.monitor.value_guards.setdefault(sn.node_id, []).append((name, out))
+        else:
+            self.monitor.stop(f"tensor value read: Tensor.{name}")
+        return out
+
     def _handle(self, func, args, kwargs, call):
         name, is_getter = func_name(func)
         if name in ("__set__", "__delete__"):
@@ -137,6 +165,10 @@ class OpRecorder(TorchFunctionMode):
                 return call(args, kwargs)  # a value made from constants only: a constant
             if name in SPECULATED and self.monitor.speculate and not self.symbolic:
                 out = read_value(self, name, args, kwargs, call)
+                if call.done:
+                    return out
+            if name in SPECULATED:
+                out = self._outside_value(name, args, kwargs, call)
                 if call.done:
                     return out
             self.monitor.stop(f"tensor value read: Tensor.{name}")
