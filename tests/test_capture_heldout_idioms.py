@@ -270,3 +270,16 @@ def test_small_buffer_values_are_guarded():
     stats = capture_stats(captured)
     assert stats["stop_reasons"] == {} and stats["eager_runs"] == 0, stats
     assert stats["records"] == 3 and stats["hits"] == 2, stats
+
+
+def test_argument_value_read_still_stops():
+    """A small tensor argument's value (a timestep) is not guarded by value: it changes from
+    call to call, and a record per value would make most calls monitor runs."""
+    def f(x, t):
+        return x * 2 if t.item() > 5 else x - 1
+    captured = capture(f, backend="eager")
+    x = torch.randn(3)
+    with torch.no_grad():
+        for t in (1, 9, 2, 8):
+            assert_close(captured(x, torch.tensor(t)), f(x, torch.tensor(t)))
+    assert "tensor value read: Tensor.item" in capture_stats(captured)["stop_reasons"]

@@ -103,9 +103,10 @@ class OpRecorder(TorchFunctionMode):
             self.written_storages.add(storage)
 
     def _outside_value(self, name, args, kwargs, call):
-        """`if self.initted:` on a small CPU buffer kept as a flag or counter: the guard checks
-        the value, as it checks a Python value the run read (guards.value_differs), when
-        nothing in this run wrote the tensor's memory before the read. Else None."""
+        """`if self.initted:` on a small CPU buffer kept as a flag or counter (state, not an
+        argument): the guard checks the value, as it checks a Python value the run read
+        (guards.value_differs), when nothing in this run wrote the tensor's memory before
+        the read. Else None."""
         t = args[0] if len(args) == 1 and not kwargs else None
         if not isinstance(t, torch.Tensor):
             return None
@@ -120,7 +121,9 @@ class OpRecorder(TorchFunctionMode):
                 _storage(t) in self.written_storages:
             return None
         sn = next((sn for sn, n in self.placeholders if n is node), None)
-        if sn is None:
+        if sn is None or self.monitor.from_args(sn):
+            # (an argument's value, e.g. a diffusion timestep, changes from call to call: a
+            # record per value would make most calls monitor runs)
             return None
         out = call(args, kwargs)
         if type(out) in (bool, int, float) or type(out) is list and all(

@@ -140,8 +140,8 @@ def value_shaped(name, args, kwargs):
         return len(args) + len(kwargs) == 1
     if name == "repeat_interleave":
         reps = kwargs.get("repeats", args[1] if len(args) > 1 else args[0] if args else None)
-        return isinstance(reps, torch.Tensor) and reps.numel() > 1 and \
-            kwargs.get("output_size") is None and (len(args) < 4)
+        return isinstance(reps, torch.Tensor) and kwargs.get("output_size") is None and \
+            len(args) < 4
     return False
 
 
