@@ -214,3 +214,41 @@ def test_torch_equal_is_a_checked_value_read():
     stats = _run(_undirected_scale, [(x, sym)] * 3 + [(x, directed)] * 2 + [(x, sym)])
     _whole_on_repeats(stats)
     assert stats["records"] == 2 and stats["value_misses"] == 1, stats
+
+
+class _InnerOptimization(torch.nn.Module):
+    """PyG's EquilibriumAggregation: the forward minimizes an energy by gradient steps
+    taken with create_graph=True, through a child module, and is trained through them."""
+
+    def __init__(self):
+        super().__init__()
+        self.potential = torch.nn.Sequential(torch.nn.Linear(5, 8), torch.nn.Tanh(),
+                                             torch.nn.Linear(8, 1))
+
+    def forward(self, x):
+        y = torch.zeros(x.size(0), 2, requires_grad=True)
+        with torch.enable_grad():
+            for _ in range(2):
+                energy = self.potential(torch.cat([x, y], 1)).sum()
+                grad = torch.autograd.grad(energy, y, create_graph=True)[0]
+                y = y - 0.1 * grad
+        return y
+
+
+def test_gradients_of_gradients_through_a_captured_child():
+    """A call that differentiates with create_graph=True: its children's training graphs
+    keep eager autograd (AOTAutograd's backward cannot be differentiated again), so the
+    training step's gradients equal eager's instead of raising in backward."""
+    torch.manual_seed(0)
+    ref = _InnerOptimization()
+    m = _InnerOptimization()
+    m.load_state_dict(ref.state_dict())
+    captured = capture(m, backend="eager")
+    x = torch.randn(4, 3)
+    for _ in range(4):
+        ref.zero_grad()
+        m.zero_grad()
+        ref(x).pow(2).sum().backward()
+        captured(x).pow(2).sum().backward()
+        for p, q in zip(m.parameters(), ref.parameters()):
+            assert_close(p.grad, q.grad)

@@ -37,6 +37,11 @@ class GraphCompiler:
     def __init__(self, backend, stats):
         self.backend, self.stats = backend, stats
         self.inductor = backend is None or backend == "inductor"
+        # Set once the captured function was seen differentiating with create_graph=True
+        # (PyG's EquilibriumAggregation optimizes inside its forward): AOTAutograd's
+        # compiled backward cannot be differentiated again, so its training graphs and its
+        # child modules' run as recorded, with eager autograd.
+        self.eager_autograd = False
 
     def compile(self, gm, example_inputs):
         """fn(*inputs) -> outputs. With grad mode on and an input requiring grad: forward
@@ -44,6 +49,8 @@ class GraphCompiler:
         from .training import compile_joint, needs_autograd
         if needs_autograd(example_inputs):
             self.stats["training_graphs"] += 1
+            if self.eager_autograd:
+                return gm
             try:
                 return compile_joint(gm, example_inputs, self.compile_static, self.inductor)
             except Exception as e:  # noqa: BLE001 - a graph AOTAutograd cannot trace

@@ -65,6 +65,8 @@ def add_eager_record(cap, mon, reason, raised=False):
 
 
 def _record(cap, mon, result, symbolic, lift_stop):
+    if mon.recorder.higher_order:
+        cap.compiler.eager_autograd = True
     if mon.stopped == lift_stop:
         cap.lift_after = None  # the floats feed Python code: keep them as constants
         cap.stats["stop_reasons"][lift_stop] += 1

@@ -30,6 +30,10 @@ from .torch_calls import (_BOOL_QUERIES, _CONST_READS, _CONSTANTS, _META, _METAD
                           _written_tensor, func_name, value_shaped)
 
 
+# Calls that differentiate, and the position of their create_graph argument.
+_DIFFERENTIATE = {torch.autograd.grad: 4, torch.autograd.backward: 3, torch.Tensor.backward: 3}
+
+
 class CaptureStop(Exception):
     """Raised inside the recorder to say capture must stop; never escapes to the user."""
 
@@ -72,6 +76,9 @@ class OpRecorder(TorchFunctionMode):
         self.written_storages = set()  # of the outside tensors written (None: no storage)
         self.random = False
         self.random_elsewhere = False
+        # The program differentiates with create_graph=True during the call: gradients of
+        # gradients may flow through the graphs of this call (graph_compiler.eager_autograd).
+        self.higher_order = False
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
@@ -135,6 +142,10 @@ class OpRecorder(TorchFunctionMode):
 
     def _handle(self, func, args, kwargs, call):
         name, is_getter = func_name(func)
+        if func in _DIFFERENTIATE and (kwargs.get("create_graph") or
+                                       len(args) > _DIFFERENTIATE[func] and
+                                       args[_DIFFERENTIATE[func]]):
+            self.higher_order = True
         if name in ("__set__", "__delete__"):
             if _noop_flag_write(func, name, args):
                 return call(args, kwargs)

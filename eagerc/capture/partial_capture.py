@@ -114,6 +114,7 @@ def split_children(cap):
             for child in _called_children(module) if module is not None else ():
                 fn = type(child).forward.__get__(child)
                 captured = type(cap)(fn, cap._backend, cap.lift_after)
+                captured.compiler.eager_autograd = cap.compiler.eager_autograd
                 cap._children.append((child, captured))
     return cap._children
 
