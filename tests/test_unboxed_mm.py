@@ -8,7 +8,7 @@ import pytest
 import torch
 
 import eagerc
-from eagerc import _C
+from eagerc import _C, _config
 from eagerc.testing import assert_close
 
 
@@ -57,6 +57,22 @@ DEVICES = ["cpu",
                                                            reason="the eagerc device is not registered"))]
 
 
+def _key_tensors(on_home_aliases, host, on_device):
+    """The tensors the typed kernel computes its key on: the call's own, or, when the op's
+    kernels run on aliases of the memory's home, tensors of that home with the same sizes,
+    strides and offsets: `host` for CPU memory, CUDA tensors for GPU memory."""
+    if not on_home_aliases:
+        return on_device
+    if on_device[0].device.type != "eagerc" or _config.device_backing() == "cpu":
+        return host
+
+    def cuda_like(t):
+        flat = torch.empty(t.untyped_storage().nbytes() // t.element_size(), dtype=t.dtype,
+                           device=torch.device("cuda", t.device.index or 0))
+        return flat.as_strided(t.shape, t.stride(), t.storage_offset())
+    return tuple(cuda_like(t) for t in on_device)
+
+
 def _serving(device, op):
     # The eagerc device serves every op already; override mode is enabled per op.
     return contextlib.nullcontext() if device == "eagerc" else eagerc.enabled(device, ops=[op])
@@ -70,7 +86,7 @@ def _check(miss_keys, op, device, call, expected, typed_key):
         assert_close(out.cpu(), expected)
     stats = eagerc.stats()["ops"][stats_key]
     # The key the typed kernel computes: on the tensors it runs on (the device's own, or
-    # CPU aliases of them when the op's kernels call ATen CPU functions), with value
+    # aliases of them on the memory's home when the op's kernels call its ATen functions), with value
     # scalars in the key once tracing them lifted failed for the op.
     state = _C._op_stats()[stats_key]
     boxed = [key for name, key in miss_keys if name == op]
@@ -87,7 +103,7 @@ def test_mm_typed_key_is_the_boxed_key(miss_keys, case, device):
     expected = torch.mm(dx, dy).cpu() if device == "cuda" else torch.mm(x, y)
     with _serving(device, "aten::mm"):
         _check(miss_keys, "aten::mm", device, lambda: torch.mm(dx, dy), expected,
-               lambda on_cpu, _: _C._mm_signature_key(*((x, y) if on_cpu else (dx, dy))))
+               lambda on_home, _: _C._mm_signature_key(*_key_tensors(on_home, (x, y), (dx, dy))))
 
 
 @pytest.mark.parametrize("device", DEVICES)
@@ -102,8 +118,8 @@ def test_addmm_typed_key_is_the_boxed_key(miss_keys, case, device):
     with _serving(device, "aten::addmm"):
         _check(miss_keys, "aten::addmm", device,
                lambda: torch.addmm(db, dx, dy, beta=beta, alpha=alpha), expected,
-               lambda on_cpu, specialize: _C._addmm_signature_key(
-                   *((b, x, y) if on_cpu else (db, dx, dy)), beta, alpha, specialize))
+               lambda on_home, specialize: _C._addmm_signature_key(
+                   *_key_tensors(on_home, (b, x, y), (db, dx, dy)), beta, alpha, specialize))
 
 
 @pytest.mark.skipif(torch._C._get_privateuse1_backend_name() != "eagerc", reason="the eagerc device is not registered")
