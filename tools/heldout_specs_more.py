@@ -368,9 +368,9 @@ case("ldm_spatial_transformer", SD, "ldm.modules.attention",
      lambda M: M.SpatialTransformer(32, n_heads=2, d_head=16, context_dim=24),
      R(2, 32, 4, 4), R(2, 5, 24), kw=("context",))
 case("unet_segmentation", "milesial/Pytorch-UNet", "unet.unet_model",
-     lambda M: M.UNet(n_channels=3, n_classes=2, bilinear=False), R(1, 3, 32, 32))
+     lambda M: M.UNet(n_channels=3, n_classes=2, bilinear=False), R(2, 3, 32, 32))
 case("unet_segmentation_bilinear", "milesial/Pytorch-UNet", "unet.unet_model",
-     lambda M: M.UNet(n_channels=3, n_classes=2, bilinear=True), R(1, 3, 32, 32))
+     lambda M: M.UNet(n_channels=3, n_classes=2, bilinear=True), R(2, 3, 32, 32))
 case("timesformer", L + "TimeSformer-pytorch", "timesformer_pytorch.timesformer_pytorch",
      lambda M: M.TimeSformer(dim=32, num_frames=4, num_classes=10, image_size=32,
                              patch_size=8, depth=1, heads=2, dim_head=16),
