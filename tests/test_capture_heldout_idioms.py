@@ -283,3 +283,25 @@ def test_argument_value_read_still_stops():
         for t in (1, 9, 2, 8):
             assert_close(captured(x, torch.tensor(t)), f(x, torch.tensor(t)))
     assert "tensor value read: Tensor.item" in capture_stats(captured)["stop_reasons"]
+
+
+class _Registry:
+    """A counter and a marker kept on a class (`RemovableHandle.next_id += 1` in
+    torch.utils.hooks when hooks are registered)."""
+    next_id = 0
+    last = None
+
+
+def _register(x):
+    _Registry.next_id += 1
+    _Registry.last = "used"
+    return x * 2
+
+
+def test_class_attribute_writes_are_replayed():
+    """Writes of a class's attributes are replayed by the mock (the counter recomputed from
+    its value at call time): one record, and the class ends as eager leaves it."""
+    _Registry.next_id, _Registry.last = 0, None
+    stats = _calls(_register, [torch.randn(3)] * 4)
+    assert _Registry.next_id == 8 and _Registry.last == "used"  # 4 captured + 4 eager calls
+    assert stats["records"] == 1 and stats["hits"] == 3 and stats["stop_reasons"] == {}, stats

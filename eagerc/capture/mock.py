@@ -231,11 +231,12 @@ class MockBuilder:
             elif is_set:
                 value = self.value(last[rel])
             if rel.kind == "attr":
+                base = type if isinstance(obj, type) else object  # (a class's attribute)
                 if is_set:
-                    self.lines.append(f"{self.consts.add(object.__setattr__)}({slot}, "
+                    self.lines.append(f"{self.consts.add(base.__setattr__)}({slot}, "
                                       f"{rel.key!r}, {value})")
                 else:
-                    self.lines.append(f"{self.consts.add(object.__delattr__)}({slot}, "
+                    self.lines.append(f"{self.consts.add(base.__delattr__)}({slot}, "
                                       f"{rel.key!r})")
             elif rel.kind in ("item", "global"):
                 key = self._key(rel.key)

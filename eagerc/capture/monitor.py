@@ -40,6 +40,7 @@ LIFT_STOP = "lifted scalar used outside torch ops"
 # through an instance): flags, numbers, and plain containers whose items it then reads.
 _CLASS_FLAGS = (bool, int, float, str, type(None), dict, list, tuple, set, frozenset)
 _NOT_FOUND = object()
+_HEAPTYPE = 1 << 9  # Py_TPFLAGS_HEAPTYPE: a class made by a class statement
 
 
 class Monitor:
@@ -226,6 +227,9 @@ class Monitor:
         if isinstance(setter, types.FunctionType):
             return  # a Python __setattr__ runs under the monitor and does the real write
         if delete and setter is object.__delattr__:
+            setter = object.__setattr__
+        if setter in (type.__setattr__, type.__delattr__) and isinstance(obj, type) and \
+                obj.__flags__ & _HEAPTYPE:  # a class statement's class: as an object's
             setter = object.__setattr__
         if setter is not object.__setattr__ and not isinstance(obj, types.ModuleType):
             self.stop(f"attribute write through native __setattr__ of {type(obj).__name__}")

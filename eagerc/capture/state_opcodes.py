@@ -147,7 +147,8 @@ def _plain_setattr(obj):
     """Whether `obj.name = v` stores v whatever its value: object's own __setattr__, or
     nn.Module's (which looks only at the value's type)."""
     setattr_ = type(obj).__setattr__
-    return setattr_ is object.__setattr__ or setattr_ is torch.nn.Module.__setattr__
+    return setattr_ is object.__setattr__ or setattr_ is torch.nn.Module.__setattr__ or \
+        setattr_ is type.__setattr__ and isinstance(obj, type)  # a class's counter
 
 
 def _delete_attr(w, frame, name, arg, top):
