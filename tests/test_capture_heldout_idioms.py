@@ -305,3 +305,44 @@ def test_class_attribute_writes_are_replayed():
     stats = _calls(_register, [torch.randn(3)] * 4)
     assert _Registry.next_id == 8 and _Registry.last == "used"  # 4 captured + 4 eager calls
     assert stats["records"] == 1 and stats["hits"] == 3 and stats["stop_reasons"] == {}, stats
+
+
+class _AttentionRecorder(torch.nn.Module):
+    """vit-pytorch's Recorder: on its first call it registers a forward hook (a bound
+    method) on a child, which then appends the child's outputs to a list every call."""
+
+    def __init__(self):
+        super().__init__()
+        self.net = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.Softmax(-1))
+        self.recordings, self.hooks, self.registered = [], [], False
+
+    def _hook(self, module, inputs, output):
+        self.recordings.append(output.clone().detach())
+
+    def forward(self, x):
+        self.recordings.clear()
+        if not self.registered:
+            self.hooks.append(self.net[1].register_forward_hook(self._hook))
+            self.registered = True
+        out = self.net(x)
+        return out, torch.stack(self.recordings, dim=1)
+
+
+def test_hook_registered_in_first_forward():
+    """The first call (hook registration: a new bound method, a RemovableHandle, the
+    class-level id counter) is one record, the later calls another; every result equal to
+    eager's and one hook left, as in eager."""
+    x = torch.randn(2, 4)
+    torch.manual_seed(0)
+    ref = _AttentionRecorder()
+    torch.manual_seed(0)
+    m = _AttentionRecorder()
+    captured = capture(m, backend="eager")
+    with torch.no_grad():
+        for _ in range(4):
+            got, want = captured(x), ref(x)
+            assert_close(got[0], want[0])
+            assert_close(got[1], want[1])
+    assert len(m.net[1]._forward_hooks) == 1 and len(m.hooks) == 1
+    stats = capture_stats(captured)
+    assert stats["records"] == 2 and stats["stop_reasons"] == {} and stats["eager_runs"] == 0

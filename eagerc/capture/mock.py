@@ -122,6 +122,15 @@ class MockBuilder:
             self.lines.append(f"{name} = {expr}")
             self.memo[node.node_id] = name
             return name
+        if type(obj) is types.MethodType:  # `self._hook` stored by the run: bound again
+            owner = self.graph.get_node_by_var(obj.__self__)
+            if owner is None:
+                raise CannotMock("a new method of an object the mock cannot reach")
+            name = f"n{node.node_id}"
+            self.lines.append(f"{name} = {self.consts.add(types.MethodType)}("
+                              f"{self.consts.add(obj.__func__)}, {self.value(owner)})")
+            self.memo[node.node_id] = name
+            return name
         return self._new_mutable(node, obj, refs)
 
     def _tensor_attrs(self, expr, tensor, names=None):
