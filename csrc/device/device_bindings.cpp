@@ -35,6 +35,7 @@ bool register_device() {
   register_hooks();
   register_ops();
   register_attention_choice();
+  register_autocast();
   registered = true;
   return true;
 }

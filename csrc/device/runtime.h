@@ -46,6 +46,9 @@ void register_hooks();
 void register_ops();
 std::vector<std::string> runtime_op_names();  // "aten::name.overload"
 
+// autocast.cpp: torch.autocast on the device, with CUDA's cast policies per op.
+void register_autocast();
+
 // attention_choice.cpp: scaled_dot_product_attention's fused-backend choice (the CPU's,
 // for host memory, asked about metadata-only stand-ins).
 void register_attention_choice();

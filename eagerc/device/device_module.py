@@ -44,6 +44,14 @@ __all__ = [
 _generators: dict = {}
 
 
+def get_amp_supported_dtype() -> list:
+    """The lower-precision dtypes autocast may cast to on the device (torch.amp asks every
+    accelerator's module; torch.utils.checkpoint builds an autocast context for the current
+    accelerator, which `import eagerc` makes this device, even around CPU-only code).
+    Both compile on every code generator eagerc has."""
+    return [torch.float16, torch.bfloat16]
+
+
 def _default_generator(device=None) -> torch.Generator:
     index = _index(device)
     if index not in _generators:
