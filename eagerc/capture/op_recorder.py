@@ -21,7 +21,8 @@ from torch.overrides import TorchFunctionMode
 
 from . import numpy_ops, torch_settings
 from .fx_targets import as_graph_constant, fx_target
-from .speculate import SHAPE_READ, SPECULATED, equal_as_tensor, eval_dropout, read_value
+from .speculate import (SPECULATED, equal_as_tensor, eval_dropout, outside_value, read_value,
+                        shape_read)
 from .symbolic import SymbolicInt, _expect, _v, plain
 from .torch_calls import (_BOOL_QUERIES, _CONST_READS, _CONSTANTS, _META, _METADATA_FACTORIES,
                           _METADATA_RESULTS, _NONDETERMINISTIC, _SIZE_READS, _STRIDE_META,
@@ -109,37 +110,6 @@ class OpRecorder(TorchFunctionMode):
             self.outside_write = True
             self.written_storages.add(storage)
 
-    def _outside_value(self, name, args, kwargs, call):
-        """`if self.initted:` on a small CPU buffer kept as a flag or counter (state, not an
-        argument): the guard checks the value, as it checks a Python value the run read
-        (guards.value_differs), when nothing in this run wrote the tensor's memory before
-        the read. Else None."""
-        t = args[0] if len(args) == 1 and not kwargs else None
-        if not isinstance(t, torch.Tensor):
-            return None
-        node = self.nodes.get(id(t))
-        if node is None:  # read before any op used it: a graph input, so the guard has it
-            try:
-                node = self._placeholder(t)
-            except CaptureStop:
-                return None
-        if node.op != "placeholder" or t.numel() > 16 or \
-                t.device.type != "cpu" or _storage(t) is None or \
-                _storage(t) in self.written_storages:
-            return None
-        sn = next((sn for sn, n in self.placeholders if n is node), None)
-        if sn is None or self.monitor.from_args(sn):
-            # (an argument's value, e.g. a diffusion timestep, changes from call to call: a
-            # record per value would make most calls monitor runs)
-            return None
-        out = call(args, kwargs)
-        if type(out) in (bool, int, float) or type(out) is list and all(
-                type(v) in (bool, int, float) for v in out):
-            self.monitor.value_guards.setdefault(sn.node_id, []).append((name, out))
-        else:
-            self.monitor.stop(f"tensor value read: Tensor.{name}")
-        return out
-
     def _handle(self, func, args, kwargs, call):
         name, is_getter = func_name(func)
         if func in _DIFFERENTIATE and (kwargs.get("create_graph") or
@@ -182,7 +152,7 @@ class OpRecorder(TorchFunctionMode):
                 if call.done:
                     return out
             if name in SPECULATED:
-                out = self._outside_value(name, args, kwargs, call)
+                out = outside_value(self, name, args, kwargs, call)
                 if call.done:
                     return out
             self.monitor.stop(f"tensor value read: Tensor.{name}")
@@ -235,7 +205,7 @@ class OpRecorder(TorchFunctionMode):
         if not self._bind(out, node) and not self._equal_read(name, args, fx_args, out, node):
             self.monitor.stop(f"non-tensor result of {name}: {type(out).__name__}")
         elif value_shaped(name, args, kwargs):
-            self._shape_read(name, out)
+            shape_read(self, name, out)
         for o in _tensors_in(out) if self.const else ():
             if self.nodes.get(id(o)) in self.const:
                 self.const_memory[self.nodes[id(o)]] = _storage(o)
@@ -280,17 +250,6 @@ class OpRecorder(TorchFunctionMode):
         read = self.graph.call_function(equal_as_tensor, tuple(fx_args[:2]))
         self.speculated.append((read, "__bool__", out))
         return True
-
-    def _shape_read(self, name, out):
-        """A result whose shape depends on tensor values (nonzero, unique, `x[mask]`): later
-        ops may bake it. In a run that speculates, the shape is checked after the graph like a
-        value Python read (speculate.py); otherwise capture stops."""
-        if self.monitor.speculate and not self.symbolic:
-            for o in _tensors_in(out):
-                if id(o) in self.nodes:
-                    self.speculated.append((self.nodes[id(o)], SHAPE_READ, tuple(o.shape)))
-            return
-        self.monitor.stop(f"data-dependent output shape: {name}")
 
     def record_detach(self, out, src):
         """`out` is a detached alias of tensor `src` made outside torch's API

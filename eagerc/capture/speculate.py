@@ -14,7 +14,7 @@ made this way (the run stops at the read, as before).
 """
 import torch
 
-from .torch_calls import _storage
+from .torch_calls import _storage, _tensors_in
 
 # Reads that give a Python number, bool or list of them; other value reads (numpy,
 # data_ptr, printing) still stop capture.
@@ -148,3 +148,47 @@ def check(outputs, expected, undo=()):
         if not values_ok(outputs, expected):
             _undo(undo)
             raise ValueMiss
+
+
+def shape_read(recorder, name, out):
+    """A result whose shape depends on tensor values (nonzero, unique, `x[mask]`): later ops
+    may bake it. In a run that speculates, the shape is checked after the graph like a value
+    Python read; otherwise capture stops."""
+    if recorder.monitor.speculate and not recorder.symbolic:
+        for o in _tensors_in(out):
+            if id(o) in recorder.nodes:
+                recorder.speculated.append((recorder.nodes[id(o)], SHAPE_READ, tuple(o.shape)))
+        return
+    recorder.monitor.stop(f"data-dependent output shape: {name}")
+
+
+def outside_value(recorder, name, args, kwargs, call):
+    """`if self.initted:` on a small CPU buffer kept as a flag or counter (state, not an
+    argument): the guard checks the value, as it checks a Python value the run read
+    (guards.value_differs), when nothing in this run wrote the tensor's memory before the
+    read. Else None (the caller stops)."""
+    from .op_recorder import CaptureStop  # (op_recorder imports this module)
+    t = args[0] if len(args) == 1 and not kwargs else None
+    if not isinstance(t, torch.Tensor):
+        return None
+    node = recorder.nodes.get(id(t))
+    if node is None:  # read before any op used it: a graph input, so the guard has it
+        try:
+            node = recorder._placeholder(t)
+        except CaptureStop:
+            return None
+    if node.op != "placeholder" or t.numel() > 16 or t.device.type != "cpu" or \
+            _storage(t) is None or _storage(t) in recorder.written_storages:
+        return None
+    sn = next((sn for sn, n in recorder.placeholders if n is node), None)
+    if sn is None or recorder.monitor.from_args(sn):
+        # (an argument's value, e.g. a diffusion timestep, changes from call to call: a
+        # record per value would make most calls monitor runs)
+        return None
+    out = call(args, kwargs)
+    if type(out) in (bool, int, float) or type(out) is list and all(
+            type(v) in (bool, int, float) for v in out):
+        recorder.monitor.value_guards.setdefault(sn.node_id, []).append((name, out))
+    else:
+        recorder.monitor.stop(f"tensor value read: Tensor.{name}")
+    return out
