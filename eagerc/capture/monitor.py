@@ -64,7 +64,7 @@ class Monitor:
         self.stopped = None  # the reason capture stopped, or None
         self.sdp_flags = torch_settings.sdp_flags()  # (torch_settings.py)
         # node_id of a small outside tensor -> [(read, value)] Python read of its value,
-        # checked by the guard (op_recorder.OpRecorder._outside_value)
+        # checked by the guard (speculate.outside_value)
         self.value_guards = {}
         # Tensor values Python reads are checked after the graph instead of stopping the
         # run (speculate.py); monitor_run.py decides per run.

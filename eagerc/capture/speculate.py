@@ -20,7 +20,7 @@ from .torch_calls import _storage, _tensors_in
 # data_ptr, printing) still stop capture.
 SPECULATED = frozenset("item tolist __bool__ __int__ __float__ __index__".split())
 # The shape of a result that depends on tensor values (nonzero, unique, `x[mask]`), checked
-# the same way (op_recorder.OpRecorder._shape_read).
+# the same way (shape_read).
 SHAPE_READ = "shape"
 MAX_VALUE_MISSES = 3  # calls no record's values matched, before a function stops speculating
 UNDO_LIMIT = 16 * 2 ** 20  # bytes of written inputs a record copies before its graph, at most
