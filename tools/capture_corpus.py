@@ -277,17 +277,25 @@ def table(rows):
         if "skip" in r:
             lines.append(f"| {r['name']} | – | – | – | – | – | – | skipped: {r['skip']} |")
             continue
-        why = "; ".join(r["stop_reasons"]) or ""
-        if r.get("capture_new_exc"):
-            why += f" NEW EXCEPTION {r['capture_new_exc']}"
-        if r.get("rerecord") and r.get("guard_failures"):  # which check missed
-            why += f" re-record: {max(r['guard_failures'], key=r['guard_failures'].get)[-90:]}"
-        if r.get("dynamo_reason"):
-            why += f" / {r['dynamo_reason'][:90]}"
+        why = why_cell(r)
         lines.append(f"| {r['name']} | {yn(r['capture_whole'])} | {yn(r['capture_equal'])} | "
                      f"{r['records']}{' (re-record)' if r['rerecord'] else ''} | "
                      f"{frac(r)} | {yn(r['dynamo_whole'])} | {yn(r['dynamo_equal'])} | {why} |")
     return "\n".join(lines)
+
+
+def why_cell(r) -> str:
+    """A table row's last cell (every corpus runner's): capture's stop reasons, a new
+    exception, a re-record with the guard check that missed, and Dynamo's break."""
+    why = "; ".join(k[:120] for k in r.get("stop_reasons", {}))
+    if r.get("capture_new_exc"):
+        why += f" NEW EXCEPTION {r['capture_new_exc'][:120]}"
+    if r.get("rerecord"):
+        missed = r.get("guard_failures") or {}
+        why += " re-record" + (f": {max(missed, key=missed.get)[-90:]}" if missed else "")
+    if r.get("dynamo_reason"):
+        why += f" / {r['dynamo_reason'][:90]}"
+    return why.replace("|", "/")
 
 
 def main(argv=None):

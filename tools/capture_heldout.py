@@ -243,17 +243,9 @@ def table(rows, every=False):
             lines.append(f"| {r['name']} | {r['file']} | {r['mode']} | – | – | – | – | "
                          f"skipped: {r['skip'][:100]} |")
             continue
-        why = "; ".join(k[:120] for k in r.get("stop_reasons", {}))
-        if r.get("capture_new_exc"):
-            why += f" NEW EXCEPTION {r['capture_new_exc'][:120]}"
-        if r.get("rerecord"):
-            gf = r.get("guard_failures") or {}
-            why += " re-record" + (f": {max(gf, key=gf.get)[-90:]}" if gf else "")
-        if r.get("dynamo_reason"):
-            why += f" / {r['dynamo_reason'][:90]}"
         lines.append(f"| {r['name']} | {r['file']} | {r['mode']} | {yn(r['capture_whole'])} | "
                      f"{yn(r['capture_equal'])} | {yn(r['dynamo_whole'])} | "
-                     f"{yn(r['dynamo_equal'])} | {why.replace('|', '/')} |")
+                     f"{yn(r['dynamo_equal'])} | {capture_corpus.why_cell(r)} |")
     return "\n".join(lines)
 
 

@@ -117,16 +117,9 @@ def details(rows):
         if "skip" in r:
             lines.append(f"| {r['name']} | {r['mode']} | – | – | – | – | skipped: {r['skip'][:80]} |")
             continue
-        why = "; ".join(k[:100] for k in r.get("stop_reasons", {}))
-        if r.get("capture_new_exc"):
-            why += f" NEW EXCEPTION {r['capture_new_exc']}"
-        if r.get("rerecord"):
-            why += " re-record"
-        if r.get("dynamo_reason"):
-            why += f" / {r['dynamo_reason'][:90]}"
         lines.append(f"| {r['name']} | {r['mode']} | {yn(r.get('capture_whole'))} | "
                      f"{yn(r.get('capture_equal'))} | {yn(r.get('dynamo_whole'))} | "
-                     f"{yn(r.get('dynamo_equal'))} | {why.replace('|', '/')} |")
+                     f"{yn(r.get('dynamo_equal'))} | {capture_corpus.why_cell(r)} |")
     return "\n".join(lines)
 
 
