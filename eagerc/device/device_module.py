@@ -242,13 +242,29 @@ def initial_seed() -> int:
     return _default_generator().initial_seed()
 
 
+def _state_generators(device) -> list:
+    """The generators a device's random state is made of: its default generator, and on
+    GPU memory its GPU's, which its compiled random ops draw from (the CPU's, which they
+    draw from on host memory, is saved and restored by torch.get_rng_state as it is)."""
+    index = _index(device)
+    return [_default_generator(index)] + _home_generators(index)[1:]
+
+
 def get_rng_state(device="eagerc") -> torch.Tensor:
-    """The default generator's state, as a CPU uint8 tensor (as torch.cuda's)."""
-    return _default_generator(device).get_state()
+    """The device's random state, as a CPU uint8 tensor (as torch.cuda's): its default
+    generator's, followed on GPU memory by its GPU's, so that torch.utils.checkpoint's
+    recomputation draws what the forward drew."""
+    return torch.cat([g.get_state() for g in _state_generators(device)])
 
 
 def set_rng_state(new_state: torch.Tensor, device="eagerc") -> None:
-    _default_generator(device).set_state(new_state)
+    generators = _state_generators(device)
+    sizes = [g.get_state().numel() for g in generators]
+    if sum(sizes) != new_state.numel():  # checked first: no generator is half set
+        raise RuntimeError(f"set_rng_state: expected a state of {sum(sizes)} bytes for {device}, "
+                           f"got {new_state.numel()}")
+    for generator, part in zip(generators, torch.split(new_state, sizes)):
+        generator.set_state(part.clone())
 
 
 # The device's Inductor backend, looked up here by Inductor (torch.compile on "eagerc");
