@@ -229,3 +229,31 @@ def test_a_miss_updates_batch_norm_running_stats_once(fresh_cache, device):
     assert op_stats(f"aten::native_batch_norm@{'CPU' if device == 'cpu' else 'PrivateUse1'}")["hits"] >= 1
     for name in ("running_mean", "running_var", "num_batches_tracked"):
         assert_close(getattr(bn, name).cpu(), getattr(reference, name), msg=name)
+
+
+_MORE_THREADS = textwrap.dedent("""
+    import os, torch, eagerc
+    # Inductor's default: as many threads as cores. Its `omp parallel` then takes the
+    # caller's thread count at run time (a fixed count is written only when they differ).
+    torch.set_num_threads(os.cpu_count())
+    x = torch.randn(1 << 22).double()
+    rows = x.view(64, -1)
+    with eagerc.enabled("cpu", ops=["aten::sum", "aten::sum.dim_IntList"]):
+        compiled = x.sum(), rows.sum(1)  # parallel reductions
+        for threads in (2 * os.cpu_count(), 8 * os.cpu_count()):
+            torch.set_num_threads(threads)
+            assert torch.allclose(x.sum(), compiled[0]) and torch.allclose(rows.sum(1), compiled[1])
+        print("OK", eagerc.stats()["fallbacks"])
+""")
+
+
+def test_parallel_kernel_runs_under_more_threads_than_it_was_compiled_with(fresh_cache):
+    """A parallel reduction compiled under one thread count, then run (in that process, or
+    loaded by a process or machine with more cores) under more: its per-thread buffers are
+    sized at run time. Sized at compile time they were overrun (SIGSEGV). In a subprocess:
+    a crash kills only it; the second process loads the kernels from disk."""
+    env = dict(os.environ, EAGERC_CACHE_DIR=str(fresh_cache))
+    for _ in range(2):
+        done = subprocess.run([sys.executable, "-c", _MORE_THREADS], env=env,
+                              capture_output=True, text=True, timeout=600)
+        assert done.returncode == 0 and "OK 0" in done.stdout, (done.returncode, done.stderr[-2000:])

@@ -71,7 +71,9 @@ class CppCodegen(Codegen):
     def compiler_settings(self) -> dict:
         from eagerc.compile import settings
 
-        return {"cxx": settings.cxx_compiler()}
+        # "threads": parallel kernels take the thread count at run time (compile/op.py);
+        # kernels stored before that must not be loaded.
+        return {"cxx": settings.cxx_compiler(), "threads": "dynamic"}
 
     def decompositions(self) -> dict:
         from eagerc.compile.cpu_decompositions import CPU_DECOMPOSITIONS

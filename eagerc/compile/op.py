@@ -161,6 +161,12 @@ def _trace_and_build(op, args, layout, parallel, on_device, target, start, descr
         # 40000 rows with one bad index did); out of a serial loop it reaches the holder,
         # which has eager's kernel raise eager's error (csrc/kernel_holder.cpp).
         patches["cpp.threads"] = 1
+    else:
+        # A parallel kernel sizes its per-thread reduction buffers by the thread count it
+        # was compiled under, while its `omp parallel` takes the caller's: a kernel compiled
+        # with 2 threads and run under torch.set_num_threads(4), or loaded on a machine
+        # with more cores, wrote past them (a crash). Sized at run time instead.
+        patches["cpp.dynamic_threads"] = True
     try:
         built = build_artifact(traced, target.codegen, check_code, patches)
     except InductorFailed as e:

@@ -108,9 +108,10 @@ def _replay_on_cluster(calls, device_type: str, address: str, workers: int | Non
 
 def cluster_env() -> dict:
     """The farm workers' environment: the driver's eagerc and Inductor settings, and its
-    thread count. Inductor writes the thread count into a parallel kernel
-    (``#pragma omp parallel num_threads(N)``) and Ray starts its workers with
-    OMP_NUM_THREADS=1, which would store serial kernels for the parallel size class."""
+    thread count. Ray starts its workers with OMP_NUM_THREADS=1, under which Inductor
+    plans a parallel kernel as a serial loop; with the driver's count it plans the
+    parallel loops the parallel size class is for (their thread count is taken at run
+    time, compile/op.py)."""
     from eagerc import _cluster
 
     env = _cluster.settings()
