@@ -166,7 +166,10 @@ def _trace_and_build(op, args, layout, parallel, on_device, target, start, descr
         # was compiled under, while its `omp parallel` takes the caller's: a kernel compiled
         # with 2 threads and run under torch.set_num_threads(4), or loaded on a machine
         # with more cores, wrote past them (a crash). Sized at run time instead.
-        patches["cpp.dynamic_threads"] = True
+        from torch._inductor import config as inductor_config
+
+        if hasattr(inductor_config.cpp, "dynamic_threads"):
+            patches["cpp.dynamic_threads"] = True
     try:
         built = build_artifact(traced, target.codegen, check_code, patches)
     except InductorFailed as e:
