@@ -29,7 +29,7 @@ this miss?" has an answer. An example entry key::
     >>> key.entry_key()
     b'op\\x00cpu\\x00aten::abs\\x00sig'
     >>> sorted(key.namespace_components())
-    ['arch', 'cxx', 'eagerc', 'format', 'inductor_config', 'inductor_env', 'torch']
+    ['arch', 'cxx', 'eagerc', 'format', 'inductor_config', 'inductor_env', 'threads', 'torch']
 """
 from __future__ import annotations
 
