@@ -284,6 +284,24 @@ def table(rows):
     return "\n".join(lines)
 
 
+def limit_memory(gigabytes) -> None:
+    """Cap this process's address space (every corpus runner's --memory-gb; 0: none): a
+    model too large raises MemoryError and is skipped instead of the OOM killer ending
+    the run."""
+    if gigabytes:
+        import resource
+
+        limit = int(gigabytes * 2 ** 30)
+        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+
+
+def result_cells(r) -> str:
+    """A row's capture whole, capture = eager, Dynamo whole, Dynamo = eager and why cells."""
+    yn = lambda v: "yes" if v else "no"  # noqa: E731
+    return (f"{yn(r.get('capture_whole'))} | {yn(r.get('capture_equal'))} | "
+            f"{yn(r.get('dynamo_whole'))} | {yn(r.get('dynamo_equal'))} | {why_cell(r)}")
+
+
 def why_cell(r) -> str:
     """A table row's last cell (every corpus runner's): capture's stop reasons, a new
     exception, a re-record with the guard check that missed, and Dynamo's break."""
@@ -318,10 +336,7 @@ def main(argv=None):
                          "(a run that died resumes), new ones appended")
     ap.add_argument("-v", action="store_true")
     args = ap.parse_args(argv)
-    if args.memory_gb:
-        import resource
-        limit = int(args.memory_gb * 2 ** 30)
-        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+    limit_memory(args.memory_gb)
     done = {}
     if args.rows and os.path.exists(args.rows):
         with open(args.rows) as f:

@@ -235,7 +235,6 @@ def table(rows, every=False):
                              "equal)") + ":",
               "", "| case | file | mode | capture whole | = eager | Dynamo whole | = eager | "
               "capture stop / Dynamo break |", "|---|---|---|---|---|---|---|---|"]
-    yn = lambda v: "yes" if v else "no"  # noqa: E731
     for r in rows:
         if not every and not _notable(r):
             continue
@@ -243,9 +242,7 @@ def table(rows, every=False):
             lines.append(f"| {r['name']} | {r['file']} | {r['mode']} | – | – | – | – | "
                          f"skipped: {r['skip'][:100]} |")
             continue
-        lines.append(f"| {r['name']} | {r['file']} | {r['mode']} | {yn(r['capture_whole'])} | "
-                     f"{yn(r['capture_equal'])} | {yn(r['dynamo_whole'])} | "
-                     f"{yn(r['dynamo_equal'])} | {capture_corpus.why_cell(r)} |")
+        lines.append(f"| {r['name']} | {r['file']} | {r['mode']} | {capture_corpus.result_cells(r)} |")
     return "\n".join(lines)
 
 
@@ -267,10 +264,7 @@ def main(argv=None):
     args = ap.parse_args(argv)
     if args.fetch:
         return fetch(args.root, args.mirrors)
-    if args.memory_gb:
-        import resource
-        limit = int(args.memory_gb * 2 ** 30)
-        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+    capture_corpus.limit_memory(args.memory_gb)
     warnings.simplefilter("ignore")
     import logging
     logging.disable(logging.WARNING)

@@ -112,14 +112,11 @@ def summary(rows):
 def details(rows):
     lines = ["| case | mode | capture whole | capture = eager | Dynamo whole | Dynamo = eager | "
              "capture stop / Dynamo break |", "|---|---|---|---|---|---|---|"]
-    yn = lambda v: "yes" if v else "no"  # noqa: E731
     for r in rows:
         if "skip" in r:
             lines.append(f"| {r['name']} | {r['mode']} | – | – | – | – | skipped: {r['skip'][:80]} |")
             continue
-        lines.append(f"| {r['name']} | {r['mode']} | {yn(r.get('capture_whole'))} | "
-                     f"{yn(r.get('capture_equal'))} | {yn(r.get('dynamo_whole'))} | "
-                     f"{yn(r.get('dynamo_equal'))} | {capture_corpus.why_cell(r)} |")
+        lines.append(f"| {r['name']} | {r['mode']} | {capture_corpus.result_cells(r)} |")
     return "\n".join(lines)
 
 
@@ -134,10 +131,7 @@ def main(argv=None):
                          "died resumes), new ones appended")
     ap.add_argument("-v", action="store_true")
     args = ap.parse_args(argv)
-    if args.memory_gb:
-        import resource
-        limit = int(args.memory_gb * 2 ** 30)
-        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+    capture_corpus.limit_memory(args.memory_gb)
     warnings.simplefilter("ignore")
     import logging
     logging.disable(logging.WARNING)
