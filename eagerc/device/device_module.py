@@ -7,7 +7,7 @@ device (``set_device`` sets both; csrc/device/guard.cpp). Each index has a CPU-s
 (mt19937) default generator, which torch.manual_seed also seeds. The device's compiled
 random ops draw their seeds from its memory home's generator (the CPU's; on GPU memory
 cuda:N's), which ``manual_seed`` and ``seed`` set as well; ``get_rng_state`` and
-``set_rng_state`` are the device generator's own state.
+``set_rng_state`` carry the device generator's state, followed on GPU memory by cuda:N's.
 
     >>> import torch, eagerc.device
     >>> _ = eagerc.device.register()
@@ -223,19 +223,20 @@ def manual_seed_all(seed: int) -> None:
         _seed_index(index, int(seed))
 
 
-def seed() -> None:
-    """A random seed for the current device (its GPU's generator too, on GPU memory)."""
-    index = current_device()
+def _reseed_index(index: int) -> None:
     chosen = _default_generator(index).seed()
     for generator in _home_generators(index)[1:]:
         generator.manual_seed(chosen)
 
 
+def seed() -> None:
+    """A random seed for the current device (its GPU's generator too, on GPU memory)."""
+    _reseed_index(current_device())
+
+
 def seed_all() -> None:
     for index in range(device_count()):
-        chosen = _default_generator(index).seed()
-        for generator in _home_generators(index)[1:]:
-            generator.manual_seed(chosen)
+        _reseed_index(index)
 
 
 def initial_seed() -> int:
