@@ -20,11 +20,17 @@ void register_autocast() {
   auto* lib = new torch::Library(torch::Library::IMPL, "aten",
                                  c10::DispatchKey::AutocastPrivateUse1, __FILE__, __LINE__);
   torch::Library& m = *lib;  // the KERNEL_* macros register through `m`
-  // The redispatch signatures in torch's lists name ATen types unqualified.
+  // The redispatch signatures in torch's lists name ATen types unqualified (which ones
+  // varies by torch version: where named tensors exist, norm's overloads take a DimnameList).
+#if __has_include(<ATen/core/Dimname.h>)
+  using at::Dimname;
+  using at::DimnameList;
+#endif
   using at::IntArrayRef;
   using at::Scalar;
   using at::ScalarType;
   using at::Tensor;
+  using at::TensorList;
 #define EAGERC_LOWER_PRECISION(...) KERNEL_PRIVATEUSEONE(__VA_ARGS__, lower_precision_fp)
 #define EAGERC_FP32(...) KERNEL_PRIVATEUSEONE(__VA_ARGS__, fp32)
 #define EAGERC_FP32_SET_OPT_DTYPE(...) KERNEL_PRIVATEUSEONE(__VA_ARGS__, fp32_set_opt_dtype)
