@@ -74,12 +74,22 @@ def test_links_name_the_processs_own_libstdcxx(tmp_path):
     source = tmp_path / "fmt.cpp"
     source.write_text('#include <sstream>\n#include <cstring>\nextern "C" void fmt(int n, char* out) '
                       '{ std::ostringstream s; s << "line " << n; std::strcpy(out, s.str().c_str()); }\n')
-    line = wrapper_build._shared_cxx_runtime(f"g++ -shared -fPIC {source} -o {tmp_path / 'fmt.so'}")
-    assert line.endswith(runtime)
+    line = wrapper_build._shared_cxx_runtime(f"g++ -x c++ -shared -fPIC {source} -o {tmp_path / 'fmt.so'}")
+    assert line.endswith(f"-Wl,{runtime}")
     subprocess.run(line.split(), check=True, capture_output=True, timeout=120)
     out = ctypes.create_string_buffer(32)
     ctypes.CDLL(str(tmp_path / "fmt.so")).fmt(42, out)
     assert out.value == b"line 42"
+
+
+@pytest.mark.parametrize("compile_only", ["g++ -c w.cpp -o w.o",
+                                          "g++ -x c++-header h.h -o h.h.gch -fPIC"])
+def test_compile_only_lines_name_no_libstdcxx(compile_only):
+    # A precompiled header's line given the library read it as a header (minutes of g++
+    # parsing a binary on the GPU machine, then a failed build).
+    if wrapper_build._process_cxx_runtime() is None:
+        pytest.skip("no libstdc++ mapped in this process")
+    assert wrapper_build._shared_cxx_runtime(compile_only) == compile_only
 
 
 def test_libtorch_cpu_is_linked_through_a_stub_of_its_soname(tmp_path):

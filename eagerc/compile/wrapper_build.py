@@ -150,9 +150,19 @@ def _shared_cxx_runtime(line: str) -> str:
     the locale machinery next to the process's, and streaming an integer crashed
     (SIGSEGV in num_put: a compiled kernel's failed index check, formatting __LINE__).
     With the shared library named first every libstdc++ symbol resolves to it; elsewhere
-    the output is the same (libstdc++.so.6 is needed either way)."""
+    the output is the same (libstdc++.so.6 is needed either way).
+
+    Only a line that links gets it, as a linker word (``-Wl,PATH``): named bare on a
+    compile-only line (``-c``, a precompiled header's ``-x c++-header``), g++ read the
+    library as one more source in the line's language, and spent minutes parsing it as
+    a header on the GPU machine."""
     runtime = _process_cxx_runtime()
-    return f"{line} {runtime}" if runtime else line
+    if not runtime or "," in runtime or _COMPILE_ONLY.search(line):
+        return line
+    return f"{line} -Wl,{runtime}"
+
+
+_COMPILE_ONLY = re.compile(r"(?<!\S)(?:-[cES]|-x\s*c\+\+-header)(?!\S)")
 
 
 def _process_cxx_runtime():
