@@ -170,8 +170,10 @@ class TritonCodegen(Codegen):
         from eagerc.compile.gpu_launch_types import fix_float_launch_params
         from eagerc.compile.output_asserts import cheap_output_asserts
         from eagerc.compile.scalar_reads import direct_scalar_reads
+        from eagerc.compile.stream_declarations import drop_repeated_stream_declarations
 
-        code = fix_boxed_int_lists(direct_scalar_reads(embed_cubins(code)))
+        code = drop_repeated_stream_declarations(embed_cubins(code))
+        code = fix_boxed_int_lists(direct_scalar_reads(code))
         code = make_context_current(fix_float_launch_params(code))
         return cheap_output_asserts(direct_allocations(code))
 
