@@ -296,3 +296,32 @@ def test_outputs_must_live_on_the_device_with_its_index():
     dev = Device("eagerc")
     assert dev.misplaced((torch.ones(2).to("eagerc"), [torch.zeros(1, device="eagerc")])) == ""
     assert dev.misplaced(torch.ones(2)) == "output 0 on cpu (storage on cpu), expected eagerc:0"
+
+
+def _eval_batch_norm_call():
+    from types import SimpleNamespace
+
+    torch.manual_seed(0)
+    args = (torch.randn(3, 2, 4), torch.randn(2), torch.randn(2), torch.randn(2), torch.rand(2) + 0.5,
+            False, 0.1, 1e-5)
+    return torch.ops.aten.native_batch_norm.default, SimpleNamespace(args=args, kwargs={})
+
+
+@pytest.mark.parametrize("home", ["cpu", pytest.param("cuda", marks=pytest.mark.skipif(
+    not torch.cuda.is_available(), reason="needs a CUDA GPU"))])
+def test_outputs_shaped_by_the_memory_homes_convention_are_held_to_its_eager(home):
+    # Eval batch norm's saved statistics are empty on CPU and of size C on CUDA: a device on
+    # GPU memory keeps CUDA's convention, and only those outputs are taken from CUDA eager.
+    from types import SimpleNamespace
+
+    from eagerc.coverage.execute import _home_conventions
+
+    op, call = _eval_batch_norm_call()
+    expected = (op(*call.args), [])
+    got = _home_conventions(op, call, expected, SimpleNamespace(home=home))
+    if home == "cpu":
+        assert got is expected
+        return
+    assert [tuple(t.shape) for t in got[0]] == [(3, 2, 4), (2,), (2,)]
+    assert got[0][0] is expected[0][0]  # the result itself: still CPU eager's
+    assert all(t.device.type == "cpu" for t in got[0])

@@ -15,7 +15,7 @@ import sys
 import time
 
 import torch
-from torch.utils._pytree import tree_flatten, tree_map
+from torch.utils._pytree import tree_flatten, tree_map, tree_unflatten
 
 import eagerc
 from eagerc import _C, _config, cache
@@ -42,6 +42,7 @@ class Device:
         # ops eagerc.enable leaves to every new device.
         self.override = not target.new_device
         self.key = target.dispatch_key
+        self.home = target.home  # the Inductor device type its kernels run on (cpu, cuda)
         runtime = set(_config.RUNTIME_OPS)
         self.own_runtime = set() if self.override else set(_C._device_runtime_ops())
         self.runtime = runtime if self.override else self.own_runtime
@@ -188,6 +189,35 @@ def _undefined_outputs(op, call, expected) -> set:
             if isinstance(e, torch.Tensor) and isinstance(a, torch.Tensor) and check.values(a, e) is not None}
 
 
+def _home_conventions(op, call, expected, dev):
+    """`expected` with the outputs whose shape CPU eager and the device's memory home's
+    eager (CUDA on GPU memory) choose differently taken from the home's eager: buffers
+    each backend shapes its own way for its backward (native_batch_norm's saved mean and
+    invstd in eval, log_sigmoid_forward's buffer, embedding_bag's offset2bag). The device
+    keeps its home's convention; every other output is still held to CPU eager."""
+    if dev.home == "cpu":
+        return expected
+
+    def on_home(v):
+        if isinstance(v, torch.Tensor):
+            return clone_tensor(v, dev.home)
+        return torch.device(dev.home) if isinstance(v, torch.device) and v.type == "cpu" else v
+
+    args, kwargs = tree_map(on_home, call.args), tree_map(on_home, call.kwargs)
+    try:
+        home = (op(*args, **kwargs), _written(op, args, kwargs))
+    except Exception:  # noqa: BLE001 - the home rejects it: CPU eager decides alone
+        return expected
+    flat, spec = tree_flatten(expected)
+    flat_home = tree_flatten(home)[0]
+    if len(flat_home) != len(flat):
+        return expected
+    for i, (e, h) in enumerate(zip(flat, flat_home)):
+        if isinstance(e, torch.Tensor) and isinstance(h, torch.Tensor) and e.shape != h.shape:
+            flat[i] = h.cpu()
+    return tree_unflatten(flat, spec)
+
+
 @dataclasses.dataclass
 class Outcome:
     status: str = ""
@@ -240,6 +270,8 @@ def run_call(op, name, dtype, facts, call, dev) -> Outcome:
         except Exception as e:  # noqa: BLE001 - CPU eager rejects it: not a sample
             return Outcome(skipped=classify.first_line(e))
         undefined = set() if facts.random or facts.undefined_values else _undefined_outputs(op, call, expected)
+        if not (facts.random or facts.undefined_values):
+            expected = _home_conventions(op, call, expected, dev)
         args, kwargs = dev.to_device(_clone(call.args)), dev.to_device(_clone(call.kwargs))
     _stage(call, "device")
     _loads.clear()
