@@ -4,6 +4,12 @@ Eager's check of a random op runs the op (it draws), and Inductor's compile-time
 autotuning runs kernels on random example inputs (torch.randn on the kernel's GPU): both
 would advance the generators a user seeded, so a kernel's first call would not follow
 torch.manual_seed while every later call does.
+
+Only the thread that owns the streams can keep them: on the background compiler's thread
+(eagerc/per_op/background.py) a restore would rewind the caller's draws made meanwhile. So
+a random op is never compiled there (its check draws; the resolver compiles it on the
+caller's thread), and what the background compiles instead draws nothing on the CPU
+(tests/test_background_random_streams.py).
 """
 from __future__ import annotations
 
@@ -20,3 +26,8 @@ def kept():
     devices = list(range(torch.cuda.device_count())) if torch.cuda.is_initialized() else []
     with torch.random.fork_rng(devices=devices, device_type="cuda"):
         yield
+
+
+def draws(op) -> bool:
+    """`op` draws from a random generator (ATen tags every such op)."""
+    return torch.Tag.nondeterministic_seeded in op.tags

@@ -93,7 +93,12 @@ def resolve(request) -> "_C.MissAnswer":
     if ready is not None:
         _stats.count(stat_key, "ready_on_miss")  # a hit for the caller (background.py)
         return _C.MissAnswer.kernel(ready)
-    defer = deferred_id if background.is_background(target.device) else None
+    # A random op is never deferred: served by an existing kernel it would draw other
+    # numbers than its compiled kernel (which one served it would depend on the compile's
+    # timing, not on the seed), and eager's check of it draws, which only the caller's
+    # own thread can keep from moving the seeded streams (random_streams.kept).
+    defer = deferred_id if background.is_background(target.device) \
+        and not random_streams.draws(op) else None
     key = CacheKey("op", target, request.op_name, request.key)
     verdict = _EagerVerdict(op, request.args, target)
     transient = _context_is_unusual()

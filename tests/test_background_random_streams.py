@@ -1,0 +1,164 @@
+"""Background compilation leaves the caller's random streams alone: a program seeded with
+torch.manual_seed draws the same numbers whether its misses compile now or on the
+background thread (eagerc/per_op/background.py, eagerc/random_streams.py).
+
+The background thread is held at each point where its work could have drawn (inside eager's
+check, after its run of the op; after the compile), and the caller draws there: whatever
+the background drew, or rewound, shows in the caller's numbers, whatever the timing."""
+from __future__ import annotations
+
+import threading
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+import eagerc
+from eagerc import _C
+from eagerc.per_op import background, eager_rules
+from eagerc.testing import assert_close
+
+BACKGROUND_THREAD = "eagerc-background-compile"
+
+
+class _Stops:
+    """The background thread stops at each hold until the caller has drawn once."""
+
+    def __init__(self):
+        self.arrived = threading.Event()
+        self.resume = threading.Event()
+        self.where: list = []
+
+    def hold(self, where: str) -> None:
+        if threading.current_thread().name != BACKGROUND_THREAD:
+            return
+        self.where.append(where)
+        self.resume.clear()
+        self.arrived.set()
+        self.resume.wait(120)
+
+    def drain(self, draw) -> list:
+        """Draw once at every stop, until no compile is queued or running."""
+        drawn = []
+        while True:
+            if self.arrived.wait(0.02):
+                self.arrived.clear()
+                drawn.append(draw())
+                self.resume.set()
+            elif background.compiler().pending() == 0 and not self.arrived.is_set():
+                return drawn
+
+
+@pytest.fixture
+def stops(monkeypatch):
+    from eagerc.compile import op as op_compiler
+
+    found = _Stops()
+    run_for = eager_rules.callable_for
+    compile_op = op_compiler.compile_op
+
+    def checked(op, args):
+        run = run_for(op, args)
+
+        def run_then_hold(*a, **kw):
+            out = run(*a, **kw)
+            found.hold(f"check {op}")  # inside random_streams.kept() for a random op
+            return out
+        return run_then_hold
+
+    def compiled(*a, **kw):
+        out = compile_op(*a, **kw)
+        found.hold("compile")
+        return out
+
+    monkeypatch.setattr(eager_rules, "callable_for", checked)
+    monkeypatch.setattr(op_compiler, "compile_op", compiled)
+    yield found
+    found.resume.set()
+    eagerc.wait_compiles()
+
+
+class _Net(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc1 = torch.nn.Linear(16, 32)
+        self.drop = torch.nn.Dropout(0.3)
+        self.fc2 = torch.nn.Linear(32, 4)
+
+    def forward(self, x):
+        return self.fc2(self.drop(torch.relu(self.fc1(x))))
+
+
+def _cpu_draw():
+    return torch.rand(6)  # the caller's own stream, never served by eagerc here
+
+
+def _program(device, stops=None, counts=None, steps=3):
+    """Seeded: a small module in train mode (dropout) and random factories and in-place
+    draws on `device`, with CPU draws between them (at the background's stops, or
+    `counts[i]` of them after step i). Returns every value drawn or computed, on CPU."""
+    torch.manual_seed(0)
+    net = _Net().train()
+    x = torch.randn(8, 16)
+    torch.manual_seed(1234)
+    net, x = net.to(device), x.to(device)
+    values, drawn_counts = [], []
+    for step in range(steps):
+        values.append(net(x))
+        values.append(torch.rand(40, device=device))
+        values.append(torch.randn(40, device=device))
+        values.append(torch.full((40,), 0.5, device=device).bernoulli_())
+        values.append(F.dropout(torch.ones(40, device=device), 0.25))
+        if stops is not None:
+            cpu = stops.drain(_cpu_draw)
+            drawn_counts.append(len(cpu))
+        else:
+            cpu = [_cpu_draw() for _ in range(counts[step])]
+        values.extend(cpu)
+    return [v.detach().cpu() for v in values], drawn_counts
+
+
+def _compare(got, want):
+    assert len(got) == len(want)
+    for i, (g, w) in enumerate(zip(got, want)):
+        assert_close(g, w, msg=f"value {i}")
+
+
+def test_override_mode_background_draws_are_native_eagers(fresh_cache, stops):
+    # Random ops stay native in override mode (ops=None leaves them out); the compiles the
+    # background runs for the rest must not move the CPU generator they draw from.
+    eagerc.enable("cpu", compile="background")
+    try:
+        got, counts = _program("cpu", stops=stops)
+        eagerc.wait_compiles()
+    finally:
+        eagerc.disable("cpu")
+        background.set_mode("cpu", None)
+    s = eagerc.stats()
+    assert s["interim"] > 0 and s["background_compiles"] > 0, s
+    assert sum(counts) == len(stops.where) > 0  # the background stopped, the caller drew
+    want, _ = _program("cpu", counts=counts)
+    _compare(got, want)
+
+
+def test_device_background_draws_follow_the_seed(fresh_cache, stops):
+    # On the eagerc device random ops are compiled (Inductor's seeds come from the CPU
+    # generator): background mode must draw what compile="now" draws, at every step.
+    eagerc.enable("eagerc", compile="background")
+    try:
+        got, counts = _program("eagerc", stops=stops)
+        eagerc.wait_compiles()
+        s = eagerc.stats()
+        assert s["interim"] > 0 and s["background_compiles"] > 0, s
+        assert sum(counts) == len(stops.where) > 0
+        # Random ops compile on the caller's thread, at their first call.
+        for op in ("aten::native_dropout", "aten::rand", "aten::randn", "aten::bernoulli_.float"):
+            per_op = s["ops"][f"{op}@PrivateUse1"]
+            assert per_op["interim"] == 0 and per_op["compiles"] >= 1, (op, per_op)
+        assert not [w for w in stops.where if "rand" in w or "bernoulli" in w or "dropout" in w]
+        background.set_mode("eagerc", "now")
+        _C._clear_tables()
+        want, _ = _program("eagerc", counts=counts)
+    finally:
+        background.set_mode("eagerc", None)
+    _compare(got, want)
