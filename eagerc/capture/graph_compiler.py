@@ -46,13 +46,15 @@ class GraphCompiler:
     def compile(self, gm, example_inputs):
         """fn(*inputs) -> outputs. With grad mode on and an input requiring grad: forward
         and backward through AOTAutograd, each graph compiled by `compile_static`."""
+        from .second_order import twice_differentiable
         from .training import compile_joint, needs_autograd
         if needs_autograd(example_inputs):
             self.stats["training_graphs"] += 1
             if self.eager_autograd:
                 return gm
             try:
-                return compile_joint(gm, example_inputs, self.compile_static, self.inductor)
+                compiled = compile_joint(gm, example_inputs, self.compile_static, self.inductor)
+                return twice_differentiable(compiled, gm, self.inductor)
             except Exception as e:  # noqa: BLE001 - a graph AOTAutograd cannot trace
                 # (data-dependent checks: GaussianNLLLoss, CTCLoss). Run as recorded, its
                 # ops build eager's autograd graph: eager's gradients, as Dynamo's "eager"
