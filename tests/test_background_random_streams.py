@@ -2,8 +2,9 @@
 torch.manual_seed draws the same numbers whether its misses compile now or on the
 background thread (eagerc/per_op/background.py, eagerc/random_streams.py).
 
-The background thread is held at each point where its work could have drawn (inside eager's
-check, after its run of the op; after the compile), and the caller draws there: whatever
+The background thread is held at each point where its work could have drawn or saved a
+generator's state to restore it (inside eager's check, after its run of the op; after the
+compile; whenever it reads the CPU generator's state), and the caller draws there: whatever
 the background drew, or rewound, shows in the caller's numbers, whatever the timing."""
 from __future__ import annotations
 
@@ -53,6 +54,8 @@ class _Stops:
 def stops(monkeypatch):
     from eagerc.compile import op as op_compiler
 
+    # Every deferred job stops first inside eager's check, before it takes the compile lock:
+    # the caller's own compiles (random ops, on its thread) never wait for a held thread.
     found = _Stops()
     run_for = eager_rules.callable_for
     compile_op = op_compiler.compile_op
@@ -71,6 +74,13 @@ def stops(monkeypatch):
         found.hold("compile")
         return out
 
+    def saved_state():
+        state = get_rng_state()
+        found.hold("saved the CPU generator's state")  # a restore would rewind what follows
+        return state
+
+    get_rng_state = torch.random.get_rng_state
+    monkeypatch.setattr(torch.random, "get_rng_state", saved_state)
     monkeypatch.setattr(eager_rules, "callable_for", checked)
     monkeypatch.setattr(op_compiler, "compile_op", compiled)
     yield found
@@ -162,3 +172,55 @@ def test_device_background_draws_follow_the_seed(fresh_cache, stops):
     finally:
         background.set_mode("eagerc", None)
     _compare(got, want)
+
+
+def test_autotuning_example_values_off_the_owning_thread():
+    # Inductor's compile-time autotuning (GPU targets) draws its example inputs from the
+    # process's generators under a save and restore; on the background thread they come
+    # from a private generator, the same sizes and strides, and nothing is saved.
+    from torch._inductor.select_algorithm import AlgorithmSelectorCache
+
+    from eagerc import random_streams
+
+    made, errors = {}, []
+
+    def background_thread():
+        try:
+            with random_streams.elsewhere():
+                before = torch.random.default_generator.get_state()
+                made["float"] = AlgorithmSelectorCache.generate_example_value(
+                    (3, 4), (1, 3), "cpu", torch.float32, 0)
+                made["padded"] = AlgorithmSelectorCache.generate_example_value(
+                    (2, 5), (6, 1), "cpu", torch.float16, 2, (2, 6))
+                made["int"] = AlgorithmSelectorCache.generate_example_value(
+                    (7,), (2,), "cpu", torch.int64, 0)
+                made["untouched"] = torch.equal(torch.random.default_generator.get_state(), before)
+                with pytest.raises(RuntimeError, match="does not own the random streams"):
+                    with random_streams.kept():
+                        pass
+        except BaseException as e:  # noqa: BLE001 - reported on the test's thread
+            errors.append(e)
+
+    saved = []
+    get_rng_state = torch.random.get_rng_state
+    try:
+        torch.random.get_rng_state = lambda: saved.append(1) or get_rng_state()
+        thread = threading.Thread(target=background_thread)
+        thread.start()
+        thread.join()
+    finally:
+        torch.random.get_rng_state = get_rng_state
+    assert not errors, errors
+    assert made["untouched"] and not saved
+    for name, size, stride, dtype, extent in (("float", (3, 4), (1, 3), torch.float32, 12),
+                                              ("padded", (2, 5), (6, 1), torch.float16, 14),
+                                              ("int", (7,), (2,), torch.int64, 13)):
+        t = made[name]
+        assert (t.shape, t.stride(), t.dtype) == (size, stride, dtype), name
+        assert t.untyped_storage().nbytes() == extent * t.element_size(), name
+    assert made["float"].std() > 0.5 and torch.isfinite(made["float"]).all()
+    assert not made["int"].any()
+    # On the caller's thread it is Inductor's own (which keeps the caller's stream).
+    before = torch.random.get_rng_state()
+    value = AlgorithmSelectorCache.generate_example_value((3, 4), (4, 1), "cpu", torch.float32, 0)
+    assert value.shape == (3, 4) and torch.equal(torch.random.get_rng_state(), before)

@@ -17,6 +17,11 @@ kernel ready; ``eagerc.stats()`` moves it from misses to hits), and later calls 
 A background compile that does not produce a kernel is not retried in the background: the
 next miss decides in the foreground, with the call's real arguments.
 
+The background thread never draws from the caller's random streams (the process's
+generators, which torch.manual_seed seeds): random ops are not deferred (they compile on
+the caller's thread, at their first call), and the compiles it runs draw nothing
+(eagerc/random_streams.py).
+
 The background compile sees fresh tensors with the call's sizes, strides, offsets and
 dtypes (zero bytes, made without any dispatch), never the caller's tensors, which the
 program may change or free meanwhile.
@@ -29,7 +34,7 @@ import threading
 
 import torch
 
-from eagerc import _config, _stats
+from eagerc import _config, _stats, random_streams
 from eagerc.aten_meta import storage_extent
 from eagerc.refusals import Deferred
 
@@ -103,7 +108,9 @@ class BackgroundCompiler:
             key_id, stat_key, job = item
             try:
                 try:
-                    ok = job()
+                    # This thread draws nothing from the caller's random streams.
+                    with random_streams.elsewhere():
+                        ok = job()
                 except Exception:  # noqa: BLE001 - the foreground decides next time
                     ok = False
                 with self._lock:
