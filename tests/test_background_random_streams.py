@@ -103,18 +103,22 @@ def _cpu_draw():
     return torch.rand(6)  # the caller's own stream, never served by eagerc here
 
 
-def _program(device, stops=None, counts=None, steps=3):
-    """Seeded: a small module in train mode (dropout) and random factories and in-place
-    draws on `device`, with CPU draws between them (at the background's stops, or
-    `counts[i]` of them after step i). Returns every value drawn or computed, on CPU."""
+def _small_net():
     torch.manual_seed(0)
-    net = _Net().train()
-    x = torch.randn(8, 16)
+    return _Net().train(), torch.randn(8, 16), lambda net, x: net(x)
+
+
+def _program(device, stops=None, counts=None, steps=3, build=_small_net):
+    """Seeded: a module in train mode (dropout; `build()` gives it, its input and how to
+    call it) and random factories and in-place draws on `device`, with CPU draws between
+    them (at the background's stops, or `counts[i]` of them after step i). Returns every
+    value drawn or computed, on CPU."""
+    net, x, forward = build()
     torch.manual_seed(1234)
     net, x = net.to(device), x.to(device)
     values, drawn_counts = [], []
     for step in range(steps):
-        values.append(net(x))
+        values.append(forward(net, x))
         values.append(torch.rand(40, device=device))
         values.append(torch.randn(40, device=device))
         values.append(torch.full((40,), 0.5, device=device).bernoulli_())
@@ -151,12 +155,12 @@ def test_override_mode_background_draws_are_native_eagers(fresh_cache, stops):
     _compare(got, want)
 
 
-def test_device_background_draws_follow_the_seed(fresh_cache, stops):
+def test_device_background_draws_follow_the_seed(fresh_cache, stops, build=_small_net, steps=3):
     # On the eagerc device random ops are compiled (Inductor's seeds come from the CPU
     # generator): background mode must draw what compile="now" draws, at every step.
     eagerc.enable("eagerc", compile="background")
     try:
-        got, counts = _program("eagerc", stops=stops)
+        got, counts = _program("eagerc", stops=stops, build=build, steps=steps)
         eagerc.wait_compiles()
         s = eagerc.stats()
         assert s["interim"] > 0 and s["background_compiles"] > 0, s
@@ -168,10 +172,20 @@ def test_device_background_draws_follow_the_seed(fresh_cache, stops):
         assert not [w for w in stops.where if "rand" in w or "bernoulli" in w or "dropout" in w]
         background.set_mode("eagerc", "now")
         _C._clear_tables()
-        want, _ = _program("eagerc", counts=counts)
+        want, _ = _program("eagerc", counts=counts, build=build, steps=steps)
     finally:
         background.set_mode("eagerc", None)
     _compare(got, want)
+
+
+@pytest.mark.slow
+def test_device_background_bert_training_follows_the_seed(fresh_cache, stops, tiny_bert):
+    # transformers' BERT in train mode: dropout after embeddings, attention and each layer.
+    def build():
+        ids = torch.randint(0, 100, (2, 12), generator=torch.Generator().manual_seed(3))
+        return tiny_bert().train(), ids, lambda net, x: net(x).last_hidden_state
+
+    test_device_background_draws_follow_the_seed(fresh_cache, stops, build=build, steps=2)
 
 
 def test_autotuning_example_values_off_the_owning_thread():
