@@ -29,6 +29,11 @@ off, EAGERC_ALIAS_FALLBACK=0), these ops are traced into ops Inductor generates 
   pointwise steps per iteration, to each element's own degree).
 - isin: a broadcast comparison reduced with any(). torch._decomp's isin picks a sort-based
   path by a float power of the sizes, a guard eagerc cannot express.
+- normal with tensor arguments and multinomial (accelerator_random.py): draws through
+  rand/randn, which Inductor generates code for, with ATen's value checks as asserts.
+- linalg_solve_triangular, linalg_householder_product, linalg_qr (accelerator_linalg.py):
+  through the solvers the code generator's C shim lists (triangular_solve, geqrf, ormqr),
+  which the artifact calls as externs.
 
 Not here: ops whose output shape depends on values (bincount, unique), histogram with a
 bin count (eagerc does not compile its float[] range argument: it runs on aliases), and
@@ -44,7 +49,7 @@ aten = torch.ops.aten
 
 # Changes whenever a decomposition here changes the code it produces (the cache key of
 # a target that uses them holds it).
-VERSION = "6"
+VERSION = "9"
 
 
 def _scan(x, dim: int, combine, pad_value, *extra):
@@ -264,6 +269,10 @@ def _table() -> dict:
     table[aten.histogram.bins_tensor] = _histogram_bins
     table[aten.histogram.bins_tensor_out] = out_wrapper("hist", "bin_edges")(_histogram_bins)
     add(aten.take, _take)
+    from eagerc.compile import accelerator_linalg, accelerator_random
+
+    table.update(accelerator_random.table())
+    table.update(accelerator_linalg.table())
     return {op: fn for op, fn in table.items() if "dimname" not in op._schema.overload_name}
 
 

@@ -1,0 +1,96 @@
+"""Accelerator decompositions of linear algebra, over the solvers Inductor's C shims list.
+
+A target without native kernels (accelerator_decompositions.py) would run ATen's linalg
+ops with no lowering on the host. Those that ATen itself builds from LAPACK's QR and
+triangular solves are traced here into the ATen ops each code generator's vendor library
+offers through Inductor's C shim (`c_shim_cpu.h`, `c_shim_cuda.h`: `geqrf`, `ormqr`,
+`triangular_solve`), which the artifact calls as externs, plus generated code (triu, the
+identity):
+
+- linalg_solve_triangular: `triangular_solve` (a right-hand solve X A = B as the
+  transposed left one, A^T X^T = B^T).
+- linalg_householder_product: Q's first n columns, `ormqr` applied to the m x n identity
+  (ATen's orgqr forms the same product of reflectors in place).
+- linalg_qr: `geqrf`, R its upper triangle, Q as above (m x m for mode="complete", none
+  for mode="r").
+
+Errors: eagerc runs eager's kernel on each new signature before compiling it, so a call
+eager refuses (shapes, dtypes) raises eager's error; these ops have no value-dependent
+errors (a singular triangle gives infinities, as in ATen).
+"""
+from __future__ import annotations
+
+import torch
+
+aten = torch.ops.aten
+
+
+def solve_triangular(A, B, *, upper, left=True, unitriangular=False):
+    # ATen's result is column-major (LAPACK's layout), whatever the inputs' and the side.
+    if not left:
+        return _column_major(aten.triangular_solve(B.mT, A, upper, True, unitriangular)[0].mT)
+    return _column_major(aten.triangular_solve(B, A, upper, False, unitriangular)[0])
+
+
+def _column_major(t):
+    # ATen's factorizations return LAPACK's layout: each matrix column-major.
+    return t.mT.contiguous().mT
+
+
+def _identity(like, rows, cols):
+    eye = torch.eye(rows, cols, dtype=like.dtype, device=like.device)
+    return eye.expand(*like.shape[:-2], rows, cols).contiguous()
+
+
+def householder_product(A, tau):
+    # ormqr takes exactly as many reflectors as columns of its input (torch.ormqr: tau's
+    # length must be min(other.shape[-2], input.shape[-1])): the first k of A's.
+    m, n = A.shape[-2:]
+    return aten.ormqr(A[..., :, :tau.shape[-1]], tau, _identity(A, m, n), True, False)
+
+
+def qr(A, mode="reduced"):
+    m, n = A.shape[-2:]
+    k = min(m, n)
+    a, tau = aten.geqrf(A)
+    if mode == "complete":
+        Q = aten.ormqr(a[..., :, :k], tau, _identity(A, m, m), True, False)
+        return _column_major(Q), _column_major(a.triu())
+    R = _column_major(a[..., :k, :].triu())
+    if mode == "r":
+        return A.new_empty((0,)), R
+    return _column_major(aten.ormqr(a[..., :, :k], tau, _identity(A, m, k), True, False)), R
+
+
+def _geqrf_meta(A):
+    # What ATen's geqrf returns: the factors in LAPACK's layout (each matrix column-major,
+    # batches contiguous) and tau, contiguous. torch has no meta kernel for geqrf, so
+    # tracing a call failed; the compiled wrapper checks the extern's result against this.
+    torch._check(A.dim() >= 2, lambda: "torch.geqrf: input must have at least 2 dimensions.")
+    *batch, m, n = A.shape
+    a = A.new_empty((*batch, n, m)).mT
+    return a, A.new_empty((*batch, min(m, n)))
+
+
+_META_LIBRARY = None
+
+
+def _register_geqrf_meta() -> None:
+    global _META_LIBRARY
+    if _META_LIBRARY is None and not torch._C._dispatch_has_kernel_for_dispatch_key("aten::geqrf", "Meta"):
+        _META_LIBRARY = torch.library.Library("aten", "IMPL")
+        _META_LIBRARY.impl("geqrf", _geqrf_meta, "Meta")
+
+
+def table() -> dict:
+    from torch._prims_common.wrappers import out_wrapper
+
+    _register_geqrf_meta()
+    return {
+        aten.linalg_solve_triangular.default: solve_triangular,
+        aten.linalg_solve_triangular.out: out_wrapper()(solve_triangular),
+        aten.linalg_householder_product.default: householder_product,
+        aten.linalg_householder_product.out: out_wrapper()(householder_product),
+        aten.linalg_qr.default: qr,
+        aten.linalg_qr.out: out_wrapper("Q", "R")(qr),
+    }
