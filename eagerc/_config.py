@@ -82,7 +82,8 @@ def register_device_at_import() -> bool:
 
 
 # "now": a miss waits for its kernel's compile; "background": it is served at once by a
-# kernel that exists while its own compiles on a thread (eagerc/per_op/background.py).
+# kernel that exists while its own compiles on a thread (eagerc/per_op/background.py);
+# random ops compile at their first call, so their numbers follow the seed.
 # enable(device, compile=...) overrides it per device.
 COMPILE_ENV = "EAGERC_COMPILE"
 

@@ -40,7 +40,8 @@ def enable(device: str = "cpu", ops: Optional[Iterable[str]] = None,
     A device eagerc has no target for (eagerc/targets.py) raises TargetError, a
     ValueError naming the known targets and how to add one. ``compile="background"``
     serves a miss at once with an existing kernel while its own compiles on a
-    background thread (eagerc/per_op/background.py); default: ``$EAGERC_COMPILE`` or "now".
+    background thread (eagerc/per_op/background.py; random ops compile at their first
+    call, so their numbers follow the seed); default: ``$EAGERC_COMPILE`` or "now".
 
         >>> import torch, eagerc
         >>> ops = eagerc.enable("cpu", ops=["aten::abs"])
