@@ -24,6 +24,7 @@ FAMILIES = {
     "cummax": ["cummax"], "cummin": ["cummin"], "logcumsumexp": ["logcumsumexp"],
     "median": ["median"], "nanmedian": ["nanmedian"], "kthvalue": ["kthvalue"],
     "histc": ["histc"], "histogram": ["histogram"], "bucketize": ["bucketize"], "isin": ["isin"], "take": ["take"],
+    "histogramdd": ["_histogramdd_from_bin_tensors"],
 }
 
 
@@ -252,3 +253,33 @@ def test_scan_steps_force_no_symbolic_stride_order():
         assert forced, op
         assert all(n.args[0].meta["val"].dim() == 1 and list(n.args[1]) == [1] for n in forced), op
         assert_close(gm(x), ACCELERATOR_DECOMPOSITIONS[op](x, 1), equal_nan=True)
+
+
+_HISTOGRAMDD_ON_DEVICE = textwrap.dedent("""
+    import torch, eagerc
+    from eagerc.testing import assert_close
+    op = torch.ops.aten._histogramdd_from_bin_tensors.default
+    x, w = torch.randn(7, 5, 3), torch.rand(7, 5)
+    bins = [torch.linspace(-1, 1, 4), torch.linspace(-2, 0, 3), torch.tensor([-1.0, 0.0, 0.5, 2.0])]
+    d = lambda t: t.to("eagerc")
+    for kwargs in ({}, {"density": True}, {"weight": w}):
+        expected = op(x, bins, **kwargs)
+        actual = op(d(x), [d(b) for b in bins], **{k: d(v) if isinstance(v, torch.Tensor) else v
+                                                    for k, v in kwargs.items()})
+        assert actual.device.type == "eagerc"
+        assert_close(actual.cpu(), expected, equal_nan=True)
+    entry = eagerc.stats()["ops"]["aten::_histogramdd_from_bin_tensors@PrivateUse1"]
+    assert entry["compiles"] + entry["disk_loads"] and not entry["fallbacks"] and not entry["aliased"], entry
+    print("OK")
+""")
+
+
+@pytest.mark.slow
+def test_histogramdd_over_given_edges_compiles_without_aliases():
+    """histogramdd's bin-edge form (a list of tensors) compiles on the device with aliases
+    and the host round trip off (its OpInfo also reaches the bin-count forms, which do not)."""
+    env = dict(os.environ, EAGERC_ALIAS_FALLBACK="0", EAGERC_COMPILE="now", OMP_NUM_THREADS="1",
+               EAGERC_CPU_FALLBACK="0")
+    proc = subprocess.run([sys.executable, "-c", _HISTOGRAMDD_ON_DEVICE], env=env, capture_output=True,
+                          text=True, timeout=900)
+    assert proc.returncode == 0 and "OK" in proc.stdout, proc.stdout[-2000:] + proc.stderr[-4000:]

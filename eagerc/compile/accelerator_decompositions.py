@@ -49,7 +49,7 @@ aten = torch.ops.aten
 
 # Changes whenever a decomposition here changes the code it produces (the cache key of
 # a target that uses them holds it).
-VERSION = "9"
+VERSION = "10"
 
 
 def _scan(x, dim: int, combine, pad_value, *extra):
@@ -209,6 +209,37 @@ def _histogram_bins(x, bins, *, weight=None, density=False):
     return hist, bins.clone()
 
 
+def _histogramdd_bins(x, bins, *, weight=None, density=False):
+    # ATen's histogramdd over given edges: the last dim of `x` holds each point's
+    # coordinates; per coordinate the bin as in _histogram_bins, a point outside any
+    # dim's edges (or NaN) in no cell; cells counted (weights summed) as a reduction over
+    # the points; density divides by the total, then by each dim's bin widths.
+    dims = len(bins)
+    points = x.reshape(-1, dims)
+    counts = [b.shape[0] - 1 for b in bins]
+    cell = torch.zeros(points.shape[0], dtype=torch.int64, device=x.device)
+    inside = torch.ones(points.shape[0], dtype=torch.bool, device=x.device)
+    for d, edges in enumerate(bins):
+        coordinate = points[:, d]
+        inside = inside & (coordinate >= edges[0]) & (coordinate <= edges[-1])
+        position = (edges[:, None] <= coordinate[None, :]).sum(0) - 1
+        cell = cell * counts[d] + torch.where(position == counts[d], counts[d] - 1, position)
+    cells = 1
+    for c in counts:
+        cells *= c
+    hit = (cell[None, :] == torch.arange(cells, device=x.device)[:, None]) & inside[None, :]
+    each = torch.ones_like(points[:, 0]) if weight is None else weight.reshape(-1).to(x.dtype)
+    hist = torch.where(hit, each[None, :], torch.zeros((), dtype=x.dtype, device=x.device)).sum(1)
+    hist = hist.reshape(counts)
+    if density:
+        hist = hist / hist.sum()
+        for d, edges in enumerate(bins):
+            shape = [1] * dims
+            shape[d] = counts[d]
+            hist = hist / (edges[1:] - edges[:-1]).reshape(shape)
+    return hist
+
+
 def _bucketize(x, boundaries, *, out_int32=False, right=False):
     # ATen's binary search as a count over the (1-d, sorted) boundaries: those for which
     # its step moves right, !(b >= x) (right: !(b > x)); so NaN lands past the last.
@@ -268,6 +299,7 @@ def _table() -> dict:
     add(aten.bucketize, _bucketize)
     table[aten.histogram.bins_tensor] = _histogram_bins
     table[aten.histogram.bins_tensor_out] = out_wrapper("hist", "bin_edges")(_histogram_bins)
+    add(aten._histogramdd_from_bin_tensors, _histogramdd_bins)
     add(aten.take, _take)
     from eagerc.compile import accelerator_linalg, accelerator_random
 
