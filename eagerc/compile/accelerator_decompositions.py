@@ -34,6 +34,8 @@ off, EAGERC_ALIAS_FALLBACK=0), these ops are traced into ops Inductor generates 
 - linalg_solve_triangular, linalg_householder_product, linalg_qr (accelerator_linalg.py):
   through the solvers the code generator's C shim lists (triangular_solve, geqrf, ormqr),
   which the artifact calls as externs.
+- _upsample_bilinear2d_aa (accelerator_resample.py): ATen's separable anti-aliasing
+  weights as dense matrices, applied by matmul.
 
 Not here: ops whose output shape depends on values (bincount, unique), histogram with a
 bin count (eagerc does not compile its float[] range argument: it runs on aliases), and
@@ -49,7 +51,7 @@ aten = torch.ops.aten
 
 # Changes whenever a decomposition here changes the code it produces (the cache key of
 # a target that uses them holds it).
-VERSION = "10"
+VERSION = "11"
 
 
 def _scan(x, dim: int, combine, pad_value, *extra):
@@ -301,10 +303,11 @@ def _table() -> dict:
     table[aten.histogram.bins_tensor_out] = out_wrapper("hist", "bin_edges")(_histogram_bins)
     add(aten._histogramdd_from_bin_tensors, _histogramdd_bins)
     add(aten.take, _take)
-    from eagerc.compile import accelerator_linalg, accelerator_random
+    from eagerc.compile import accelerator_linalg, accelerator_random, accelerator_resample
 
     table.update(accelerator_random.table())
     table.update(accelerator_linalg.table())
+    table.update(accelerator_resample.table())
     return {op: fn for op, fn in table.items() if "dimname" not in op._schema.overload_name}
 
 
