@@ -23,6 +23,7 @@ off, EAGERC_ALIAS_FALLBACK=0), these ops are traced into ops Inductor generates 
 - bucketize: the boundaries its binary search steps past, counted (a reduction over the
   boundaries per element).
 - take: an index into the flattened tensor through a 1-d index.
+- hash_tensor: the elements' bits (floats as float64) xor-reduced (prims.xor_sum).
 - special functions and orthogonal polynomials the code generator has no code for
   (accelerator_special.py, accelerator_polynomials.py): pointwise code over functions it has;
   Hermite, Laguerre and Legendre as ATen's recurrence in a while_loop (one kernel of
@@ -51,7 +52,7 @@ aten = torch.ops.aten
 
 # Changes whenever a decomposition here changes the code it produces (the cache key of
 # a target that uses them holds it).
-VERSION = "11"
+VERSION = "12"
 
 
 def _scan(x, dim: int, combine, pad_value, *extra):
@@ -262,6 +263,22 @@ def _isin(elements, test_elements, *, assume_unique=False, invert=False):
     return ~found if invert else found
 
 
+def _hash_tensor(x, dim=(), *, keepdim=False, mode=0):
+    # ATen's mode 0: the xor of every element's bits, floats as float64, integers and
+    # bools as int64, read as uint64; an xor reduction Inductor generates (prims.xor_sum).
+    if mode != 0:
+        raise NotImplementedError(f"hash_tensor mode {mode}")
+    bits = x.to(torch.float64).view(torch.int64) if x.is_floating_point() else x.to(torch.int64)
+    dim = [dim] if isinstance(dim, int) else list(dim)
+    dims = sorted({d % max(x.dim(), 1) for d in dim}) if dim else list(range(x.dim()))
+    dims = [d for d in dims if d < x.dim()]  # a 0-dim tensor's dim 0 reduces nothing
+    hashed = torch.ops.prims.xor_sum(bits, dims) if dims else bits.clone()
+    if keepdim:
+        for d in sorted(dims):
+            hashed = hashed.unsqueeze(d)
+    return hashed.view(torch.uint64)
+
+
 def _take(x, index):
     # Through a 1-d index: Inductor's take indexes with the index as given, and a 0-dim
     # one was read as a Python int while tracing (over a fake: a garbage value).
@@ -303,6 +320,7 @@ def _table() -> dict:
     table[aten.histogram.bins_tensor_out] = out_wrapper("hist", "bin_edges")(_histogram_bins)
     add(aten._histogramdd_from_bin_tensors, _histogramdd_bins)
     add(aten.take, _take)
+    add(aten.hash_tensor, _hash_tensor)
     from eagerc.compile import accelerator_linalg, accelerator_random, accelerator_resample
 
     table.update(accelerator_random.table())
