@@ -20,7 +20,8 @@ aten = torch.ops.aten
 
 OPS = {"linalg.solve_triangular": aten.linalg_solve_triangular.default,
        "linalg.householder_product": aten.linalg_householder_product.default,
-       "linalg.qr": aten.linalg_qr.default}
+       "linalg.qr": aten.linalg_qr.default,
+       "linalg.lu_solve": aten.linalg_lu_solve.default}
 
 
 def _same_layout(actual, expected):
@@ -45,17 +46,25 @@ def test_matches_eager_on_opinfo_samples(name):
     from torch.testing._internal.common_methods_invocations import op_db
 
     op = OPS[name]
-    checked = 0
+    calls = []
+
+    class Record(torch.utils._python_dispatch.TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            if func is op:
+                calls.append((args, kwargs or {}))
+            return func(*args, **(kwargs or {}))
+
     for info in (o for o in op_db if o.name == name):
         for dtype in (torch.float32, torch.float64):
             for sample in info.sample_inputs("cpu", dtype):
-                with warnings.catch_warnings():
-                    warnings.simplefilter("ignore")  # triangular_solve's deprecation notice
-                    actual = ACCELERATOR_DECOMPOSITIONS[op](sample.input, *sample.args, **sample.kwargs)
-                expected = op(sample.input, *sample.args, **sample.kwargs)
-                _check(actual, expected, (name, sample))
-                checked += 1
-    assert checked > 10
+                with Record():
+                    info.op(sample.input, *sample.args, **sample.kwargs)
+    for args, kwargs in calls:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # triangular_solve's deprecation notice
+            actual = ACCELERATOR_DECOMPOSITIONS[op](*args, **kwargs)
+        _check(actual, op(*args, **kwargs), (name, args, kwargs))
+    assert len(calls) > 10
 
 
 @pytest.mark.parametrize("mode", ["reduced", "complete", "r"])
@@ -85,6 +94,23 @@ def test_solves_keep_atens_layout_and_special_values():
     assert_close(actual, op(singular, B, upper=True), equal_nan=True)
 
 
+def test_lu_solve_broadcasts_and_keeps_infinities():
+    """Batches broadcast between LU and B; the permutation moves rows (an infinity in B
+    stays one row's, as ATen's swaps leave it, where a product with P would spread NaNs)."""
+    op = aten.linalg_lu_solve.default
+    LU, pivots = torch.linalg.lu_factor(torch.randn(2, 1, 4, 4, dtype=torch.float64))
+    B = torch.randn(3, 4, 2, dtype=torch.float64)
+    B[0, 1, 0] = float("inf")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for kwargs in ({}, {"adjoint": True}, {"left": False}, {"left": False, "adjoint": True}):
+            b = B if kwargs.get("left", True) else B.mT
+            actual, expected = ACCELERATOR_DECOMPOSITIONS[op](LU, pivots, b, **kwargs), op(LU, pivots, b, **kwargs)
+            assert torch.equal(actual.isnan(), expected.isnan()), kwargs
+            assert_close(actual, expected, equal_nan=True)
+            assert _same_layout(actual, expected), kwargs
+
+
 def test_geqrf_meta_gives_atens_layout():
     """The meta kernel eagerc adds for geqrf (torch has none) describes what ATen's CPU
     kernel returns, which the compiled wrapper checks the extern's result against."""
@@ -104,7 +130,7 @@ _ON_DEVICE = textwrap.dedent("""
     aten = torch.ops.aten
     dev = lambda v: v.to("eagerc") if isinstance(v, torch.Tensor) else v
     calls = []
-    for name in ("linalg.solve_triangular", "linalg.householder_product", "linalg.qr"):
+    for name in ("linalg.solve_triangular", "linalg.householder_product", "linalg.qr", "linalg.lu_solve"):
         info = next(o for o in op_db if o.name == name)
         samples = list(info.sample_inputs("cpu", torch.float32))
         for s in samples[:2] + samples[-2:]:
@@ -113,13 +139,13 @@ _ON_DEVICE = textwrap.dedent("""
         calls.append((torch.linalg.qr, torch.randn(2, 5, 3), (mode,), {}))
     for fn, x, args, kwargs in calls:
         expected = fn(x, *args, **kwargs)
-        actual = fn(dev(x), *map(dev, args), **kwargs)
+        actual = fn(dev(x), *map(dev, args), **{k: dev(v) for k, v in kwargs.items()})
         actual, expected = (tuple(v) if isinstance(v, tuple) else (v,) for v in (actual, expected))
         for a, e in zip(actual, expected):
             assert a.device.type == "eagerc" and a.shape == e.shape, (fn, a, e)
             assert_close(a.cpu(), e)
     ops = eagerc.stats()["ops"]
-    for op in ("linalg_solve_triangular", "linalg_householder_product", "linalg_qr"):
+    for op in ("linalg_solve_triangular", "linalg_householder_product", "linalg_qr", "linalg_lu_solve"):
         entry = ops[f"aten::{op}@PrivateUse1"]
         assert entry["compiles"] + entry["disk_loads"] and not entry["fallbacks"], (op, entry)
         assert not entry["host_round_trips"] and not entry["aliased"], (op, entry)

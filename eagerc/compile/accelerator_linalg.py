@@ -13,6 +13,8 @@ identity):
   (ATen's orgqr forms the same product of reflectors in place).
 - linalg_qr: `geqrf`, R its upper triangle, Q as above (m x m for mode="complete", none
   for mode="r").
+- linalg_lu_solve: the rows of B permuted as the pivots say (`lu_unpack`'s permutation,
+  read as indices), then two `triangular_solve`s with LU's unit lower and upper triangles.
 
 Errors: eagerc runs eager's kernel on each new signature before compiling it, so a call
 eager refuses (shapes, dtypes) raises eager's error; these ops have no value-dependent
@@ -62,6 +64,34 @@ def qr(A, mode="reduced"):
     return _column_major(aten.ormqr(a[..., :, :k], tau, _identity(A, m, k), True, False)), R
 
 
+def _rows(x, index, batch):
+    """x's rows (dim -2) taken at `index` (its batch broadcast with `batch`)."""
+    n, k = x.shape[-2:]
+    x = x.expand(*batch, n, k)
+    return torch.gather(x, -2, index.expand(*batch, n)[..., None].expand(*batch, n, k))
+
+
+def lu_solve(LU, pivots, B, *, left=True, adjoint=False):
+    if not left:
+        # X A = B is the left solve A^T X^T = B^T (real matrices): the adjoint flag flipped.
+        # ATen's result is then the transpose of the left solve's column-major one.
+        return lu_solve(LU, pivots, B.mT, left=True, adjoint=not adjoint).mT.contiguous()
+    # A = P L U, L unit lower and U upper both read from LU (triangular_solve reads only its
+    # triangle). The permutation is applied as a gather, not a product with P, which would
+    # spread an infinity of B into NaNs.
+    P = aten.lu_unpack(LU, pivots, False, True)[0].to(torch.int64)
+    at = torch.arange(P.shape[-1], device=P.device)
+    batch = torch.broadcast_shapes(LU.shape[:-2], B.shape[:-2])
+    if not adjoint:  # L U X = P^T B, and (P^T B)[j] = B[i] where P[i, j] = 1
+        Y = _rows(B, (P * at[:, None]).sum(-2), batch)
+        Y = aten.triangular_solve(Y, LU, False, False, True)[0]
+        return _column_major(aten.triangular_solve(Y, LU, True, False, False)[0])
+    # A^T X = B: U^T L^T Z = B with Z = P^T X, so X[i] = Z[j] where P[i, j] = 1.
+    Z = aten.triangular_solve(B, LU, True, True, False)[0]
+    Z = aten.triangular_solve(Z, LU, False, True, True)[0]
+    return _column_major(_rows(Z, (P * at[None, :]).sum(-1), batch))
+
+
 def _geqrf_meta(A):
     # What ATen's geqrf returns: the factors in LAPACK's layout (each matrix column-major,
     # batches contiguous) and tau, contiguous. torch has no meta kernel for geqrf, so
@@ -92,5 +122,7 @@ def table() -> dict:
         aten.linalg_householder_product.default: householder_product,
         aten.linalg_householder_product.out: out_wrapper()(householder_product),
         aten.linalg_qr.default: qr,
+        aten.linalg_lu_solve.default: lu_solve,
+        aten.linalg_lu_solve.out: out_wrapper()(lu_solve),
         aten.linalg_qr.out: out_wrapper("Q", "R")(qr),
     }
