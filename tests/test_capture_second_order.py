@@ -84,3 +84,16 @@ def test_first_order_backward_twice_with_retained_graph(backend):
             assert_close(p.grad, p_ref.grad)
     stats = capture_stats(captured)
     assert (stats["training_graphs"], stats["eager_runs"]) == (1, 0), stats
+
+
+def test_a_plain_training_step_goes_straight_to_aotautograds_node():
+    # Only parameters require grad: no second node (it would cost an engine pass per
+    # backward); an input requiring grad takes it.
+    model = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.Tanh(), torch.nn.Linear(8, 1))
+    captured = capture(model, backend="eager")
+    for _ in range(3):
+        plain = captured(torch.randn(5, 4))
+        penalized = captured(torch.randn(5, 4).requires_grad_())
+    assert "TwiceDifferentiable" not in type(plain.grad_fn).__name__
+    assert "TwiceDifferentiable" in type(penalized.grad_fn).__name__
+    assert capture_stats(captured)["eager_runs"] == 0

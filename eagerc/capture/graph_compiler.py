@@ -54,7 +54,7 @@ class GraphCompiler:
                 return gm
             try:
                 compiled = compile_joint(gm, example_inputs, self.compile_static, self.inductor)
-                return twice_differentiable(compiled, gm, self.inductor)
+                return twice_differentiable(compiled, gm, self.inductor, example_inputs)
             except Exception as e:  # noqa: BLE001 - a graph AOTAutograd cannot trace
                 # (data-dependent checks: GaussianNLLLoss, CTCLoss). Run as recorded, its
                 # ops build eager's autograd graph: eager's gradients, as Dynamo's "eager"

@@ -4,8 +4,11 @@ AOTAutograd's compiled backward cannot itself be differentiated: a gradient pena
 (`torch.autograd.grad(loss, x, create_graph=True)`, then `.backward()` through that
 gradient) raised "torch.compile with aot_autograd does not currently support double
 backward" on every captured call after the first, where eager computes it. A captured call
-cannot know, when it runs, whether its gradients will be differentiated, so its outputs go
-through one autograd node (`_TwiceDifferentiable`) that keeps the call's inputs:
+cannot know, when it runs, whether its gradients will be differentiated. A call that
+differentiates with respect to something other than parameters (an input tensor that
+requires grad and is not an `nn.Parameter`: a gradient penalty's input, a meta-learner's
+fast weights, a captured child module's input) has its outputs go through one autograd node
+(`_TwiceDifferentiable`) that keeps the call's inputs:
 
 - a plain backward hands the incoming gradients to AOTAutograd's graph (the compiled
   backward, as before) and then lets it go, so its saved activations are freed as usual;
@@ -15,9 +18,13 @@ through one autograd node (`_TwiceDifferentiable`) that keeps the call's inputs:
   and the buffers it writes (BatchNorm's running statistics) left as they are, and
   differentiates that, as eager autograd does.
 
-Graphs compiled by Inductor whose forward draws random numbers are not wrapped: Inductor's
-own seeded draws cannot be replayed eagerly, and such a graph's double backward raises as
-torch.compile's does.
+That node costs a second autograd engine pass per backward (about 3 us per input that
+requires grad on the development machine), so a call whose only inputs requiring grad are
+parameters (a plain training step) goes without it, straight to AOTAutograd's node: a
+second derivative with respect to parameters alone (a gradient-norm penalty over
+`model.parameters()`) raises as under torch.compile. Graphs compiled by Inductor whose
+forward draws random numbers are not wrapped either: Inductor's own seeded draws cannot be
+replayed eagerly, and such a graph's double backward raises as torch.compile's does.
 """
 import torch
 from torch.utils.checkpoint import get_device_states, set_device_states
@@ -25,15 +32,20 @@ from torch.utils.checkpoint import get_device_states, set_device_states
 from .torch_calls import _NONDETERMINISTIC, _UNINITIALIZED
 
 
-def twice_differentiable(compiled, gm, inductor):
+def twice_differentiable(compiled, gm, inductor, example_inputs):
     """`compiled(*inputs)` (AOTAutograd's function for the recorded graph `gm`) whose outputs
-    can be differentiated twice; `compiled` itself where that cannot be done faithfully."""
+    can be differentiated twice where a call's non-parameter inputs require grad;
+    `compiled` itself where that cannot be done faithfully."""
     draws = _draws(gm)
-    if draws and inductor:
+    # Where a parameter is read, every call reads one (the guard holds the structure).
+    watched = [i for i, t in enumerate(example_inputs)
+               if isinstance(t, torch.Tensor) and not isinstance(t, torch.nn.Parameter)]
+    if (draws and inductor) or not watched:
         return compiled
 
     def run(*inputs):
-        if not torch.is_grad_enabled():
+        if not torch.is_grad_enabled() or not any(
+                isinstance(inputs[i], torch.Tensor) and inputs[i].requires_grad for i in watched):
             return compiled(*inputs)
         call = _Call(compiled, gm, draws, inputs)
         out = _TwiceDifferentiable.apply(call, *inputs)
