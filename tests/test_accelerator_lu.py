@@ -97,7 +97,10 @@ _ON_DEVICE = textwrap.dedent("""
     d = lambda v: v.to("eagerc") if isinstance(v, torch.Tensor) else v
     A, B = torch.randn(3, 5, 5), torch.randn(3, 5, 2)
     singular = torch.tensor([[1.0, 2, 3], [2, 4, 6], [1, 1, 1]])
+    ties = torch.tensor([[1.0, 2.0, 0.0], [-1.0, 2.0, 1.0], [1.0, -2.0, 3.0]])  # the first of equal magnitudes
     calls = [(aten.linalg_lu_factor_ex.default, (A,), {}), (aten.linalg_lu_factor_ex.default, (singular,), {}),
+             (aten.linalg_lu_factor_ex.default, (torch.zeros(2, 3, 3),), {}),
+             (aten.linalg_lu_factor_ex.default, (ties,), {}),
              (aten.linalg_lu.default, (torch.randn(4, 6),), {}), (aten._linalg_det.default, (A,), {}),
              (aten._linalg_det.default, (A.mT,), {}), (aten._linalg_slogdet.default, (A,), {}),
              (aten.linalg_inv_ex.default, (A,), {}), (aten._linalg_solve_ex.default, (A, B), {}),
@@ -108,6 +111,8 @@ _ON_DEVICE = textwrap.dedent("""
         for a, e in zip(actual, expected):
             assert a.device.type == "eagerc" and a.shape == e.shape and a.dtype == e.dtype, (func, a, e)
             assert_close(a.cpu(), e)
+            if e.dtype == torch.int32:
+                assert torch.equal(a.cpu(), e), (func, a, e)  # pivots and info exactly
     torch.linalg.inv(d(A))  # compiled: the singular call below raises through the kernel's check
     for call, message in ((lambda: torch.linalg.lu_factor(d(singular)), "U[3,3] is zero"),
                           (lambda: torch.linalg.inv(d(singular[None].expand(3, 3, 3).contiguous())),
