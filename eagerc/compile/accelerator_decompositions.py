@@ -37,7 +37,8 @@ off, EAGERC_ALIAS_FALLBACK=0), these ops are traced into ops Inductor generates 
   which the artifact calls as externs.
 - linalg_lu_factor_ex and what ATen builds on it (linalg_lu, _linalg_det, _linalg_slogdet,
   linalg_inv_ex, _linalg_solve_ex; accelerator_lu.py): LAPACK's unblocked LU with partial
-  pivoting unrolled as generated code, up to 16 columns.
+  pivoting unrolled as generated code, up to 16 columns; linalg_cholesky_ex and cholesky
+  the same way (accelerator_cholesky.py).
 - _upsample_bilinear2d_aa (accelerator_resample.py): ATen's separable anti-aliasing
   weights as dense matrices, applied by matmul.
 
@@ -55,7 +56,7 @@ aten = torch.ops.aten
 
 # Changes whenever a decomposition here changes the code it produces (the cache key of
 # a target that uses them holds it).
-VERSION = "14"
+VERSION = "15"
 
 
 def _scan(x, dim: int, combine, pad_value, *extra):
@@ -324,11 +325,13 @@ def _table() -> dict:
     add(aten._histogramdd_from_bin_tensors, _histogramdd_bins)
     add(aten.take, _take)
     add(aten.hash_tensor, _hash_tensor)
-    from eagerc.compile import accelerator_linalg, accelerator_lu, accelerator_random, accelerator_resample
+    from eagerc.compile import (accelerator_cholesky, accelerator_linalg, accelerator_lu,
+                                accelerator_random, accelerator_resample)
 
     table.update(accelerator_random.table())
     table.update(accelerator_linalg.table())
     table.update(accelerator_lu.table())
+    table.update(accelerator_cholesky.table())
     table.update(accelerator_resample.table())
     return {op: fn for op, fn in table.items() if "dimname" not in op._schema.overload_name}
 

@@ -1,0 +1,106 @@
+"""The accelerator decompositions of the Cholesky factorization
+(eagerc/compile/accelerator_cholesky.py) against native eager: OpInfo's calls and matrices
+that are not positive-definite (info, and the partial factor ATen returns), on CPU tensors
+(fast), and compiled on the eagerc device with aliases off (slow)."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+import warnings
+
+import pytest
+import torch
+
+from eagerc.compile.accelerator_decompositions import ACCELERATOR_DECOMPOSITIONS
+from eagerc.testing import assert_close
+
+aten = torch.ops.aten
+OPS = (aten.linalg_cholesky_ex.default, aten.cholesky.default)
+NOT_DEFINITE = [torch.tensor([[4.0, 2, 1, 3], [2, -5, 2, 1], [1, 2, 6, 1], [3, 1, 1, 7]]),
+                torch.tensor([[4.0, 2, 1, 3], [2, 5, 2, 1], [1, 2, -6, 1], [3, 1, 1, 7]]),
+                torch.tensor([[4.0, 2], [2, float("nan")]]), torch.zeros(3, 3), torch.tensor([[-1.0, 2], [2, 3]])]
+
+
+def _check(actual, expected, what):
+    actual = actual if isinstance(actual, tuple) else (actual,)
+    expected = expected if isinstance(expected, tuple) else (expected,)
+    for a, e in zip(actual, expected):
+        assert (a.shape, a.dtype) == (e.shape, e.dtype), what
+        if e.dtype == torch.int32:
+            assert torch.equal(a, e), (what, a, e)
+        else:
+            assert_close(a, e, equal_nan=True)
+        if e.numel():
+            assert all(x == y or n <= 1 for x, y, n in zip(a.stride(), e.stride(), e.shape)), what
+
+
+def test_matches_eager_on_opinfo_calls():
+    from torch.testing._internal.common_methods_invocations import op_db
+
+    calls = []
+
+    class Record(torch.utils._python_dispatch.TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            if func in OPS:
+                calls.append((func, args, kwargs or {}))
+            return func(*args, **(kwargs or {}))
+
+    for info in (o for o in op_db if o.name in ("linalg.cholesky", "linalg.cholesky_ex", "cholesky")):
+        for dtype in (torch.float32, torch.float64):
+            for sample in info.sample_inputs("cpu", dtype):
+                with warnings.catch_warnings(), Record():
+                    warnings.simplefilter("ignore")  # torch.cholesky's deprecation notice
+                    info.op(sample.input, *sample.args, **sample.kwargs)
+    assert {c[0] for c in calls} == set(OPS) and len(calls) > 20
+    for func, args, kwargs in calls:
+        _check(ACCELERATOR_DECOMPOSITIONS[func](*args, **kwargs), func(*args, **kwargs), (func, kwargs))
+
+
+@pytest.mark.parametrize("upper", [False, True])
+def test_not_positive_definite_gives_atens_info_and_partial_factor(upper):
+    op = aten.linalg_cholesky_ex.default
+    for A in NOT_DEFINITE + [torch.stack(NOT_DEFINITE[:2]), torch.randn(2, 5, 5)]:
+        _check(ACCELERATOR_DECOMPOSITIONS[op](A, upper=upper), op(A, upper=upper), (A, upper))
+    with pytest.raises(NotImplementedError, match="not unrolled"):
+        ACCELERATOR_DECOMPOSITIONS[op](torch.eye(17))
+
+
+_ON_DEVICE = textwrap.dedent("""
+    import warnings, torch, eagerc
+    from eagerc.testing import assert_close
+    warnings.simplefilter("ignore")
+    d = lambda v: v.to("eagerc")
+    A = torch.randn(3, 5, 5)
+    A = A @ A.mT + torch.eye(5)
+    bad = torch.tensor([[4.0, 2, 1, 3], [2, 5, 2, 1], [1, 2, -6, 1], [3, 1, 1, 7]])
+    for x in (A, bad):
+        for upper in (False, True):
+            expected, actual = torch.linalg.cholesky_ex(x, upper=upper), torch.linalg.cholesky_ex(d(x), upper=upper)
+            assert_close(actual.L.cpu(), expected.L)
+            assert torch.equal(actual.info.cpu(), expected.info)
+    assert_close(torch.cholesky(d(A)).cpu(), torch.cholesky(A))
+    torch.linalg.cholesky(d(bad + 10 * torch.eye(4)))  # compiled: the next call raises through its check
+    try:
+        torch.linalg.cholesky(d(bad))
+    except torch.linalg.LinAlgError as e:
+        assert "not positive-definite" in str(e), e
+    else:
+        raise AssertionError("no error for a matrix that is not positive-definite")
+    ops = eagerc.stats()["ops"]
+    for op in ("linalg_cholesky_ex", "cholesky"):
+        entry = ops[f"aten::{op}@PrivateUse1"]
+        assert entry["compiles"] + entry["disk_loads"] and not entry["fallbacks"], (op, entry)
+        assert not entry["host_round_trips"], (op, entry)
+    print("OK")
+""")
+
+
+@pytest.mark.slow
+def test_compiled_on_a_device_without_aliases():
+    env = dict(os.environ, EAGERC_ALIAS_FALLBACK="0", EAGERC_COMPILE="now", OMP_NUM_THREADS="1",
+               EAGERC_CPU_FALLBACK="0")
+    proc = subprocess.run([sys.executable, "-c", _ON_DEVICE], env=env, capture_output=True, text=True,
+                          timeout=900)
+    assert proc.returncode == 0 and "OK" in proc.stdout, proc.stdout[-2000:] + proc.stderr[-4000:]
