@@ -4,14 +4,12 @@ make of them, on CPU tensors (fast: values, pivots and info exactly, shapes, dty
 ATen's strides), and compiled on the eagerc device with aliases off (slow)."""
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 import textwrap
 import warnings
 
 import pytest
 import torch
+from vendor_device import SERVED_BY_KERNELS, run_without_aliases
 
 from eagerc.compile.accelerator_decompositions import ACCELERATOR_DECOMPOSITIONS
 from eagerc.testing import assert_close
@@ -89,7 +87,7 @@ def test_large_matrices_are_left_to_a_later_rung():
         ACCELERATOR_DECOMPOSITIONS[aten.linalg_lu_factor_ex.default](torch.randn(17, 17))
 
 
-_ON_DEVICE = textwrap.dedent("""
+_ON_DEVICE = SERVED_BY_KERNELS + textwrap.dedent("""
     import warnings, torch, eagerc
     from eagerc.testing import assert_close
     warnings.simplefilter("ignore")
@@ -123,20 +121,12 @@ _ON_DEVICE = textwrap.dedent("""
             assert message in str(e), e
         else:
             raise AssertionError("no error for a singular matrix")
-    ops = eagerc.stats()["ops"]
-    for op in ("linalg_lu_factor_ex", "linalg_lu", "_linalg_det", "_linalg_slogdet", "linalg_inv_ex",
-               "_linalg_solve_ex"):
-        entry = ops[f"aten::{op}@PrivateUse1"]
-        assert entry["compiles"] + entry["disk_loads"] and not entry["fallbacks"], (op, entry)
-        assert not entry["host_round_trips"], (op, entry)
+    served_by_kernels(("linalg_lu_factor_ex", "linalg_lu", "_linalg_det", "_linalg_slogdet", "linalg_inv_ex",
+               "_linalg_solve_ex"))
     print("OK")
 """)
 
 
 @pytest.mark.slow
 def test_compiled_on_a_device_without_aliases():
-    env = dict(os.environ, EAGERC_ALIAS_FALLBACK="0", EAGERC_COMPILE="now", OMP_NUM_THREADS="1",
-               EAGERC_CPU_FALLBACK="0")
-    proc = subprocess.run([sys.executable, "-c", _ON_DEVICE], env=env, capture_output=True, text=True,
-                          timeout=900)
-    assert proc.returncode == 0 and "OK" in proc.stdout, proc.stdout[-2000:] + proc.stderr[-4000:]
+    run_without_aliases(_ON_DEVICE)

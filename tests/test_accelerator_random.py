@@ -5,13 +5,11 @@ tensors (fast) and compiled on the eagerc device with aliases off, where bad inp
 eager's error (slow)."""
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 import textwrap
 
 import pytest
 import torch
+from vendor_device import SERVED_BY_KERNELS, run_without_aliases
 
 from eagerc.compile.accelerator_decompositions import ACCELERATOR_DECOMPOSITIONS
 
@@ -81,7 +79,7 @@ def test_multinomial_asserts_what_eager_refuses():
                 op(torch.tensor(bad), 2, replacement)
 
 
-_ON_DEVICE = textwrap.dedent("""
+_ON_DEVICE = SERVED_BY_KERNELS + textwrap.dedent("""
     import warnings, torch, eagerc
     warnings.simplefilter("ignore")
     d = lambda t: t.to("eagerc")
@@ -111,11 +109,7 @@ _ON_DEVICE = textwrap.dedent("""
             assert "std >= 0" in str(e), e
         else:
             raise AssertionError("no error for a negative std")
-    ops = eagerc.stats()["ops"]
-    for op in ("multinomial", "normal.Tensor_Tensor", "normal.Tensor_float", "normal.float_Tensor"):
-        entry = ops[f"aten::{op}@PrivateUse1"]
-        assert entry["compiles"] + entry["disk_loads"] and not entry["fallbacks"], (op, entry)
-        assert not entry["host_round_trips"], (op, entry)
+    served_by_kernels(("multinomial", "normal.Tensor_Tensor", "normal.Tensor_float", "normal.float_Tensor"))
     print("OK")
 """)
 
@@ -124,8 +118,4 @@ _ON_DEVICE = textwrap.dedent("""
 def test_compiled_on_a_device_without_aliases():
     """Compiled on the eagerc device with aliases and the host round trip off; a kernel
     whose check fails has eager's kernel raise eager's error (the holder's re-run)."""
-    env = dict(os.environ, EAGERC_ALIAS_FALLBACK="0", EAGERC_COMPILE="now", OMP_NUM_THREADS="1",
-               EAGERC_CPU_FALLBACK="0")
-    proc = subprocess.run([sys.executable, "-c", _ON_DEVICE], env=env, capture_output=True, text=True,
-                          timeout=900)
-    assert proc.returncode == 0 and "OK" in proc.stdout, proc.stdout[-2000:] + proc.stderr[-4000:]
+    run_without_aliases(_ON_DEVICE)

@@ -4,13 +4,11 @@ sizes, scales and align_corners on CPU tensors (fast), compiled on the eagerc de
 aliases off (slow)."""
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 import textwrap
 
 import pytest
 import torch
+from vendor_device import SERVED_BY_KERNELS, run_without_aliases
 
 from eagerc.compile.accelerator_decompositions import ACCELERATOR_DECOMPOSITIONS
 from eagerc.testing import assert_close
@@ -67,7 +65,7 @@ def test_keeps_channels_last():
     assert_close(actual, expected)
 
 
-_ON_DEVICE = textwrap.dedent("""
+_ON_DEVICE = SERVED_BY_KERNELS + textwrap.dedent("""
     import torch, eagerc
     from eagerc.testing import assert_close
     from torch.testing._internal.common_methods_invocations import op_db
@@ -77,16 +75,11 @@ _ON_DEVICE = textwrap.dedent("""
         actual = info.op(s.input.to("eagerc"), *s.args, **s.kwargs)
         assert actual.device.type == "eagerc" and actual.shape == expected.shape
         assert_close(actual.cpu(), expected)
-    entry = eagerc.stats()["ops"]["aten::_upsample_bilinear2d_aa@PrivateUse1"]
-    assert entry["compiles"] + entry["disk_loads"] and not entry["fallbacks"] and not entry["aliased"], entry
+    served_by_kernels(("_upsample_bilinear2d_aa",), no_aliases=True)
     print("OK")
 """)
 
 
 @pytest.mark.slow
 def test_compiled_on_a_device_without_aliases():
-    env = dict(os.environ, EAGERC_ALIAS_FALLBACK="0", EAGERC_COMPILE="now", OMP_NUM_THREADS="1",
-               EAGERC_CPU_FALLBACK="0")
-    proc = subprocess.run([sys.executable, "-c", _ON_DEVICE], env=env, capture_output=True, text=True,
-                          timeout=900)
-    assert proc.returncode == 0 and "OK" in proc.stdout, proc.stdout[-2000:] + proc.stderr[-4000:]
+    run_without_aliases(_ON_DEVICE)
