@@ -9,7 +9,7 @@ import warnings
 
 import pytest
 import torch
-from vendor_device import SERVED_BY_KERNELS, run_without_aliases
+from vendor_device import SERVED_BY_KERNELS, opinfo_calls, run_without_aliases
 
 from eagerc.compile.accelerator_decompositions import ACCELERATOR_DECOMPOSITIONS
 from eagerc.testing import assert_close
@@ -35,22 +35,8 @@ def _check(actual, expected, what):
 
 
 def test_matches_eager_on_opinfo_calls():
-    from torch.testing._internal.common_methods_invocations import op_db
-
-    calls = []
-
-    class Record(torch.utils._python_dispatch.TorchDispatchMode):
-        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-            if func in OPS:
-                calls.append((func, args, kwargs or {}))
-            return func(*args, **(kwargs or {}))
-
-    for info in (o for o in op_db if o.name in ("linalg.cholesky", "linalg.cholesky_ex", "cholesky")):
-        for dtype in (torch.float32, torch.float64):
-            for sample in info.sample_inputs("cpu", dtype):
-                with warnings.catch_warnings(), Record():
-                    warnings.simplefilter("ignore")  # torch.cholesky's deprecation notice
-                    info.op(sample.input, *sample.args, **sample.kwargs)
+    calls = opinfo_calls(("linalg.cholesky", "linalg.cholesky_ex", "cholesky"), OPS,
+                         (torch.float32, torch.float64))
     assert {c[0] for c in calls} == set(OPS) and len(calls) > 20
     for func, args, kwargs in calls:
         _check(ACCELERATOR_DECOMPOSITIONS[func](*args, **kwargs), func(*args, **kwargs), (func, kwargs))

@@ -9,7 +9,7 @@ import warnings
 
 import pytest
 import torch
-from vendor_device import SERVED_BY_KERNELS, run_without_aliases
+from vendor_device import SERVED_BY_KERNELS, opinfo_calls, run_without_aliases
 
 from eagerc.compile.accelerator_decompositions import ACCELERATOR_DECOMPOSITIONS
 from eagerc.testing import assert_close
@@ -34,30 +34,8 @@ def _check(actual, expected, what):
                 (what, a.stride(), e.stride())
 
 
-def _opinfo_calls():
-    from torch.testing._internal.common_methods_invocations import op_db
-
-    calls = []
-
-    class Record(torch.utils._python_dispatch.TorchDispatchMode):
-        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-            if func in OPS:
-                calls.append((func, args, kwargs or {}))
-            return func(*args, **(kwargs or {}))
-
-    for info in (o for o in op_db if o.name in ENTRIES):
-        for dtype in (torch.float32, torch.float64):
-            for sample in info.sample_inputs("cpu", dtype):
-                try:
-                    with Record():
-                        info.op(sample.input, *sample.args, **sample.kwargs)
-                except RuntimeError:
-                    pass  # a sample eager refuses (its error is eager's; see the device test)
-    return calls
-
-
 def test_matches_eager_on_opinfo_calls():
-    calls = _opinfo_calls()
+    calls = opinfo_calls(ENTRIES, OPS, (torch.float32, torch.float64))
     assert {c[0] for c in calls} == set(OPS)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # triangular_solve's deprecation notice

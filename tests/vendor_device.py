@@ -27,3 +27,31 @@ def run_without_aliases(script: str, timeout: int = 900) -> None:
     proc = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True,
                           timeout=timeout)
     assert proc.returncode == 0 and "OK" in proc.stdout, proc.stdout[-2000:] + proc.stderr[-4000:]
+
+
+def opinfo_calls(entries, ops, dtypes):
+    """(op, args, kwargs) of every call of an op in `ops` that the OpInfo samples of the
+    entries named in `entries` make on CPU (samples eager refuses are left out)."""
+    import warnings
+
+    import torch
+    from torch.testing._internal.common_methods_invocations import op_db
+
+    calls = []
+
+    class Record(torch.utils._python_dispatch.TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            if func in ops:
+                calls.append((func, args, kwargs or {}))
+            return func(*args, **(kwargs or {}))
+
+    for info in (o for o in op_db if o.name in entries):
+        for dtype in dtypes:
+            for sample in info.sample_inputs("cpu", dtype):
+                try:
+                    with warnings.catch_warnings(), Record():
+                        warnings.simplefilter("ignore")  # deprecation notices (torch.cholesky)
+                        info.op(sample.input, *sample.args, **sample.kwargs)
+                except RuntimeError:
+                    pass  # a sample eager refuses (its error is eager's: the device tests)
+    return calls
