@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import torch
 
+from eagerc.compile.accelerator_linalg import column_major
+
 aten = torch.ops.aten
 
 _MAX_STEPS = 16
@@ -50,15 +52,11 @@ def _potf2_lower(A):
     return a.tril(), info
 
 
-def _column_major(t):
-    return t.mT.contiguous().mT
-
-
 def cholesky_ex(A, *, upper=False, check_errors=False):
     L, info = _potf2_lower(A.mT if upper else A)
     if check_errors:
         torch._assert_async((info == 0).all(), "linalg.cholesky: the input is not positive-definite")
-    return _column_major(L.mT if upper else L), info
+    return column_major(L.mT if upper else L), info
 
 
 def cholesky(A, upper=False):

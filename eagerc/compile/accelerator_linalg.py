@@ -30,11 +30,11 @@ aten = torch.ops.aten
 def solve_triangular(A, B, *, upper, left=True, unitriangular=False):
     # ATen's result is column-major (LAPACK's layout), whatever the inputs' and the side.
     if not left:
-        return _column_major(aten.triangular_solve(B.mT, A, upper, True, unitriangular)[0].mT)
-    return _column_major(aten.triangular_solve(B, A, upper, False, unitriangular)[0])
+        return column_major(aten.triangular_solve(B.mT, A, upper, True, unitriangular)[0].mT)
+    return column_major(aten.triangular_solve(B, A, upper, False, unitriangular)[0])
 
 
-def _column_major(t):
+def column_major(t):
     # ATen's factorizations return LAPACK's layout: each matrix column-major.
     return t.mT.contiguous().mT
 
@@ -57,11 +57,11 @@ def qr(A, mode="reduced"):
     a, tau = aten.geqrf(A)
     if mode == "complete":
         Q = aten.ormqr(a[..., :, :k], tau, _identity(A, m, m), True, False)
-        return _column_major(Q), _column_major(a.triu())
-    R = _column_major(a[..., :k, :].triu())
+        return column_major(Q), column_major(a.triu())
+    R = column_major(a[..., :k, :].triu())
     if mode == "r":
         return A.new_empty((0,)), R
-    return _column_major(aten.ormqr(a[..., :, :k], tau, _identity(A, m, k), True, False)), R
+    return column_major(aten.ormqr(a[..., :, :k], tau, _identity(A, m, k), True, False)), R
 
 
 def _rows(x, index, batch):
@@ -85,11 +85,11 @@ def lu_solve(LU, pivots, B, *, left=True, adjoint=False):
     if not adjoint:  # L U X = P^T B, and (P^T B)[j] = B[i] where P[i, j] = 1
         Y = _rows(B, (P * at[:, None]).sum(-2), batch)
         Y = aten.triangular_solve(Y, LU, False, False, True)[0]
-        return _column_major(aten.triangular_solve(Y, LU, True, False, False)[0])
+        return column_major(aten.triangular_solve(Y, LU, True, False, False)[0])
     # A^T X = B: U^T L^T Z = B with Z = P^T X, so X[i] = Z[j] where P[i, j] = 1.
     Z = aten.triangular_solve(B, LU, True, True, False)[0]
     Z = aten.triangular_solve(Z, LU, False, True, True)[0]
-    return _column_major(_rows(Z, (P * at[None, :]).sum(-1), batch))
+    return column_major(_rows(Z, (P * at[None, :]).sum(-1), batch))
 
 
 def _geqrf_meta(A):

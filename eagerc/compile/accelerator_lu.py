@@ -26,6 +26,8 @@ from __future__ import annotations
 
 import torch
 
+from eagerc.compile.accelerator_linalg import column_major
+
 aten = torch.ops.aten
 
 # Columns (or rows) beyond which the unrolled factorization is not traced.
@@ -70,17 +72,13 @@ def _factor(A):
     return a, piv, info
 
 
-def _column_major(t):
-    return t.mT.contiguous().mT
-
-
 def lu_factor_ex(A, *, pivot=True, check_errors=False):
     if not pivot:
         raise NotImplementedError("LU without pivoting")  # ATen's CPU kernel refuses it
     LU, pivots, info = _factor(A)
     if check_errors:
         torch._assert_async((info == 0).all(), "linalg.lu_factor: the factorization could not be completed")
-    return _column_major(LU), pivots, info
+    return column_major(LU), pivots, info
 
 
 def lu(A, *, pivot=True):
@@ -132,7 +130,7 @@ def solve_ex(A, B, *, left=True, check_errors=False):
     if vector:
         # ATen lays the result out as B's shape with its last two dims column-major.
         result = lu_solve(LU, pivots, B.unsqueeze(-1), left=left).squeeze(-1)
-        return (_column_major(result) if result.dim() >= 2 else result), LU, pivots, info
+        return (column_major(result) if result.dim() >= 2 else result), LU, pivots, info
     return lu_solve(LU, pivots, B, left=left), LU, pivots, info
 
 
