@@ -51,7 +51,6 @@ def twice_differentiable(compiled, gm, inductor, example_inputs):
         out = _TwiceDifferentiable.apply(call, *inputs)
         return call.outputs_like(out)
 
-    run.__wrapped__ = compiled
     return run
 
 

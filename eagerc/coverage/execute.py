@@ -81,17 +81,7 @@ class Device:
 
     def to_device(self, value):
         """Tensors moved to the device; factory arguments (device=cpu) pointed at it."""
-        if self.name == "cpu":
-            return value
-
-        def move(v):
-            if isinstance(v, torch.Tensor):
-                return clone_tensor(v, self.name)
-            if isinstance(v, torch.device) and v.type == "cpu":
-                return torch.device(self.name)
-            return v
-
-        return tree_map(move, value)
+        return value if self.name == "cpu" else _moved(value, self.name)
 
     def misplaced(self, outputs) -> str:
         """What is wrong with where the device's outputs live ("" when nothing): each on
@@ -189,6 +179,19 @@ def _undefined_outputs(op, call, expected) -> set:
             if isinstance(e, torch.Tensor) and isinstance(a, torch.Tensor) and check.values(a, e) is not None}
 
 
+def _moved(value, device: str):
+    """`value` with its tensors copied to `device` and factory arguments (device=cpu)
+    pointed at it."""
+    def move(v):
+        if isinstance(v, torch.Tensor):
+            return clone_tensor(v, device)
+        if isinstance(v, torch.device) and v.type == "cpu":
+            return torch.device(device)
+        return v
+
+    return tree_map(move, value)
+
+
 def _home_conventions(op, call, expected, dev):
     """`expected` with the outputs whose shape CPU eager and the device's memory home's
     eager (CUDA on GPU memory) choose differently taken from the home's eager: buffers
@@ -198,12 +201,7 @@ def _home_conventions(op, call, expected, dev):
     if dev.home == "cpu":
         return expected
 
-    def on_home(v):
-        if isinstance(v, torch.Tensor):
-            return clone_tensor(v, dev.home)
-        return torch.device(dev.home) if isinstance(v, torch.device) and v.type == "cpu" else v
-
-    args, kwargs = tree_map(on_home, call.args), tree_map(on_home, call.kwargs)
+    args, kwargs = _moved(call.args, dev.home), _moved(call.kwargs, dev.home)
     try:
         home = (op(*args, **kwargs), _written(op, args, kwargs))
     except Exception:  # noqa: BLE001 - the home rejects it: CPU eager decides alone
