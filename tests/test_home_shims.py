@@ -61,3 +61,6 @@ def test_host_memory_device_runs_generated_and_blas_kernels_on_its_own_tensors()
     assert ops["aten::addmm@PrivateUse1"]["on_home_aliases"] is False
     # ATen picks a convolution's backend by the input's device type: CPU aliases.
     assert ops["aten::convolution@PrivateUse1"]["on_home_aliases"] is True
+    # One call, one count: a first call that learns its kernel needs the home's aliases is
+    # looked up again on them, and only that lookup counts.
+    assert ops["aten::convolution@PrivateUse1"]["misses"] == 1, ops["aten::convolution@PrivateUse1"]
