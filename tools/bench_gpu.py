@@ -193,7 +193,9 @@ AB_SWITCHES = {"prelude": ("EAGERC_GLUE_PRELUDE", "1", "0", "Inductor's header")
                "compile": ("_EAGERC_COLD_SIDE", "eagerc", "compile", "torch.compile"),
                # A miss served at once by the native kernel while its own compiles on a
                # thread (EAGERC_COMPILE=background); the row adds when every compile ended.
-               "background": ("EAGERC_COMPILE", "now", "background", "background compiles")}
+               "background": ("EAGERC_COMPILE", "now", "background", "background compiles"),
+               # Pointwise launch configurations tuned for every graph, not only large ones.
+               "autotune": ("EAGERC_GPU_AUTOTUNE", "large", "all", "tune all sizes")}
 
 
 def _fresh_caches(directory: str) -> dict:
@@ -352,14 +354,17 @@ def bench_cold_model(args) -> None:
                                       "err": err, **glue_prelude.counts, **plan_build.counts,
                                       "reasons": dict(plan_build.reasons)}), flush=True)
         return
-    variable, on, off, off_label = AB_SWITCHES.get(args.ab or "", ("", "", "", ""))
-    modes = [on, off] * max(1, min(args.rounds, 2)) if args.ab else [on]
+    # (variable, value, label) per process: eagerc's default, then each switch's other
+    # value (--ab takes several, comma-separated), `--rounds` times (at most 2).
+    switches = [AB_SWITCHES[name] for name in (args.ab or "").split(",") if name]
+    round_ = [("", "", "eagerc's default")] + [(v, off, label) for v, _, off, label in switches]
+    modes = round_ * (max(1, min(args.rounds, 2)) if switches else 1)
     if args.profile:
-        modes = modes + ["profile"]
+        modes = modes + [("", "profile", "eagerc, profiled")]
     print(f"{'model':<10} {'wrappers on':>17} {'first forward s':>16} {'compiled s':>10} {'compiles':>8} "
           f"{'plan':>5} {'lean':>5} {'full':>5} {'fallback':>8} {'rel err':>9}")
     for name in args.models.split(","):
-        for value in modes:
+        for variable, value, label in modes:
             with tempfile.TemporaryDirectory() as fresh:
                 env = _fresh_caches(fresh)
                 if value == "profile":
@@ -376,8 +381,6 @@ def bench_cold_model(args) -> None:
             if value == "profile":
                 print("\n".join("   " + line[5:] for line in done.stdout.splitlines() if line.startswith("PROF ")))
             r = results[0]
-            label = (off_label if variable and value == off else
-                     "eagerc, profiled" if value == "profile" else "eagerc's default")
             print(f"{name:<10} {label:>17} {r['seconds']:>16.1f} {r.get('all_compiled_s', r['seconds']):>10.1f} "
                   f"{r['compiles']:>8} {r['plan']:>5} {r['lean']:>5} "
                   f"{r['slim']:>5} {r['fallback']:>8} {r['err']:>9.1e}  no plan: {r['reasons']}", flush=True)
@@ -396,9 +399,13 @@ def main() -> None:
                              "(with --eager-only: override vs native); cold-model: one cProfiled process")
     parser.add_argument("--eager-only", action="store_true",
                         help="models: native and override mode only (no torch.compile, no capture)")
-    parser.add_argument("--ab", choices=sorted(AB_SWITCHES),
-                        help="cold, cold-model: alternate processes with this build switch's two values")
+    parser.add_argument("--ab", help="cold, cold-model: alternate processes with this build switch's two "
+                        f"values (one of {', '.join(sorted(AB_SWITCHES))}; cold-model takes several, "
+                        "comma-separated: each switch's other value against eagerc's default)")
     args = parser.parse_args()
+    names = [n for n in (args.ab or "").split(",") if n]
+    if any(n not in AB_SWITCHES for n in names) or (args.what != "cold-model" and len(names) > 1):
+        parser.error(f"--ab: {args.ab!r} is not a switch of {args.what} ({', '.join(sorted(AB_SWITCHES))})")
     print(f"torch {torch.__version__}, {torch.cuda.get_device_name(0) if DEV == 'cuda' else DEV}")
     {"large": bench_large, "cold": bench_cold, "cold-model": bench_cold_model, "models": bench_models,
      "device-models": bench_device_models}[args.what](args)
