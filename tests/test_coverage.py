@@ -181,6 +181,40 @@ def test_a_crash_or_a_hang_is_that_ops_result_and_the_run_goes_on(tmp_path):
     assert runner.load_results(str(tmp_path))[("aten::abs", "float64")]["status"] == "timeout"
 
 
+def test_a_worker_whose_gpu_context_a_task_broke_is_replaced(tmp_path, monkeypatch):
+    # After a device-side assert every later CUDA call of that process fails with it: the
+    # task that fired it keeps its record, the next task runs in a fresh worker.
+    started = []
+
+    class FakeWorker:
+        def __init__(self, device, env, log_path):
+            started.append(self)
+
+        def receive(self, timeout):
+            return None
+
+        def ask(self, task, timeout):
+            broken = task["op"] == "aten::_linalg_solve_ex"
+            detail = "AcceleratorError: CUDA error: device-side assert triggered" if broken else ""
+            return {**runner._head(task), "status": "error" if broken else "pass", "detail": detail,
+                    "worker": started.index(self)}
+
+        def kill(self):
+            return "killed"
+
+        def close(self):
+            pass
+
+    monkeypatch.setattr(runner, "WorkerProcess", FakeWorker)
+    ops = ["aten::abs", "aten::_linalg_solve_ex", "aten::neg", "aten::exp"]
+    runner.run_tasks([{"op": op, "dtype": "float32"} for op in ops], "eagerc", str(tmp_path),
+                     workers=1, timeout=10, progress=False)
+    got = runner.load_results(str(tmp_path))
+    assert [got[(op, "float32")]["worker"] for op in ops] == [0, 0, 1, 1]
+    assert got[("aten::_linalg_solve_ex", "float32")]["status"] == "error"
+    assert not runner.unusable_context({"detail": "RuntimeError: shapes do not match"})
+
+
 def test_a_crash_inside_cpu_eager_is_no_sample_not_the_devices():
     task = {"op": "aten::abs", "dtype": "float32"}
     tail = "coverage worker: aten::abs float32 |   schema: CPU eager reference"

@@ -68,6 +68,11 @@ def _rows(x, index, batch):
     """x's rows (dim -2) taken at `index` (its batch broadcast with `batch`)."""
     n, k = x.shape[-2:]
     x = x.expand(*batch, n, k)
+    # A permutation's index is always in range; the clamp is for Inductor's compile-time
+    # tuning on a GPU, which runs this gather on random values standing in for the
+    # permutation (not one) and whose out-of-range index fired a device-side assert that
+    # left the process's CUDA context unusable.
+    index = index.clamp(0, n - 1)
     return torch.gather(x, -2, index.expand(*batch, n)[..., None].expand(*batch, n, k))
 
 

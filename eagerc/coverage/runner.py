@@ -3,7 +3,9 @@ results appended to ``results.jsonl`` as they come (``resume`` skips what is the
 
 A worker that crashes (the task's record is ``crash``, with its exit status and the last
 lines of its log) or runs past the per-task timeout (``timeout``; the worker is killed)
-is replaced, and the run goes on.
+is replaced, and the run goes on. So is a worker whose GPU context a task left unusable
+(a device-side assert: every later call in that process fails with it): the task keeps
+its record, the next task gets a fresh process.
 """
 from __future__ import annotations
 
@@ -264,6 +266,9 @@ def run_tasks(tasks: list, device: str, out_dir: str, workers: int, timeout: flo
                 record = _crash_record(task, how, _tail(log_path))
             record.setdefault("seconds", round(time.monotonic() - start, 3))
             write(record)
+            if worker is not None and unusable_context(record):
+                worker.kill()
+                worker = None
         if worker is not None:
             worker.close()
 
@@ -275,6 +280,18 @@ def run_tasks(tasks: list, device: str, out_dir: str, workers: int, timeout: flo
     results.close()
     if bar is not None:
         bar.close()
+
+
+# CUDA's sticky errors: once one is raised the process's context fails every later call.
+_STICKY_GPU_ERRORS = ("device-side assert triggered", "an illegal memory access was encountered",
+                      "unspecified launch failure", "misaligned address")
+
+
+def unusable_context(record: dict) -> bool:
+    """Whether the task's record reports an error that leaves its worker's GPU context
+    unusable."""
+    detail = record.get("detail") or ""
+    return any(marker in detail for marker in _STICKY_GPU_ERRORS)
 
 
 def _crash_record(task: dict, how: str, tail: str) -> dict:
