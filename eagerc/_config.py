@@ -115,17 +115,6 @@ def gpu_launcher_enabled() -> bool:
     return os.environ.get(GPU_LAUNCHER_ENV, "1").strip() != "0"
 
 
-# Which GPU kernels Inductor tunes over several pointwise launch configurations while they
-# compile: "large" (the default) only graphs touching a tensor of the large size class,
-# where the configuration shows in the bandwidth; "all" every graph (eagerc/codegen/triton.py).
-GPU_AUTOTUNE_ENV = "EAGERC_GPU_AUTOTUNE"
-
-
-def gpu_autotune() -> str:
-    """"large" or "all"; any other value counts as the default (read inside a compile)."""
-    return "all" if os.environ.get(GPU_AUTOTUNE_ENV, "").strip().lower() == "all" else "large"
-
-
 # The remote tier's Redis URL (kernel_cache reads it when it opens the store); eagerc only
 # asks whether one is set (a Ray cluster without it keeps kernels on the host compiling them).
 REMOTE_CACHE_ENV = "EAGERC_REMOTE_CACHE"

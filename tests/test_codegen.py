@@ -4,7 +4,6 @@ GPU: the Triton code generator's rewrites and build routing are plain text and p
 from __future__ import annotations
 
 import pytest
-import torch
 
 from eagerc.codegen import CPP, TRITON
 from eagerc.compile import plan_build
@@ -92,45 +91,3 @@ def test_cpp_leaves_a_one_step_build_of_kernels_to_inductor(tmp_path, monkeypatc
     with CPP.build_path():
         codecache._worker_compile_cpp(str(tmp_path / "lock"), [Builder(tmp_path / "w.so", [])])
     assert seen == [1]
-
-
-def _traced_on(*shapes):
-    """A graph over meta tensors of `shapes` as the code generators see one (its inputs'
-    fakes and the values its nodes make)."""
-    from types import SimpleNamespace
-
-    from torch.fx.experimental.proxy_tensor import make_fx
-
-    fakes = [torch.empty(s, device="meta") for s in shapes]
-    gm = make_fx(lambda *xs: [torch.relu(x).sum(0) for x in xs])(*fakes)
-    return SimpleNamespace(fakes=fakes, gm=gm)
-
-
-@pytest.mark.parametrize("shapes,tuned", [
-    ([(128, 768)], False),                 # a batch-1 activation: launch-bound
-    ([(64, 64), (1023, 4096)], False),     # just under the large class
-    ([(64, 64), (1024, 4096)], True),      # one input of the large class
-])
-def test_triton_tunes_pointwise_configs_for_large_graphs_only(monkeypatch, shapes, tuned):
-    import torch._inductor.config as inductor_config
-
-    monkeypatch.delenv("EAGERC_GPU_AUTOTUNE", raising=False)
-    patches = TRITON.inductor_patches(inductor_config, _traced_on(*shapes))
-    assert patches.get("triton.autotune_pointwise", True) is tuned
-    assert patches["triton.autotune_at_compile_time"] is True
-    monkeypatch.setenv("EAGERC_GPU_AUTOTUNE", "all")
-    assert "triton.autotune_pointwise" not in TRITON.inductor_patches(inductor_config, _traced_on(*shapes))
-
-
-def test_triton_tunes_a_graph_whose_size_has_no_hint():
-    from types import SimpleNamespace
-
-    from torch.fx.experimental.symbolic_shapes import ShapeEnv
-    from torch._subclasses.fake_tensor import FakeTensorMode
-
-    mode = FakeTensorMode(shape_env=ShapeEnv())
-    n = mode.shape_env.create_unbacked_symint()
-    with mode:
-        x = torch.empty(n, 4)
-    traced = SimpleNamespace(fakes=[x], gm=torch.fx.GraphModule({}, torch.fx.Graph()))
-    assert TRITON.inductor_patches(None, traced).get("triton.autotune_pointwise", True) is True

@@ -194,8 +194,8 @@ AB_SWITCHES = {"prelude": ("EAGERC_GLUE_PRELUDE", "1", "0", "Inductor's header")
                # A miss served at once by the native kernel while its own compiles on a
                # thread (EAGERC_COMPILE=background); the row adds when every compile ended.
                "background": ("EAGERC_COMPILE", "now", "background", "background compiles"),
-               # Pointwise launch configurations tuned for every graph, not only large ones.
-               "autotune": ("EAGERC_GPU_AUTOTUNE", "large", "all", "tune all sizes")}
+               # Inductor's Triton compiles in this process, not in its pool of workers.
+               "threads": ("TORCHINDUCTOR_COMPILE_THREADS", "", "1", "one compile thread")}
 
 
 def _fresh_caches(directory: str) -> dict:
@@ -225,7 +225,7 @@ def _cold_processes(args) -> None:
             env = dict(_fresh_caches(fresh),
                        _EAGERC_COLD_WARMUP="1" if label == "warm-up" else "0",
                        _EAGERC_COLD_SIZES="1" if i == len(runs) - 1 else "0")
-            if variable:
+            if variable and value:
                 env[variable] = value
             done = subprocess.run([sys.executable, __file__, "cold"], env=env, check=True,
                                   capture_output=True, text=True)
@@ -277,23 +277,49 @@ def _cold_compile_child(args) -> None:
                                   "slim": 0, "fallback": 0, "reasons": {}}), flush=True)
 
 
-def _profiled(fn):
-    """Run `fn` under cProfile when _EAGERC_COLD_PROFILE=1 and print where its time went
-    (cumulative and own time, lines prefixed PROF for the parent to pass on)."""
-    if os.environ.get("_EAGERC_COLD_PROFILE") != "1":
-        return fn()
-    import cProfile
+def _print_profile_stats(profile) -> None:
     import io
     import pstats
 
+    for order in ("cumulative", "tottime"):
+        text = io.StringIO()
+        pstats.Stats(profile, stream=text).sort_stats(order).print_stats(35)
+        print("\n".join("PROF " + line for line in text.getvalue().splitlines() if line.strip()), flush=True)
+
+
+def _profiled(fn):
+    """Run `fn` under cProfile when _EAGERC_COLD_PROFILE=1 and print where its time went
+    (cumulative and own time, lines prefixed PROF for the parent to pass on). With
+    background compiles the profile is the background thread's compiles instead."""
+    if os.environ.get("_EAGERC_COLD_PROFILE") != "1":
+        return fn()
+    import cProfile
+
+    from eagerc.per_op import background, resolver
+
     profile = cProfile.Profile()
+    if not background.is_background(DEV):
+        try:
+            return profile.runcall(fn)
+        finally:
+            _print_profile_stats(profile)
+    job = resolver._BackgroundJob.__call__
+
+    def profiled_job(self):  # on the background thread: its own profile, job by job
+        profile.enable()
+        try:
+            return job(self)
+        finally:
+            profile.disable()
+
+    resolver._BackgroundJob.__call__ = profiled_job
     try:
-        return profile.runcall(fn)
+        out = fn()
+        eagerc.wait_compiles()
+        return out
     finally:
-        for order in ("cumulative", "tottime"):
-            text = io.StringIO()
-            pstats.Stats(profile, stream=text).sort_stats(order).print_stats(35)
-            print("\n".join("PROF " + line for line in text.getvalue().splitlines() if line.strip()), flush=True)
+        resolver._BackgroundJob.__call__ = job
+        _print_profile_stats(profile)
 
 
 def bench_cold_model(args) -> None:
@@ -361,6 +387,8 @@ def bench_cold_model(args) -> None:
     modes = round_ * (max(1, min(args.rounds, 2)) if switches else 1)
     if args.profile:
         modes = modes + [("", "profile", "eagerc, profiled")]
+        if "background" in (args.ab or "").split(","):
+            modes.append(("EAGERC_COMPILE", "profile", "background, profiled"))
     print(f"{'model':<10} {'wrappers on':>17} {'first forward s':>16} {'compiled s':>10} {'compiles':>8} "
           f"{'plan':>5} {'lean':>5} {'full':>5} {'fallback':>8} {'rel err':>9}")
     for name in args.models.split(","):
@@ -369,6 +397,8 @@ def bench_cold_model(args) -> None:
                 env = _fresh_caches(fresh)
                 if value == "profile":
                     env["_EAGERC_COLD_PROFILE"] = "1"
+                    if variable:  # the background thread's compiles
+                        env[variable] = "background"
                 elif variable:
                     env[variable] = value
                 done = subprocess.run([sys.executable, __file__, "cold-model", "--models", name],

@@ -124,9 +124,8 @@ class Codegen:
         """Decompositions used in place of Inductor's when tracing for this code."""
         return {}
 
-    def inductor_patches(self, config, traced=None) -> dict:
-        """Inductor settings this code is generated under (`config`: torch._inductor.config;
-        `traced`: the graph being compiled, where a setting depends on its sizes)."""
+    def inductor_patches(self, config) -> dict:
+        """Inductor settings this code is generated under (`config`: torch._inductor.config)."""
         return {}
 
     def prepare(self, traced) -> None:

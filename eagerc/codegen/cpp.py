@@ -80,7 +80,7 @@ class CppCodegen(Codegen):
 
         return CPU_DECOMPOSITIONS
 
-    def inductor_patches(self, config, traced=None) -> dict:
+    def inductor_patches(self, config) -> dict:
         return {k: v for k, v in _PATCHES.items() if hasattr(config, k)}
 
     def rewrite_generated(self, code: str) -> str:

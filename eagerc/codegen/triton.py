@@ -74,24 +74,6 @@ def computes_on_gpu(traced) -> bool:
                for v in torch.utils._pytree.tree_leaves(values))
 
 
-# The GPU large size class (csrc/signature.cpp, gpu_size_class): 4M elements and more.
-LARGE_NUMEL = 1 << 22
-
-
-def touches_large_tensors(traced) -> bool:
-    """Whether an input or a value the graph makes has LARGE_NUMEL elements or more (a size
-    without a hint counts as large: it may be)."""
-    values = list(traced.fakes) + [node.meta.get("val") for node in traced.gm.graph.nodes]
-    for v in torch.utils._pytree.tree_leaves(values):
-        if isinstance(v, torch.Tensor):
-            numel = v.numel()
-            if isinstance(numel, torch.SymInt):
-                numel = numel.node.hint if numel.node.has_hint() else None
-            if numel is None or numel >= LARGE_NUMEL:
-                return True
-    return False
-
-
 def _run_python_wrapper_once(traced) -> None:
     """Compile the graph with Inductor's Python wrapper and run it once on random inputs
     of the fakes' sizes: this compiles and tunes its Triton kernels and records their
@@ -164,16 +146,8 @@ class TritonCodegen(Codegen):
         # The wrapper is host C++ too: the C++ compiler and its build recipe count.
         return {"cxx": settings.cxx_compiler(), "triton": triton.__version__, "gpu_build": BUILD_RECIPE}
 
-    def inductor_patches(self, config, traced=None) -> dict:
-        from eagerc import _config
-
-        patches = dict(_PATCHES)
-        if traced is not None and _config.gpu_autotune() != "all" and not touches_large_tensors(traced):
-            # Below the large size class a kernel is launch-bound or nearly so: the heuristic
-            # launch configuration serves it as well as a tuned one, and a compile then builds
-            # one Triton kernel and benchmarks none (a model's first forward at batch 1).
-            patches["triton.autotune_pointwise"] = False
-        return patches
+    def inductor_patches(self, config) -> dict:
+        return dict(_PATCHES)
 
     def prepare(self, traced) -> None:
         """Inductor imports its per-device C++ helpers (CUDA's loadKernel, launchKernel)

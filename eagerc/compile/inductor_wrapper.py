@@ -113,7 +113,7 @@ def build_artifact(traced, codegen, check_code=None, patches=None) -> Artifact:
 
     codegen.prepare(traced)
     patches = {"fx_graph_cache": False, "freezing": False,
-               **codegen.inductor_patches(inductor_config, traced), **(patches or {})}
+               **codegen.inductor_patches(inductor_config), **(patches or {})}
 
     def compile_cpp_wrapper():
         with tracing(TracingContext(traced.fake_mode)), _intercept_wrapper_source(on_source), \
