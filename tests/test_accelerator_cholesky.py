@@ -81,3 +81,21 @@ _ON_DEVICE = SERVED_BY_KERNELS + textwrap.dedent("""
 @pytest.mark.slow
 def test_compiled_on_a_device_without_aliases():
     run_without_aliases(_ON_DEVICE)
+
+
+def test_value_checks_are_host_code_only():
+    # On GPU memory a failed check is a device-side assert (the process's CUDA context is
+    # then unusable), and Inductor runs the kernels on random values while compiling them:
+    # a decomposition that checks values is refused there and the op takes the next rung.
+    from eagerc.compile import accelerator_cholesky, accelerator_random, value_checks
+
+    value_checks.assert_values(torch.tensor(True), "fine")
+    with pytest.raises(RuntimeError, match="not positive"):
+        value_checks.assert_values(torch.tensor(False), "not positive")
+    off_host = torch.empty(3, 3, device="meta")
+    with pytest.raises(NotImplementedError, match="device-side assert"):
+        accelerator_cholesky.cholesky(off_host)
+    with pytest.raises(NotImplementedError, match="device-side assert"):
+        accelerator_random.multinomial(torch.empty(4, device="meta"), 2)
+    # Without a check the factorization is traced on any memory.
+    accelerator_cholesky.cholesky_ex(off_host, check_errors=False)

@@ -12,13 +12,15 @@ its square root and the entries below it are updated and divided by it.
 Only the lower triangle of the input is read; upper=True factors the transpose of the
 upper triangle and returns the transpose, as LAPACK's upper variant computes the same
 numbers. Results are column-major, as ATen's. `cholesky` and `check_errors` raise through
-an `_assert_async` (the holder then has eager's kernel raise eager's error).
+an `_assert_async` (the holder then has eager's kernel raise eager's error); a GPU
+target refuses those two (value_checks.py: they take the next rung).
 """
 from __future__ import annotations
 
 import torch
 
 from eagerc.compile.accelerator_linalg import column_major
+from eagerc.compile.value_checks import assert_values
 
 aten = torch.ops.aten
 
@@ -55,13 +57,13 @@ def _potf2_lower(A):
 def cholesky_ex(A, *, upper=False, check_errors=False):
     L, info = _potf2_lower(A.mT if upper else A)
     if check_errors:
-        torch._assert_async((info == 0).all(), "linalg.cholesky: the input is not positive-definite")
+        assert_values((info == 0).all(), "linalg.cholesky: the input is not positive-definite")
     return column_major(L.mT if upper else L), info
 
 
 def cholesky(A, upper=False):
     factor, info = cholesky_ex(A, upper=upper)
-    torch._assert_async((info == 0).all(), "cholesky: the input is not positive-definite")
+    assert_values((info == 0).all(), "cholesky: the input is not positive-definite")
     return factor
 
 

@@ -15,7 +15,8 @@ ATen's to rounding and the pivots are ATen's except where two candidates tie to 
 rounding (as ATen's CPU and CUDA kernels differ there too).
 
 - linalg_lu_factor_ex: (LU column-major, pivots int32 1-based, info int32); check_errors
-  is an `_assert_async` (the holder has eager's kernel raise eager's error).
+  is an `_assert_async` (the holder has eager's kernel raise eager's error; a GPU target
+  refuses it, value_checks.py).
 - linalg_lu: `lu_unpack` (a listed extern) of the factorization.
 - _linalg_det / _linalg_slogdet: the diagonal's product (log-magnitudes' sum and signs)
   times the permutation's sign, with LU and pivots (of A^T for a row-major A, as ATen).
@@ -27,6 +28,7 @@ from __future__ import annotations
 import torch
 
 from eagerc.compile.accelerator_linalg import column_major
+from eagerc.compile.value_checks import assert_values
 
 aten = torch.ops.aten
 
@@ -77,7 +79,7 @@ def lu_factor_ex(A, *, pivot=True, check_errors=False):
         raise NotImplementedError("LU without pivoting")  # ATen's CPU kernel refuses it
     LU, pivots, info = _factor(A)
     if check_errors:
-        torch._assert_async((info == 0).all(), "linalg.lu_factor: the factorization could not be completed")
+        assert_values((info == 0).all(), "linalg.lu_factor: the factorization could not be completed")
     return column_major(LU), pivots, info
 
 

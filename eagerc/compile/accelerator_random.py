@@ -8,20 +8,23 @@ The stream differs from ATen's (as every compiled random op's does); the distrib
 ATen's, which the coverage sweep checks statistically.
 
 ATen's value checks (std >= 0, a multinomial's weights) are a `_assert_async` in the
-kernel: it raises, and the holder re-runs eager's kernel, which raises eager's error.
+kernel: it raises, and the holder re-runs eager's kernel, which raises eager's error. A GPU
+target refuses the ones that check values (value_checks.py): they take the next rung.
 """
 from __future__ import annotations
 
 import torch
+
+from eagerc.compile.value_checks import assert_values
 
 aten = torch.ops.aten
 
 
 def _check_std(std):
     if isinstance(std, torch.Tensor):
-        torch._assert_async((std >= 0).all(), "normal expects all elements of std >= 0.0")
+        assert_values((std >= 0).all(), "normal expects all elements of std >= 0.0")
     elif isinstance(std, torch.SymFloat):  # a lifted float: its value is a runtime input
-        torch._assert_async(torch.scalar_tensor(std, dtype=torch.float64) >= 0,
+        assert_values(torch.scalar_tensor(std, dtype=torch.float64) >= 0,
                             f"normal expects std >= 0.0, but found std {std}")
     # A plain float is in the kernel's key: eager checked this very value on the miss.
 
@@ -68,7 +71,7 @@ def multinomial(p, num_samples, replacement=False, *, generator=None):
     # ATen's value checks, each a condition eager raises for (its message follows from
     # eager's own kernel, which the holder re-runs when the kernel raises).
     valid = (p >= 0).all() & torch.isfinite(p).all() & (p.sum(-1) > 0).all()
-    torch._assert_async(valid, "invalid multinomial distribution")
+    assert_values(valid, "invalid multinomial distribution")
     if not replacement or num_samples == 1:
         # ATen's way: argmax/top-k of p / q with q ~ Exp(1) (the Gumbel-max trick with the
         # exponential taken out): sampling without replacement in proportion to p.
