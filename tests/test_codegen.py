@@ -91,3 +91,16 @@ def test_cpp_leaves_a_one_step_build_of_kernels_to_inductor(tmp_path, monkeypatc
     with CPP.build_path():
         codecache._worker_compile_cpp(str(tmp_path / "lock"), [Builder(tmp_path / "w.so", [])])
     assert seen == [1]
+
+
+def test_triton_compiles_its_kernels_in_this_process():
+    # An op's few small kernels compile faster in-process than through Inductor's pool of
+    # worker processes, whose workers each start on their first kernel.
+    import torch._inductor.config as inductor_config
+    from torch._inductor.async_compile import AsyncCompile
+
+    patches = TRITON.inductor_patches(inductor_config)
+    assert patches["compile_threads"] == 1
+    with inductor_config.patch(patches):
+        assert not AsyncCompile.use_process_pool()
+    assert "compile_threads" not in CPP.inductor_patches(inductor_config)

@@ -26,8 +26,12 @@ BUILD_RECIPE = "gpu-build-v4:O1-glue:no-debug-info:torch-link-stubs:glue-prelude
 # their cubins kept for the C++ wrapper, no CUDA graphs (the holder launches per call).
 # (torch 2.11's JIT C++ wrapper breaks with autotune_at_compile_time=False: its first,
 # Python pass is generated under cpp_wrapper=True and does not parse.)
+# Triton compiles in this process, not in Inductor's pool of worker processes: an op's graph
+# has one to a few small kernels, and a fresh pool's workers each start (import torch and
+# Triton) on their first kernel, so waiting on the pool took most of a model's first forward
+# (GPT-2 on an H100: 7.9 s through the pool, 5.5 s in-process; docs/benchmarks.md).
 _PATCHES = {"triton.store_cubin": True, "triton.cudagraphs": False,
-            "triton.autotune_at_compile_time": True}
+            "triton.autotune_at_compile_time": True, "compile_threads": 1}
 
 # What Inductor's GPU wrapper emits to load one kernel from its cubin file (JIT mode).
 _LOAD_KERNEL_FROM_FILE = re.compile(
