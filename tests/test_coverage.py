@@ -359,3 +359,17 @@ def test_outputs_shaped_by_the_memory_homes_convention_are_held_to_its_eager(hom
     assert [tuple(t.shape) for t in got[0]] == [(3, 2, 4), (2,), (2,)]
     assert got[0][0] is expected[0][0]  # the result itself: still CPU eager's
     assert all(t.device.type == "cpu" for t in got[0])
+
+
+@pytest.mark.slow  # records every OpInfo once (about 12 s)
+def test_an_op_selection_finds_the_opinfo_that_reaches_an_op_named_otherwise():
+    # torch.histogramdd's OpInfo ("histogramdd") reaches aten::_histogramdd_from_bin_tensors,
+    # whose name matches no OpInfo: a small --ops run still gets its samples.
+    from eagerc.coverage.samples import record_opinfo
+
+    plan = record_opinfo(torch.float32, False, wanted={"aten::_histogramdd_from_bin_tensors", "aten::abs"})
+    assert plan.calls["aten::_histogramdd_from_bin_tensors"]
+    assert all(c.source.startswith("opinfo:histogramdd") for c in plan.calls["aten::_histogramdd_from_bin_tensors"])
+    assert plan.calls["aten::abs"]
+    # The per-OpInfo table keeps only entries that reach a selected op.
+    assert set(plan.opinfo_ops) == {"abs", "histogramdd"}

@@ -128,11 +128,29 @@ def _differentiable_sum(outputs):
 
 def record_opinfo(dtype: torch.dtype, grad: bool, wanted=None, limit: int = 4,
                   samples_per_opinfo: int = 8, progress=None) -> Plan:
-    """Run op_db's samples for `dtype` on CPU and record the overloads they reach."""
+    """Run op_db's samples for `dtype` on CPU and record the overloads they reach. With an op
+    selection (`wanted`), the OpInfos named like a selected op run first; if a selected op
+    got no sample from them (histogramdd reaches `_histogramdd_from_bin_tensors`), the other
+    OpInfos run too, recording only those ops."""
     from torch.testing._internal.common_methods_invocations import op_db
 
     plan = Plan(str(dtype).replace("torch.", ""), grad, limit=limit)
-    entries = [o for o in op_db if _related(o, wanted)]
+    named = [o for o in op_db if _related(o, wanted)]
+    _record_entries(plan, named, dtype, grad, wanted, limit, samples_per_opinfo, progress)
+    if wanted is not None:
+        missing = {op for op in wanted if not plan.calls.get(op)}
+        if missing:
+            others = [o for o in op_db if not _related(o, wanted)]
+            _record_entries(plan, others, dtype, grad, missing, limit, samples_per_opinfo, progress,
+                            only_reaching=missing)
+    plan.calls = {k: v for k, v in plan.calls.items() if v}
+    return plan
+
+
+def _record_entries(plan: Plan, entries, dtype, grad, wanted, limit, samples_per_opinfo, progress,
+                    only_reaching=None) -> None:
+    """Record `entries`' samples into `plan`; with `only_reaching`, an entry joins the
+    per-OpInfo table only if it reaches one of those ops."""
     for opinfo in (progress(entries) if progress else entries):
         entry = opinfo.name + (f".{opinfo.variant_test_name}" if opinfo.variant_test_name else "")
         backward = grad and opinfo.supports_autograd and dtype in opinfo.supported_backward_dtypes("cpu")
@@ -160,10 +178,8 @@ def record_opinfo(dtype: torch.dtype, grad: bool, wanted=None, limit: int = 4,
                     reached |= recorder.reached
         except Exception as e:  # noqa: BLE001
             plan.opinfo_errors[entry] = f"sample_inputs failed: {type(e).__name__}: {str(e)[:100]}"
-        if reached:
+        if reached and (only_reaching is None or reached & set(only_reaching)):
             plan.opinfo_ops[entry] = sorted(reached)
-    plan.calls = {k: v for k, v in plan.calls.items() if v}
-    return plan
 
 
 # ------------------------------------------------------------------ schema samples
