@@ -140,6 +140,8 @@ std::string without_generated_location(const std::string& message) {
   return text;
 }
 
+}  // namespace
+
 [[noreturn]] void raise_as(const std::string& kind, const std::string& message) {
   if (kind == "IndexError") C10_THROW_ERROR(IndexError, message);
   if (kind == "ValueError") C10_THROW_ERROR(ValueError, message);
@@ -149,7 +151,6 @@ std::string without_generated_location(const std::string& message) {
   C10_THROW_ERROR(Error, message);
 }
 
-}  // namespace
 
 KernelHolder::KernelHolder(std::shared_ptr<OpState> state)
     : state_(std::move(state)),
@@ -360,76 +361,6 @@ bool KernelHolder::run_out_variant(torch::jit::Stack* stack) {
   }
   for (int index : st.out_args) stack->push_back(args[index]);
   return true;
-}
-
-void KernelHolder::restore_device_outputs(const c10::SmallVector<c10::IValue, 8>& original,
-                                          c10::Device device, size_t num_returns,
-                                          torch::jit::Stack* stack) {
-  const OpPlan& plan = state_->plan;
-  const c10::Device home = memory_home(device);
-  for (size_t r = 0; r < num_returns; ++r) {
-    c10::IValue& v = (*stack)[stack->size() - num_returns + r];
-    int alias = r < plan.return_alias.size() ? plan.return_alias[r] : -1;
-    if (alias >= 0) {
-      v = original[alias];  // in-place / out=: the caller's eagerc tensor itself
-    } else if (device.is_cpu()) {
-      continue;  // no tensor of the device among the arguments: nothing to hand back
-    } else if (v.isTensor() && v.toTensor().defined() && v.toTensor().device() == home) {
-      v = device_result(v.toTensor(), device, state_->name);
-    } else if (v.isTensorList()) {
-      c10::List<at::Tensor> out;
-      for (const at::Tensor& t : v.toTensorList()) {
-        out.push_back(t.defined() && t.device() == home ? device_result(t, device, state_->name) : t);
-      }
-      v = out;
-    }
-  }
-}
-
-void KernelHolder::compiled_on_cpu_aliases(const c10::OperatorHandle& op, c10::DispatchKeySet ks,
-                                           torch::jit::Stack* stack) {
-  OpState& st = *state_;
-  const size_t n = st.plan.kinds.size();
-  c10::SmallVector<c10::IValue, 8> original(stack->end() - n, stack->end());
-  const c10::Device device = swap_to_cpu_aliases(n, stack);
-  // A separate buffer: the caller's signature buffer may point into the old stack.
-  thread_local CallSignature sig;
-  if (out_shape_ == OutShape::Meta) {
-    // An out= of another shape than the result's (no kernel has its signature): resized
-    // as eager would on the device's own tensors (resizing an alias would not resize
-    // them), then aliased again.
-    compute_signature(st.plan, *stack, st.specialize_values.load(std::memory_order_relaxed), &sig);
-    if (!sig.unsupported && !st.table.find(sig).artifact) {
-      torch::jit::drop(*stack, n);
-      for (const auto& v : original) stack->push_back(v);
-      resize_outs_as_eager(st.op, out_shape_, st.out_args, n, *stack);
-      swap_to_cpu_aliases(n, stack);
-    }
-  }
-  MissOutcome outcome = find_or_resolve(*stack, &sig);
-  if (outcome.next == MissOutcome::Next::Run) {
-    std::string error;
-    if (try_run_and_push(*outcome.artifact, sig, stack, &error)) {
-      restore_device_outputs(original, device,
-                             st.plan.returns_tensor_list ? 1 : st.plan.num_returns, stack);
-      return;
-    }
-    torch::jit::drop(*stack, n);
-    for (auto& v : original) stack->push_back(std::move(v));
-    kernel_error(op, ks, stack, error);
-    return;
-  }
-  if (outcome.next == MissOutcome::Next::Raise) raise_as(outcome.error_kind, outcome.reason);
-  torch::jit::drop(*stack, n);
-  for (auto& v : original) stack->push_back(std::move(v));
-  if (outcome.next == MissOutcome::Next::Interim) {
-    run_interim(op, ks, stack);
-    return;
-  }
-  // Already on aliases: a second "run on aliases" answer cannot make progress.
-  fallback(op, ks, stack, outcome.next == MissOutcome::Next::Fallback
-                              ? outcome.reason.c_str()
-                              : "its kernel needs CPU tensors even on CPU aliases");
 }
 
 void KernelHolder::run_and_push(const Artifact& artifact, const CallSignature& sig,

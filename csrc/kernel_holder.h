@@ -100,6 +100,10 @@ at::Tensor device_result(const at::Tensor& t, c10::Device device, const std::str
 // on a miss returns false, having run nothing (the caller hands the call to the boxed holder).
 bool run_typed_hit(OpState& st, const CallSignature& sig, at::Tensor* result);
 
+// Raises the error of Python type `kind` (the resolver's error_kind: IndexError, ValueError,
+// TypeError, NotImplementedError, LinAlgError; anything else a RuntimeError) with `message`.
+[[noreturn]] void raise_as(const std::string& kind, const std::string& message);
+
 // Whether a device with no native kernels runs what neither a compiled kernel, aliases
 // nor a vendor extern serve through the host round trip (default) or raises
 // NotImplementedError (EAGERC_CPU_FALLBACK=0).
