@@ -35,7 +35,7 @@ import eagerc
 # The model benchmarks, the device (EAGERC_BENCH_DEVICE; "cpu": a dry run of the script off the
 # GPU machine) and the alternating-rounds helper live in bench_gpu_models.py.
 from bench_gpu_models import (DEV, _alternate, _first_tensor, bench_device_models, bench_models,
-                              build_model)
+                              bench_subsets, build_model)
 
 
 def _events_ms(fn, inner: int) -> float:
@@ -418,7 +418,7 @@ def bench_cold_model(args) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("what", choices=["large", "cold", "cold-model", "models", "device-models"])
+    parser.add_argument("what", choices=["large", "cold", "cold-model", "models", "device-models", "subsets"])
     parser.add_argument("--size", type=int, default=8192)
     parser.add_argument("--rounds", type=int, default=15)
     parser.add_argument("--inner", type=int, default=5)
@@ -438,7 +438,7 @@ def main() -> None:
         parser.error(f"--ab: {args.ab!r} is not a switch of {args.what} ({', '.join(sorted(AB_SWITCHES))})")
     print(f"torch {torch.__version__}, {torch.cuda.get_device_name(0) if DEV == 'cuda' else DEV}")
     {"large": bench_large, "cold": bench_cold, "cold-model": bench_cold_model, "models": bench_models,
-     "device-models": bench_device_models}[args.what](args)
+     "device-models": bench_device_models, "subsets": bench_subsets}[args.what](args)
 
 
 if __name__ == "__main__":

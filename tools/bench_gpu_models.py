@@ -1,4 +1,4 @@
-"""Model benchmarks of tools/bench_gpu.py (`models`, `device-models`) and what they share with
+"""Model benchmarks of tools/bench_gpu.py (`models`, `device-models`, `subsets`) and what they share with
 its other subcommands: the device, alternating rounds, the model builder. Run them through
 bench_gpu.py (`python tools/bench_gpu.py models|device-models ...`), which imports this module.
 """
@@ -59,11 +59,12 @@ def _first_tensor(out):
 def _wall_ms(fn, inner: int = 1) -> float:
     """Wall time of one forward: the mean of `inner` forwards back to back, synchronized
     before and after (a batch-1 forward is launch-bound: its host time is the time)."""
-    torch.cuda.synchronize()
+    sync = torch.cuda.synchronize if DEV == "cuda" else (lambda: None)
+    sync()
     t0 = time.perf_counter()
     for _ in range(inner):
         fn()
-    torch.cuda.synchronize()
+    sync()
     return (time.perf_counter() - t0) * 1e3 / inner
 
 
@@ -178,6 +179,50 @@ def bench_device_models(args) -> None:
                 _print_profile({"native": native, "device": device})  # training attention path)
         del model, on_device
         torch.cuda.empty_cache()
+
+
+# The ops eagerc serves as cuBLAS externs (its hits add eagerc's work to ATen's own).
+MATMUL_FAMILY = ("aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm")
+
+
+def bench_subsets(args) -> None:
+    """Override mode serving subsets of the ops a forward reaches, against native, in one
+    process (alternating rounds, medians): which ops make a model slower or faster than
+    native. Subsets: every op, all but the matmul family, the matmul family only."""
+    key = "@" + ("CUDA" if DEV == "cuda" else "CPU")
+    print(f"{'model':<10} {'batch':>5} {'served':<26} {'ms':>8} {'ratio':>6}")
+    for name, batch, model, inputs in _model_cases(args):
+        with torch.no_grad():
+            fwd = lambda: model(**inputs)  # noqa: E731
+            eagerc.reset_stats()
+            with eagerc.enabled(DEV):
+                fwd(), fwd()  # compiles what is missing
+            served = sorted(k[:-len(key)] for k, v in eagerc.stats()["ops"].items()
+                            if k.endswith(key) and v["hits"] + v["misses"])
+            subsets = {"every op": None,
+                       "all but the matmul family": [o for o in served if o not in MATMUL_FAMILY],
+                       "the matmul family only": [o for o in served if o in MATMUL_FAMILY]}
+            for ops in subsets.values():
+                with eagerc.enabled(DEV, ops=ops):
+                    fwd(), fwd()
+            times = {label: [] for label in ["native", *subsets]}
+            for _ in range(args.rounds):
+                for label in times:
+                    if label == "native":
+                        fwd()
+                        times[label].append(_wall_ms(fwd, args.inner))
+                        continue
+                    with eagerc.enabled(DEV, ops=subsets[label]):
+                        fwd()  # the first call after registering pays cold dispatch tables
+                        times[label].append(_wall_ms(fwd, args.inner))
+        native = statistics.median(times["native"])
+        print(f"   serves {len(served)} ops: {served}")
+        for label, samples in times.items():
+            ms = statistics.median(samples)
+            print(f"{name:<10} {batch:>5} {label:<26} {ms:>8.3f} {ms / native:>6.3f}", flush=True)
+        del model
+        if DEV == "cuda":
+            torch.cuda.empty_cache()
 
 
 def _log_refusals() -> None:
