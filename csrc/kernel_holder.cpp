@@ -319,12 +319,11 @@ MissOutcome KernelHolder::find_or_resolve(const torch::jit::Stack& stack, CallSi
     st.counters.hits.fetch_add(1, std::memory_order_relaxed);
     return {MissOutcome::Next::Run, found.artifact, ""};
   }
-  st.counters.misses.fetch_add(1, std::memory_order_relaxed);
   MissOutcome outcome = resolve_miss(st, stack, sig);
   // A call sent on to the home's aliases is looked up again there, where it counts as the
   // hit or miss it is: one call, one count.
-  if (outcome.next == MissOutcome::Next::RunOnHostAliases) {
-    st.counters.misses.fetch_sub(1, std::memory_order_relaxed);
+  if (outcome.next != MissOutcome::Next::RunOnHostAliases) {
+    st.counters.misses.fetch_add(1, std::memory_order_relaxed);
   }
   return outcome;
 }

@@ -380,27 +380,26 @@ def bench_cold_model(args) -> None:
                                       "err": err, **glue_prelude.counts, **plan_build.counts,
                                       "reasons": dict(plan_build.reasons)}), flush=True)
         return
-    # (variable, value, label) per process: eagerc's default, then each switch's other
-    # value (--ab takes several, comma-separated), `--rounds` times (at most 2).
-    switches = [AB_SWITCHES[name] for name in (args.ab or "").split(",") if name]
-    round_ = [("", "", "eagerc's default")] + [(v, off, label) for v, _, off, label in switches]
-    modes = round_ * (max(1, min(args.rounds, 2)) if switches else 1)
+    # (environment, label, profiled) per process: eagerc's default, then each switch's other
+    # value (--ab takes several, comma-separated), `--rounds` times (at most 2); --profile
+    # adds a cProfiled process (and, with the background switch, one of background compiles).
+    round_ = [({}, "eagerc's default", False)]
+    for name in args.switches:
+        variable, _, off, label = AB_SWITCHES[name]
+        round_.append(({variable: off}, label, False))
+    modes = round_ * (max(1, min(args.rounds, 2)) if args.switches else 1)
     if args.profile:
-        modes = modes + [("", "profile", "eagerc, profiled")]
-        if "background" in (args.ab or "").split(","):
-            modes.append(("EAGERC_COMPILE", "profile", "background, profiled"))
+        modes.append(({}, "eagerc, profiled", True))
+        if "background" in args.switches:
+            modes.append(({"EAGERC_COMPILE": "background"}, "background, profiled", True))
     print(f"{'model':<10} {'wrappers on':>17} {'first forward s':>16} {'compiled s':>10} {'compiles':>8} "
           f"{'plan':>5} {'lean':>5} {'full':>5} {'fallback':>8} {'rel err':>9}")
     for name in args.models.split(","):
-        for variable, value, label in modes:
+        for overrides, label, profiled in modes:
             with tempfile.TemporaryDirectory() as fresh:
-                env = _fresh_caches(fresh)
-                if value == "profile":
+                env = {**_fresh_caches(fresh), **overrides}
+                if profiled:
                     env["_EAGERC_COLD_PROFILE"] = "1"
-                    if variable:  # the background thread's compiles
-                        env[variable] = "background"
-                elif variable:
-                    env[variable] = value
                 done = subprocess.run([sys.executable, __file__, "cold-model", "--models", name],
                                       env=env, capture_output=True, text=True)
             results = [json.loads(line[len("RESULT "):]) for line in done.stdout.splitlines()
@@ -408,7 +407,7 @@ def bench_cold_model(args) -> None:
             if not results:
                 print(f"{name:<10} FAILED: {(done.stderr or done.stdout)[-600:]}", flush=True)
                 continue
-            if value == "profile":
+            if profiled:
                 print("\n".join("   " + line[5:] for line in done.stdout.splitlines() if line.startswith("PROF ")))
             r = results[0]
             print(f"{name:<10} {label:>17} {r['seconds']:>16.1f} {r.get('all_compiled_s', r['seconds']):>10.1f} "
@@ -433,7 +432,7 @@ def main() -> None:
                         f"values (one of {', '.join(sorted(AB_SWITCHES))}; cold-model takes several, "
                         "comma-separated: each switch's other value against eagerc's default)")
     args = parser.parse_args()
-    names = [n for n in (args.ab or "").split(",") if n]
+    args.switches = names = [n for n in (args.ab or "").split(",") if n]
     if any(n not in AB_SWITCHES for n in names) or (args.what != "cold-model" and len(names) > 1):
         parser.error(f"--ab: {args.ab!r} is not a switch of {args.what} ({', '.join(sorted(AB_SWITCHES))})")
     print(f"torch {torch.__version__}, {torch.cuda.get_device_name(0) if DEV == 'cuda' else DEV}")

@@ -149,8 +149,8 @@ def record_opinfo(dtype: torch.dtype, grad: bool, wanted=None, limit: int = 4,
 
 def _record_entries(plan: Plan, entries, dtype, grad, wanted, limit, samples_per_opinfo, progress,
                     only_reaching=None) -> None:
-    """Record `entries`' samples into `plan`; with `only_reaching`, an entry joins the
-    per-OpInfo table only if it reaches one of those ops."""
+    """Record `entries`' samples into `plan`; with `only_reaching` (a set of overload names),
+    an entry joins the per-OpInfo table only if it reaches one of those ops."""
     for opinfo in (progress(entries) if progress else entries):
         entry = opinfo.name + (f".{opinfo.variant_test_name}" if opinfo.variant_test_name else "")
         backward = grad and opinfo.supports_autograd and dtype in opinfo.supported_backward_dtypes("cpu")
@@ -178,7 +178,7 @@ def _record_entries(plan: Plan, entries, dtype, grad, wanted, limit, samples_per
                     reached |= recorder.reached
         except Exception as e:  # noqa: BLE001
             plan.opinfo_errors[entry] = f"sample_inputs failed: {type(e).__name__}: {str(e)[:100]}"
-        if reached and (only_reaching is None or reached & set(only_reaching)):
+        if reached and (only_reaching is None or reached & only_reaching):
             plan.opinfo_ops[entry] = sorted(reached)
 
 
