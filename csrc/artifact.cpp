@@ -10,6 +10,7 @@
 #include <unordered_map>
 
 #include "direct_alloc.h"
+#include "matmul_precision.h"
 
 namespace eagerc {
 
@@ -30,6 +31,7 @@ Artifact::Artifact(std::string variant_id, const std::string& path, size_t num_o
   }
   borrowed_entry_ = reinterpret_cast<EntryFn>(dlsym(handle, "eagerc_entry_borrowed"));
   offer_direct_allocation(handle);
+  offer_matmul_precision(handle);
 }
 
 namespace {

@@ -115,6 +115,13 @@ def gpu_launcher_enabled() -> bool:
     return os.environ.get(GPU_LAUNCHER_ENV, "1").strip() != "0"
 
 
+# A launch plan runs mm and addmm (float32, 2-D, a row bias) as one cuBLASLt call with
+# descriptors and algorithm kept per problem (eagerc/compile/plan_launcher/lt_matmul.cpp);
+# "0" leaves them to ATen's structured kernels through AOTI's shim (A/B timing). Read by the
+# artifact loader, csrc/matmul_precision.cpp, when it loads a plan's library.
+GPU_CUBLASLT_ENV = "EAGERC_GPU_CUBLASLT"
+
+
 # The remote tier's Redis URL (kernel_cache reads it when it opens the store); eagerc only
 # asks whether one is set (a Ray cluster without it keeps kernels on the host compiling them).
 REMOTE_CACHE_ENV = "EAGERC_REMOTE_CACHE"

@@ -20,6 +20,10 @@ AOTITorchError aoti_torch_empty_strided(int64_t ndim, const int64_t* sizes, cons
 AOTITorchError aoti_torch_get_data_ptr(AtenTensorHandle tensor, void** result);
 AOTITorchError aoti_torch_get_sizes(AtenTensorHandle tensor, int64_t** result);
 AOTITorchError aoti_torch_get_strides(AtenTensorHandle tensor, int64_t** result);
+AOTITorchError aoti_torch_get_dim(AtenTensorHandle tensor, int64_t* result);
+AOTITorchError aoti_torch_get_dtype(AtenTensorHandle tensor, int32_t* result);
+AOTITorchError aoti_torch_get_device_type(AtenTensorHandle tensor, int32_t* result);
+AOTITorchError aoti_torch_get_device_index(AtenTensorHandle tensor, int32_t* result);
 AOTITorchError aoti_torch_delete_tensor_object(AtenTensorHandle tensor);
 AOTITorchError aoti_torch_new_tensor_handle(AtenTensorHandle orig_handle, AtenTensorHandle* new_handle);
 AOTITorchError aoti_torch__reinterpret_tensor(AtenTensorHandle self, int64_t ndim, const int64_t* sizes,

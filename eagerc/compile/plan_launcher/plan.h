@@ -126,4 +126,13 @@ struct Env {
 
 Value eval(const Expr& expr, const Env& env);
 
+// How a plan allocates: AOTI's shim, or what the loader put in its place (eagerc_set_allocator).
+extern AOTITorchError (*empty_strided)(int64_t, const int64_t*, const int64_t*, int32_t, int32_t, int32_t,
+                                       AtenTensorHandle*);
+
+// mm_out (bias null, beta 0) or addmm_out as one cuBLASLt call (lt_matmul.cpp); false,
+// having launched nothing, for a call it does not serve: the caller then calls the shim.
+bool lt_matmul(AtenTensorHandle out, AtenTensorHandle bias, AtenTensorHandle mat1, AtenTensorHandle mat2,
+               double beta, double alpha, CUstream_st* stream);
+
 }  // namespace eagerc_launcher

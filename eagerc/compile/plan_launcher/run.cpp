@@ -91,9 +91,15 @@ void call_extern(const Step& s, const Frame& f, const Env& env) {
   auto h = [&](size_t i) { return f.slot(s.args[i].slot); };
   auto d = [&](size_t i) { return eval(s.args[i].value, env).d; };
   switch (static_cast<Extern>(s.a)) {
-    case Extern::MmOut: EAGERC_CHECK(aoti_torch_cuda_mm_out(h(0), h(1), h(2))); break;
+    case Extern::MmOut:
+      if (!lt_matmul(h(0), nullptr, h(1), h(2), 0.0, 1.0, f.stream)) EAGERC_CHECK(aoti_torch_cuda_mm_out(h(0), h(1), h(2)));
+      break;
     case Extern::BmmOut: EAGERC_CHECK(aoti_torch_cuda_bmm_out(h(0), h(1), h(2))); break;
-    case Extern::AddmmOut: EAGERC_CHECK(aoti_torch_cuda_addmm_out(h(0), h(1), h(2), h(3), d(4), d(5))); break;
+    case Extern::AddmmOut:
+      if (!lt_matmul(h(0), h(1), h(2), h(3), d(4), d(5), f.stream)) {
+        EAGERC_CHECK(aoti_torch_cuda_addmm_out(h(0), h(1), h(2), h(3), d(4), d(5)));
+      }
+      break;
     case Extern::BaddbmmOut: EAGERC_CHECK(aoti_torch_cuda_baddbmm_out(h(0), h(1), h(2), h(3), d(4), d(5))); break;
   }
 }
