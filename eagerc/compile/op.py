@@ -28,6 +28,20 @@ log = logging.getLogger("eagerc")
 # 2x16x16x16, 1 thread, a timing loop of the op: 106 us vectorized, 33 us scalar, 25 us ATen).
 _SCALAR_LOOPS = frozenset({"aten::max_pool2d_with_indices", "aten::max_pool3d_with_indices"})
 
+# Inference batch norm on a GPU: besides its output, the op returns the running mean (a
+# copy) and the inverse standard deviation per channel, as native CUDA's native_batch_norm
+# does; Inductor makes those two kernels of their own, so a call launched three. With combo
+# kernels the three are one launch (ResNet-50 has 53 per forward; docs/benchmarks.md). The
+# argument index of `training` where the op has one.
+_EVAL_BATCH_NORMS = {"aten::native_batch_norm": 5, "aten::_native_batch_norm_legit_no_training": None}
+
+
+def _is_eval_batch_norm(op_qualname: str, args) -> bool:
+    if op_qualname not in _EVAL_BATCH_NORMS:
+        return False
+    index = _EVAL_BATCH_NORMS[op_qualname]
+    return index is None or (len(args) > index and args[index] is False)
+
 
 class NoLowering(CompileError):
     """The artifact would only call the op itself (Inductor keeps it as an ATen call)."""
@@ -155,6 +169,8 @@ def _trace_and_build(op, args, layout, parallel, on_device, target, start, descr
     patches = {"layout_optimization": False}
     if op_qualname in _SCALAR_LOOPS:
         patches["cpp.simdlen"] = 1
+    if target.codegen.name == "triton" and _is_eval_batch_norm(op_qualname, args):
+        patches["combo_kernels"] = True
     if not parallel or _checks_indices(traced.gm):
         # Small calls: no OpenMP fork. Indexing: a failed bounds check throws, and an
         # exception leaving an OpenMP region terminates the process (index_select of
