@@ -170,7 +170,10 @@ def _trace_and_build(op, args, layout, parallel, on_device, target, start, descr
     if op_qualname in _SCALAR_LOOPS:
         patches["cpp.simdlen"] = 1
     if target.codegen.name == "triton" and _is_eval_batch_norm(op_qualname, args):
-        patches["combo_kernels"] = True
+        # One configuration: autotuning a combo kernel compiles each of its configurations
+        # in turn (eagerc compiles Triton in-process), which made ResNet-50's first forward
+        # on GPU memory run past 100 s on an H100.
+        patches.update({"combo_kernels": True, "combo_kernels_autotune": 0})
     if not parallel or _checks_indices(traced.gm):
         # Small calls: no OpenMP fork. Indexing: a failed bounds check throws, and an
         # exception leaving an OpenMP region terminates the process (index_select of
