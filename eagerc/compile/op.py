@@ -30,9 +30,9 @@ _SCALAR_LOOPS = frozenset({"aten::max_pool2d_with_indices", "aten::max_pool3d_wi
 
 # Inference batch norm on a GPU: besides its output, the op returns the running mean (a
 # copy) and the inverse standard deviation per channel, as native CUDA's native_batch_norm
-# does; Inductor makes those two kernels of their own, so a call launched three. With combo
-# kernels the three are one launch (ResNet-50 has 53 per forward; docs/benchmarks.md). The
-# argument index of `training` where the op has one.
+# does; Inductor makes those two kernels of their own, so a call launched three. Combo
+# kernels make them two (ResNet-50 has 53 per forward; docs/benchmarks.md). The argument
+# index of `training` where the op has one.
 _EVAL_BATCH_NORMS = {"aten::native_batch_norm": 5, "aten::_native_batch_norm_legit_no_training": None}
 
 
