@@ -54,6 +54,8 @@ def _events_ms(fn, inner: int) -> float:
 def large_cases(n: int):
     x, y = torch.randn(n, n, device=DEV), torch.randn(n, n, device=DEV)
     w = torch.randn(n, device=DEV)
+    # A transformer's linear layer (cuBLASLt with a bias epilogue, eagerc's and native's).
+    xl, wl, bl = torch.randn(4096, 768, device=DEV), torch.randn(3072, 768, device=DEV), torch.randn(3072, device=DEV)
     t = n * n * 4  # bytes of one tensor
     row = n * 4
     # name -> (fn, bytes moved by an ideal kernel, memory-bound)
@@ -82,6 +84,7 @@ def large_cases(n: int):
         "log_softmax": (lambda: F.log_softmax(x, dim=-1), 2 * t, True),
         "layer_norm": (lambda: F.layer_norm(x, (n,)), 2 * t, True),
         "mm (cuBLAS extern)": (lambda: x @ y, 3 * t, False),
+        "linear 4096x768 (row bias)": (lambda: F.linear(xl, wl, bl), 4 * (4096 * 768 + 3072 * 768 + 4096 * 3072), False),
     }
 
 
