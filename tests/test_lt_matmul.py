@@ -148,6 +148,8 @@ def _shim_cases():
         "float64": (MM_PLAN, [a.double(), b.double()]),
         "strided columns": (MM_PLAN, [torch.randn(5, 6)[:, ::2], b]),
         "empty inner dimension": (MM_PLAN, [torch.randn(5, 0), torch.randn(0, 4)]),
+        "inner dimension 1": (MM_PLAN, [torch.randn(5, 1), torch.randn(1, 4)]),
+        "one column": (MM_PLAN, [a, torch.randn(3, 1)]),  # ATen keeps both off cuBLASLt too
     }
 
 

@@ -8,10 +8,10 @@
 // The choices are ATen's own for addmm: the bias epilogue, CUBLAS_COMPUTE_32F (32F_FAST_TF32
 // where torch allows TF32 for cuBLAS, read per call through the loader's hook), ATen's
 // cuBLASLt workspace limit (CUBLASLT_WORKSPACE_SIZE KiB, 1 MiB unless set), the pointers'
-// alignments (up to 16 bytes) as preferences, the heuristic's first algorithm. A call this does not serve
-// (not float32, not 2-D, a layout cuBLAS cannot read as it is, beta other than 1 with a
-// bias, no cuBLASLt in the process, a failed status) returns false having launched
-// nothing, and the plan calls the shim.
+// alignments (up to 16 bytes) as preferences, the heuristic's first algorithm. A call this
+// does not serve (not float32, not 2-D, a layout cuBLAS cannot read as it is, k or n of 1,
+// beta other than 1 with a bias, no cuBLASLt in the process, a failed status) returns false
+// having launched nothing, and the plan calls the shim.
 //
 // cuBLASLt is found in the process (torch's CUDA build loaded it) and its C API declared
 // here, as the rest of the launcher declares what it calls (abi.h).
@@ -113,8 +113,9 @@ uint32_t alignment_of(const void* pointer) {
   return alignment;
 }
 
-// A 2-D matrix as cuBLAS reads it: row-major (`transposed` false: column-major of its
-// transpose, leading dimension stride 0) or column-major (leading dimension stride 1).
+// A 2-D matrix as cuBLAS reads it: row-major (`column_major` false: cuBLAS's column-major
+// view of its transpose, leading dimension stride 0) or column-major (leading dimension
+// stride 1).
 struct Matrix {
   int64_t rows = 0, cols = 0, ld = 0;
   bool column_major = false;
@@ -257,7 +258,8 @@ bool lt_matmul(AtenTensorHandle out, AtenTensorHandle bias, AtenTensorHandle mat
   };
   if (!same_place(a) || !same_place(b) || d.dtype != f32) return false;
   const int64_t m = a.rows, k = a.cols, n = b.cols;
-  if (b.rows != k || d.rows != m || d.cols != n || m == 0 || n == 0 || k == 0) return false;
+  // ATen keeps k or n of 1 off cuBLASLt (addmm_out_cuda_impl): the shim serves them.
+  if (b.rows != k || d.rows != m || d.cols != n || m == 0 || n <= 1 || k <= 1) return false;
   if (overlap(d, a) || overlap(d, b)) return false;  // an out= over an input: ATen's to handle
   void* bias_data = nullptr;
   if (bias != nullptr) {
