@@ -113,6 +113,21 @@ uint32_t alignment_of(const void* pointer) {
   return alignment;
 }
 
+// What the call needs to know of one tensor, read through AOTI's getters.
+struct Facts {
+  int64_t dim = 0;
+  int64_t *sizes = nullptr, *strides = nullptr;
+  int32_t dtype = 0, device_type = 0, device = 0;
+  void* data = nullptr;
+};
+
+bool read_facts(AtenTensorHandle t, Facts* f) {
+  return aoti_torch_get_dim(t, &f->dim) == 0 && aoti_torch_get_sizes(t, &f->sizes) == 0 &&
+         aoti_torch_get_strides(t, &f->strides) == 0 && aoti_torch_get_dtype(t, &f->dtype) == 0 &&
+         aoti_torch_get_device_type(t, &f->device_type) == 0 &&
+         aoti_torch_get_device_index(t, &f->device) == 0 && aoti_torch_get_data_ptr(t, &f->data) == 0;
+}
+
 // A 2-D matrix as cuBLAS reads it: row-major (`column_major` false: cuBLAS's column-major
 // view of its transpose, leading dimension stride 0) or column-major (leading dimension
 // stride 1).
@@ -135,15 +150,11 @@ bool overlap(const Matrix& x, const Matrix& y) {
 }
 
 bool read_matrix(AtenTensorHandle t, Matrix* m) {
-  int64_t dim = 0;
-  int64_t *sizes = nullptr, *strides = nullptr;
-  if (aoti_torch_get_dim(t, &dim) != 0 || dim != 2 || aoti_torch_get_sizes(t, &sizes) != 0 ||
-      aoti_torch_get_strides(t, &strides) != 0 || aoti_torch_get_dtype(t, &m->dtype) != 0 ||
-      aoti_torch_get_device_type(t, &m->device_type) != 0 || aoti_torch_get_device_index(t, &m->device) != 0 ||
-      aoti_torch_get_data_ptr(t, &m->data) != 0) {
-    return false;
-  }
-  m->rows = sizes[0], m->cols = sizes[1];
+  Facts f;
+  if (!read_facts(t, &f) || f.dim != 2) return false;
+  m->data = f.data, m->dtype = f.dtype, m->device_type = f.device_type, m->device = f.device;
+  m->rows = f.sizes[0], m->cols = f.sizes[1];
+  const int64_t* strides = f.strides;
   // A dimension of size 1 has no stride that matters (ATen's prepare_matrix_for_cublas).
   const int64_t row_stride = m->rows == 1 ? std::max<int64_t>(m->cols, 1) : strides[0];
   const int64_t col_stride = m->cols == 1 ? 1 : strides[1];
@@ -253,10 +264,12 @@ bool lt_matmul(AtenTensorHandle out, AtenTensorHandle bias, AtenTensorHandle mat
   if (!read_matrix(mat1, &a) || !read_matrix(mat2, &b) || !read_matrix(out, &d) || d.column_major) return false;
   const int32_t f32 = aoti_torch_dtype_float32();
   // Every tensor where the plan's output lives (a GPU wrapper's inputs are its device's).
-  auto same_place = [&](const Matrix& x) {
-    return x.dtype == f32 && x.device_type == d.device_type && x.device == d.device;
+  auto same_place = [&](int32_t dtype, int32_t device_type, int32_t device) {
+    return dtype == f32 && device_type == d.device_type && device == d.device;
   };
-  if (!same_place(a) || !same_place(b) || d.dtype != f32) return false;
+  for (const Matrix* x : {&a, &b, &d}) {
+    if (!same_place(x->dtype, x->device_type, x->device)) return false;
+  }
   const int64_t m = a.rows, k = a.cols, n = b.cols;
   // ATen keeps k or n of 1 off cuBLASLt (addmm_out_cuda_impl): the shim serves them.
   if (b.rows != k || d.rows != m || d.cols != n || m == 0 || n <= 1 || k <= 1) return false;
@@ -264,19 +277,14 @@ bool lt_matmul(AtenTensorHandle out, AtenTensorHandle bias, AtenTensorHandle mat
   void* bias_data = nullptr;
   if (bias != nullptr) {
     // A row bias: 1-D of n, or its expansion to (m, n) with strides (0, 1).
-    int64_t dim = 0;
-    int64_t *sizes = nullptr, *strides = nullptr;
-    int32_t dtype = 0, device_type = 0, device = 0;
-    if (beta != 1.0 || aoti_torch_get_dim(bias, &dim) != 0 || aoti_torch_get_sizes(bias, &sizes) != 0 ||
-        aoti_torch_get_strides(bias, &strides) != 0 || aoti_torch_get_dtype(bias, &dtype) != 0 ||
-        aoti_torch_get_device_type(bias, &device_type) != 0 || aoti_torch_get_device_index(bias, &device) != 0 ||
-        aoti_torch_get_data_ptr(bias, &bias_data) != 0) {
-      return false;
-    }
-    const bool row = (dim == 1 && sizes[0] == n && (strides[0] == 1 || n == 1)) ||
-                     (dim == 2 && sizes[0] == m && sizes[1] == n && (strides[0] == 0 || m == 1) &&
+    Facts f;
+    if (beta != 1.0 || !read_facts(bias, &f)) return false;
+    const int64_t *sizes = f.sizes, *strides = f.strides;
+    const bool row = (f.dim == 1 && sizes[0] == n && (strides[0] == 1 || n == 1)) ||
+                     (f.dim == 2 && sizes[0] == m && sizes[1] == n && (strides[0] == 0 || m == 1) &&
                       (strides[1] == 1 || n == 1));
-    if (!row || dtype != f32 || device_type != d.device_type || device != d.device) return false;
+    if (!row || !same_place(f.dtype, f.device_type, f.device)) return false;
+    bias_data = f.data;
   }
   const Key key{m, n, k, b.ld, a.ld, d.ld, b.column_major ? kOpT : kOpN, a.column_major ? kOpT : kOpN,
                 bias != nullptr, tf32_allowed() != 0, d.device,
