@@ -15,7 +15,7 @@ CPU_FALLBACK_ENV = "EAGERC_CPU_FALLBACK"
 # already cached would now be wrong or slower than what eagerc compiles (a decomposition or a
 # wrapper rewrite that the namespace's other parts do not capture), or when a recorded
 # refusal would now be answered otherwise. What each bump was for is in git history.
-FORMAT_VERSION = 12
+FORMAT_VERSION = 13
 
 
 # Where the eagerc device keeps its memory: "cpu" (host memory, the default) or "cuda"

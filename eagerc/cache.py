@@ -17,9 +17,9 @@ the log lines; it never calls back into its caller.
 
 A key has named components. The namespace (kernel_cache.Namespace) holds the format
 version, torch, eagerc, the target's arch and a digest of the compiler settings that change
-code (Inductor's environment and changed config entries, the C++ compiler; see
-eagerc/compile/settings.py); the entry key holds the kind, the served device, the name and
-the signature. At DEBUG the ``eagerc`` logger prints each component's hash, so "why did
+code (Inductor's environment and changed config entries, the settings eagerc changes for
+some ops, the C++ compiler; see eagerc/compile/settings.py and per_op_patches.py); the
+entry key holds the kind, the served device, the name and the signature. At DEBUG the ``eagerc`` logger prints each component's hash, so "why did
 this miss?" has an answer. An example entry key::
 
     op\\0eagerc\\0aten::add.Tensor\\0<signature bytes>
@@ -29,7 +29,7 @@ this miss?" has an answer. An example entry key::
     >>> key.entry_key()
     b'op\\x00cpu\\x00aten::abs\\x00sig'
     >>> sorted(key.namespace_components())
-    ['arch', 'cxx', 'eagerc', 'format', 'inductor_config', 'inductor_env', 'threads', 'torch']
+    ['arch', 'cxx', 'eagerc', 'format', 'inductor_config', 'inductor_env', 'per_op_patches', 'threads', 'torch']
 """
 from __future__ import annotations
 
@@ -68,7 +68,7 @@ class CacheKey:
 
     def namespace_components(self) -> dict:
         """The namespace's parts, each a short string (settings as digests)."""
-        from eagerc.compile import settings
+        from eagerc.compile import per_op_patches, settings
 
         return {
             "format": str(_config.FORMAT_VERSION),
@@ -77,6 +77,7 @@ class CacheKey:
             "arch": self.target.arch(),
             "inductor_env": settings.digest(settings.inductor_environment()),
             "inductor_config": settings.digest(settings.inductor_overrides()),
+            "per_op_patches": settings.digest(per_op_patches.RECIPE),
             **{k: settings.digest(v) for k, v in self.target.compiler_settings().items()},
         }
 

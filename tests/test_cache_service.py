@@ -56,7 +56,7 @@ def test_debug_log_names_every_component(fresh_cache, caplog):
         torch.abs(torch.randn(4, 4))
     lines = [r.getMessage() for r in caplog.records if "namespace" in r.getMessage()]
     assert lines, "no DEBUG line for the key"
-    for component in ("format", "torch", "eagerc", "arch", "inductor_env", "inductor_config", "cxx"):
+    for component in ("format", "torch", "eagerc", "arch", "inductor_env", "inductor_config", "per_op_patches", "cxx"):
         assert f"'{component}'" in lines[0], (component, lines[0])
 
 

@@ -153,6 +153,11 @@ class TritonCodegen(Codegen):
     def inductor_patches(self, config) -> dict:
         return dict(_PATCHES)
 
+    def decompositions(self) -> dict:
+        from eagerc.compile import batch_norm_statistics
+
+        return dict(batch_norm_statistics.DECOMPOSITIONS)
+
     def prepare(self, traced) -> None:
         """Inductor imports its per-device C++ helpers (CUDA's loadKernel, launchKernel)
         only while its table is empty; once another device (the eagerc device) registered

@@ -106,12 +106,29 @@ static inline int64_t eagerc_mod(int64_t a, int64_t b) { int64_t r = a % b; retu
 """
 
 
+def _compares_with_a_constant(check) -> bool:
+    """``I[k] == 64`` or ``s3 == 64``: one load and one comparison."""
+    if isinstance(check, tuple):
+        return isinstance(check[1], (int, sympy.Integer))
+    return (isinstance(check, sympy.Eq) and any(isinstance(a, sympy.Integer) for a in check.args)
+            and any(isinstance(a, sympy.Symbol) for a in check.args))
+
+
 def guard_source(bindings: dict, checks: list) -> str:
     """C++ for ``eagerc_guard``.
 
     bindings: symbol name -> ("i", index) or ("f", index) into the guard arrays.
     checks: sympy booleans, or (index, expr) pairs meaning ``ints[index] == expr``.
+
+    Comparisons with a constant come first, the others keep their order: an op's variants
+    under one key differ mostly in a specialized size (ResNet-50's 1x1 convolutions: one
+    kernel per weight shape), and the holder tries them in turn, so a variant that does
+    not apply should fail at its first terms. A launch plan interprets its guard
+    (launch_plan.py), where a full evaluation of a convolution's 40 terms costs about a
+    microsecond. The terms are pure, so their order changes no answer; the others keep
+    their order, so a term that divides still comes after the range check before it.
     """
+    checks = sorted(checks, key=lambda c: not _compares_with_a_constant(c))  # stable
     lines = [_PRELUDE, 'extern "C" int eagerc_guard(const int64_t* I, const double* F) {']
     for name, (arr, idx) in sorted(bindings.items()):
         ctype = "int64_t" if arr == "i" else "double"

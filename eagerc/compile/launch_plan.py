@@ -1,6 +1,6 @@
-"""A GPU wrapper whose kernels are all Triton's (or cuBLAS's mm family, EXTERNS) -> a launch
-plan: the same steps as data, which eagerc's plan launcher (plan_launcher/, built once per
-machine) runs.
+"""A GPU wrapper whose kernels are all Triton's (or ATen's mm family and convolution:
+EXTERNS) -> a launch plan: the same steps as data, which eagerc's plan launcher
+(plan_launcher/, built once per machine) runs.
 
 Why: compiling each op's wrapper with g++ costs 0.3-0.4 s of a ~0.8 s cold compile on the
 H100 (docs/benchmarks.md), and no two ops' wrappers are alike enough to share one build
@@ -8,7 +8,7 @@ H100 (docs/benchmarks.md), and no two ops' wrappers are alike enough to share on
 Triton-only wrapper does is a short straight line of a dozen kinds of statement: take the
 inputs, read sizes and scalars, open the device guard, allocate buffers (sizes and strides
 from symbols), make views, fetch the current stream, launch kernels (grid, warps, shared
-memory, arguments) or call cuBLAS, return outputs. This module reads that code (Inductor's JIT C++ wrapper
+memory, arguments) or call cuBLAS or cuDNN, return outputs. This module reads that code (Inductor's JIT C++ wrapper
 after eagerc's rewrites) statement by statement, with its guard, and writes each statement
 as one line of the plan. Any statement it does not know exactly makes it give up
 (Unsupported): that wrapper is compiled as before, so a plan never guesses.
@@ -26,7 +26,10 @@ The plan is text, one step per line (plan_launcher/parse.cpp reads it once per l
     stream IDX                                   the current stream of device IDX
     launch K WARPS SHM GX GY GZ N ARG*N          ARG: p:SLOT, null, i32:E, i64:E, u32:E,
                                                  f32:E, f64:E
-    extern NAME N ARG*N                          one of EXTERNS; ARG: h:SLOT, i:E, d:E
+    extern NAME N ARG*N                          one of EXTERNS; ARG: h:SLOT, i:E, b:E
+                                                 (int32_t), d:E, o:SLOT or o:- (an
+                                                 optional handle), a:E;E;... (an int
+                                                 array), r:SLOT (a returned handle)
     out I SLOT                                   output I = SLOT's handle
     check E                                      a guard term (all must be nonzero)
 """
@@ -53,12 +56,17 @@ _ARG_TYPES = {"int32_t": "i32", "int64_t": "i64", "uint32_t": "u32", "float": "f
 _DTYPE = re.compile(r"cached_torch_dtype_(\w+)$")
 _DEVICE_TYPE = re.compile(r"cached_torch_device_type_(cpu|cuda|privateuse1)$")
 _NAME = r"[A-Za-z_]\w*"
-# The extern calls a plan may make (cuBLAS through AOTI's CUDA shims, declared in
-# plan_launcher/abi.h as in torch's c_shim_cuda.h): each argument's kind, h a tensor handle,
-# i an int64_t, d a double. Others (convolution, attention: optional and returned handles)
+# The extern calls a plan may make (cuBLAS's and cuDNN's ops through AOTI's CUDA shims,
+# declared in plan_launcher/abi.h as in torch's c_shim_cuda.h): each argument's kind, h a
+# tensor handle, i an int64_t, b an int32_t, d a double, o an optional tensor (a pointer to
+# a handle, or nullptr), a an int array (its pointer and its length: two C arguments), r
+# the handle the call returns (a new tensor). Others (attention: several returned handles)
 # are compiled as before.
 EXTERNS = {"aoti_torch_cuda_mm_out": "hhh", "aoti_torch_cuda_bmm_out": "hhh",
-           "aoti_torch_cuda_addmm_out": "hhhhdd", "aoti_torch_cuda_baddbmm_out": "hhhhdd"}
+           "aoti_torch_cuda_addmm_out": "hhhhdd", "aoti_torch_cuda_baddbmm_out": "hhhhdd",
+           "aoti_torch_cuda_convolution": "hhoaaabair"}
+# A temporary int array as Inductor passes one (cpp_wrapper_cpu's _generate_temporary_array_pointer).
+_ARRAY_LITERAL = re.compile(r"std::array<int64_t, (\d+)>\{([^{}]*)\}\.cbegin\(\)")
 
 
 def plan_of(code: str) -> str:
@@ -105,6 +113,22 @@ def _depth(program: str) -> int:
             depth -= 1
         deepest = max(deepest, depth)
     return deepest
+
+
+def _split_arguments(text: str) -> list:
+    """`text` split at its top-level commas (not those inside a call's parentheses or an
+    initializer's braces: ``c10::div_floor_integer(a, b)`` is one value), each stripped."""
+    parts, depth, start = [], 0, 0
+    for i, ch in enumerate(text):
+        if ch in "({[":
+            depth += 1
+        elif ch in ")}]":
+            depth -= 1
+        elif ch == "," and depth == 0:
+            parts.append(text[start:i].strip())
+            start = i + 1
+    parts.append(text[start:].strip())
+    return [p for p in parts if p]
 
 
 def cubin_paths(code: str) -> list:
@@ -296,7 +320,7 @@ class _Body:
             return
         m = re.fullmatch(rf"(?:const|static constexpr) int64_t ({_NAME})\[\] = \{{(.*)\}};", line)
         if m:
-            self.arrays[m.group(1)] = [v.strip() for v in m.group(2).split(",") if v.strip()]
+            self.arrays[m.group(1)] = _split_arguments(m.group(2))
             return
         m = re.fullmatch(rf"static constexpr int64_t \*({_NAME})\s*=\s*nullptr;", line)
         if m:  # the sizes and strides of a 0-dim buffer
@@ -351,11 +375,11 @@ class _Body:
             return
         m = re.fullmatch(rf"call_({_NAME})\((.*)\);", line)
         if m and m.group(1) in self.launchers:
-            self.launch(self.launchers[m.group(1)], [a.strip() for a in m.group(2).split(",")])
+            self.launch(self.launchers[m.group(1)], _split_arguments(m.group(2)))
             return
         m = re.fullmatch(r"AOTI_TORCH_ERROR_CODE_CHECK\((aoti_torch_cuda_\w+)\((.*)\)\);", line)
         if m and m.group(1) in EXTERNS:
-            self.extern(m.group(1), [a.strip() for a in m.group(2).split(",")])
+            self.extern(m.group(1), m.group(2))
             return
         m = re.fullmatch(rf"({_NAME})\.reset\(\);", line)
         if m:
@@ -367,17 +391,53 @@ class _Body:
             return
         raise Unsupported(f"statement {line!r}")
 
-    def extern(self, name: str, call_args: list) -> None:
+    def extern(self, name: str, call: str) -> None:
+        literals = {}
+
+        def named(m) -> str:  # an array literal's commas are not the call's
+            literals[f"eagerc_array_{len(literals)}"] = (int(m.group(1)), m.group(2))
+            return f"eagerc_array_{len(literals) - 1}"
+
+        call_args = _split_arguments(_ARRAY_LITERAL.sub(named, call))
         kinds = EXTERNS[name]
-        if len(call_args) != len(kinds) or self.device is None:
+        if len(call_args) != len(kinds) + kinds.count("a") or self.device is None:
             raise Unsupported(f"call of {name} with {len(call_args)} arguments")
-        args = []
-        for kind, arg in zip(kinds, call_args):
+        args, rest = [], iter(call_args)
+        for kind in kinds:
+            arg = next(rest)
             if kind == "h":
                 args.append(f"h:{self.slot(arg)}")
+            elif kind == "o":
+                m = re.fullmatch(rf"&temporary_reference\(({_NAME})\.get\(\)\)", arg)
+                if arg != "nullptr" and m is None:
+                    raise Unsupported(f"optional tensor {arg!r}")
+                args.append(f"o:{self.slot(m.group(1))}" if m else "o:-")
+            elif kind == "a":
+                args.append("a:" + ";".join(self.expr(v, "i") for v in self.int_array(arg, next(rest), literals)))
+            elif kind == "r":
+                m = re.fullmatch(rf"&({_NAME})_handle", arg)
+                if m is None or m.group(1) not in self.pending or self.pending[m.group(1)] is not None:
+                    raise Unsupported(f"returned handle {arg!r}")
+                self.pending[m.group(1)] = self.slots
+                args.append(f"r:{self.slots}")
+                self.slots += 1
             else:
-                args.append(f"{kind}:{self.expr(arg, kind)}")
+                args.append(f"{kind}:{self.expr(arg, 'd' if kind == 'd' else 'i')}")
         self.steps.append(" ".join(["extern", name, str(len(args)), *args]))
+
+    def int_array(self, pointer: str, length: str, literals: dict) -> list:
+        """An int array argument's values: a literal of the call, or a named array."""
+        if pointer in literals:
+            size, text = literals[pointer]
+            values = _split_arguments(text)
+        else:
+            values, size = self.arrays.get(pointer), None
+            if values is None:
+                raise Unsupported(f"int array {pointer!r}")
+        if not length.isdigit() or int(length) != len(values) or size not in (None, len(values)):
+            raise Unsupported(f"int array {pointer!r} of length {length}")
+        self.highest_rank = max(self.highest_rank, len(values))
+        return values
 
     def launch(self, launcher: _Launcher, call_args: list) -> None:
         if len(call_args) != len(launcher.params) or self.stream is None or self.device is None:

@@ -16,32 +16,12 @@ from eagerc.artifact import Artifact
 from eagerc.aten_meta import qualified_name
 from eagerc.refusals import (ON_DISK, CompileError, InductorFailed, NeedsHostAliases, SpecializeValues,
                              error_summary)
-from eagerc.compile import known_wrong
+from eagerc.compile import known_wrong, per_op_patches
 from eagerc.compile.inductor_wrapper import build_artifact
 from eagerc.compile.lock import compile_lock
 from eagerc.compile.trace import trace_op
 
 log = logging.getLogger("eagerc")
-
-# Ops whose vectorized Inductor kernel is slower than its scalar loop: a strided window
-# becomes per-lane masked gathers through a stack buffer (max_pool2d_with_indices 3x3/2 on
-# 2x16x16x16, 1 thread, a timing loop of the op: 106 us vectorized, 33 us scalar, 25 us ATen).
-_SCALAR_LOOPS = frozenset({"aten::max_pool2d_with_indices", "aten::max_pool3d_with_indices"})
-
-# Inference batch norm on a GPU: besides its output, the op returns the running mean (a
-# copy) and the inverse standard deviation per channel, as native CUDA's native_batch_norm
-# does; Inductor makes those two kernels of their own, so a call launched three. Combo
-# kernels make them two (ResNet-50 has 53 per forward; docs/benchmarks.md). The argument
-# index of `training` where the op has one.
-_EVAL_BATCH_NORMS = {"aten::native_batch_norm": 5, "aten::_native_batch_norm_legit_no_training": None}
-
-
-def _is_eval_batch_norm(op_qualname: str, args) -> bool:
-    if op_qualname not in _EVAL_BATCH_NORMS:
-        return False
-    index = _EVAL_BATCH_NORMS[op_qualname]
-    return index is None or (len(args) > index and args[index] is False)
-
 
 class NoLowering(CompileError):
     """The artifact would only call the op itself (Inductor keeps it as an ATen call)."""
@@ -166,14 +146,7 @@ def _trace_and_build(op, args, layout, parallel, on_device, target, start, descr
 
     # Outputs keep eager's strides: Inductor's layout optimization would hand back a
     # convolution's output channels-last where eager's is contiguous.
-    patches = {"layout_optimization": False}
-    if op_qualname in _SCALAR_LOOPS:
-        patches["cpp.simdlen"] = 1
-    if target.codegen.name == "triton" and _is_eval_batch_norm(op_qualname, args):
-        # One configuration: autotuning a combo kernel compiles each of its configurations
-        # in turn (eagerc compiles Triton in-process), which made ResNet-50's first forward
-        # on GPU memory run past 100 s on an H100.
-        patches.update({"combo_kernels": True, "combo_kernels_autotune": 0})
+    patches = {"layout_optimization": False, **per_op_patches.patches_for(op_qualname, args, target.codegen.name)}
     if not parallel or _checks_indices(traced.gm):
         # Small calls: no OpenMP fork. Indexing: a failed bounds check throws, and an
         # exception leaving an OpenMP region terminates the process (index_select of

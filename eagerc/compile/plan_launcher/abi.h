@@ -40,6 +40,11 @@ AOTITorchError aoti_torch_cuda_addmm_out(AtenTensorHandle out, AtenTensorHandle 
                                          AtenTensorHandle mat2, double beta, double alpha);
 AOTITorchError aoti_torch_cuda_baddbmm_out(AtenTensorHandle out, AtenTensorHandle self, AtenTensorHandle batch1,
                                            AtenTensorHandle batch2, double beta, double alpha);
+AOTITorchError aoti_torch_cuda_convolution(AtenTensorHandle input, AtenTensorHandle weight, AtenTensorHandle* bias,
+                                           const int64_t* stride, int64_t stride_len_, const int64_t* padding,
+                                           int64_t padding_len_, const int64_t* dilation, int64_t dilation_len_,
+                                           int32_t transposed, const int64_t* output_padding,
+                                           int64_t output_padding_len_, int64_t groups, AtenTensorHandle* ret0);
 int32_t aoti_torch_device_type_cpu();
 int32_t aoti_torch_device_type_cuda();
 int32_t aoti_torch_device_type_privateuse1();

@@ -153,17 +153,32 @@ Plan* parse_plan(const char* text) {
         else if (name == "aoti_torch_cuda_bmm_out") s.a = static_cast<int64_t>(Extern::BmmOut), kinds = "hhh";
         else if (name == "aoti_torch_cuda_addmm_out") s.a = static_cast<int64_t>(Extern::AddmmOut), kinds = "hhhhdd";
         else if (name == "aoti_torch_cuda_baddbmm_out") s.a = static_cast<int64_t>(Extern::BaddbmmOut), kinds = "hhhhdd";
+        else if (name == "aoti_torch_cuda_convolution") s.a = static_cast<int64_t>(Extern::Convolution), kinds = "hhoaaabair";
         else bad_plan("extern " + name);
         const int64_t n = num(2);
         if (n != static_cast<int64_t>(std::strlen(kinds))) bad_plan("arguments of " + name);
         for (int64_t i = 0; i < n; ++i) {
           const std::string& a = w.at(3 + i);
-          if (a.size() < 3 || a[0] != kinds[i] || a[1] != ':') bad_plan(a);
+          if (a.size() < 2 || a[0] != kinds[i] || a[1] != ':') bad_plan(a);
+          const std::string tail = a.substr(2);
+          auto slot = [&] { return checked(std::stoll(tail), plan->slots, "slot"); };
           Arg arg;
-          if (kinds[i] == 'h') {
-            arg.kind = ArgKind::Handle, arg.slot = checked(std::stoll(a.substr(2)), plan->slots, "slot");
-          } else {
-            arg.kind = ArgKind::Double, arg.value = parse_expr(a.substr(2), *plan);
+          switch (kinds[i]) {
+            case 'h': arg.kind = ArgKind::Handle, arg.slot = slot(); break;
+            case 'r': arg.kind = ArgKind::Returned, arg.slot = slot(); break;
+            case 'o': arg.kind = ArgKind::Optional, arg.slot = tail == "-" ? -1 : slot(); break;
+            case 'i': arg.kind = ArgKind::I64, arg.value = parse_expr(tail, *plan); break;
+            case 'b': arg.kind = ArgKind::I32, arg.value = parse_expr(tail, *plan); break;
+            case 'd': arg.kind = ArgKind::Double, arg.value = parse_expr(tail, *plan); break;
+            case 'a': {
+              arg.kind = ArgKind::Array;
+              std::stringstream values(tail);
+              std::string value;
+              while (std::getline(values, value, ';')) arg.values.push_back(parse_expr(value, *plan));
+              if (arg.values.size() > static_cast<size_t>(kMaxRank)) bad_plan("an array longer than the launcher takes");
+              break;
+            }
+            default: bad_plan(a);
           }
           s.args.push_back(std::move(arg));
         }

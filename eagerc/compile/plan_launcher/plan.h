@@ -41,12 +41,15 @@ union Value {
 using Expr = std::vector<Op>;
 
 enum class Kind : uint8_t { ItemI, ItemD, SetI, SetD, Device, Alloc, View, Move, Reset, Stream, Launch, Extern, Out };
-enum class ArgKind : uint8_t { Pointer, Null, I32, I64, U32, F32, F64, Handle, Double };
-enum class Extern : uint8_t { MmOut, BmmOut, AddmmOut, BaddbmmOut };
+// A launch's arguments (Pointer ... F64), and an extern's (Handle, Optional: a slot or none,
+// Array: an int array, Returned: the slot of the handle the call makes, I32, I64, Double).
+enum class ArgKind : uint8_t { Pointer, Null, I32, I64, U32, F32, F64, Handle, Double, Optional, Array, Returned };
+enum class Extern : uint8_t { MmOut, BmmOut, AddmmOut, BaddbmmOut, Convolution };
 struct Arg {
   ArgKind kind;
-  int64_t slot = 0;
+  int64_t slot = 0;  // -1: an absent optional tensor
   Expr value;
+  std::vector<Expr> values;  // an array's
 };
 struct Step {
   Kind kind;

@@ -1,17 +1,17 @@
 // eagerc's plan launcher: the entry and guard of a GPU artifact whose kernels are all
-// Triton's (or cuBLAS's through AOTI's mm/addmm shims), reading what to do from a launch
-// plan (eagerc/compile/launch_plan.py) instead of being a generated C++ wrapper. Built once
-// per machine as a shared library from this folder (plan_build.py); an artifact is a copy
-// of that library with its plan text and cubins appended after the ELF image (the loader
-// ignores bytes past it), which payload.cpp reads back from its own file when the library
-// is loaded. So an op's build is a file write: no compiler and no linker run per op, and
-// each artifact, a file of its own, is loaded as a library of its own with its own copy of
-// the statics.
+// Triton's (or cuBLAS's and cuDNN's, through AOTI's mm/addmm/convolution shims), reading
+// what to do from a launch plan (eagerc/compile/launch_plan.py) instead of being a
+// generated C++ wrapper. Built once per machine as a shared library from this folder
+// (plan_build.py); an artifact is a copy of that library with its plan text and cubins
+// appended after the ELF image (the loader ignores bytes past it), which payload.cpp reads
+// back from its own file when the library is loaded. So an op's build is a file write: no
+// compiler and no linker run per op, and each artifact, a file of its own, is loaded as a
+// library of its own with its own copy of the statics.
 //
 // The calls and their order are those of the generated wrapper the plan was read from:
 // the AOTI C shims (allocation through the pointer eagerc's loader may replace, views,
 // sizes, device guard, current stream), the CUDA driver's module load and launch, and
-// cuBLAS's out shims. This file runs a plan and exports the entry points.
+// cuBLAS's and cuDNN's shims. This file runs a plan and exports the entry points.
 #include <Python.h>
 
 #include <cstdint>
@@ -79,7 +79,10 @@ void launch(Plan& p, const Step& s, Frame& f, const Env& env) {
       case ArgKind::F32: *static_cast<float*>(at) = static_cast<float>(eval(a.value, env).d); break;
       case ArgKind::F64: *static_cast<double*>(at) = eval(a.value, env).d; break;
       case ArgKind::Handle:
-      case ArgKind::Double: bad_plan("an extern's argument in a launch");
+      case ArgKind::Double:
+      case ArgKind::Optional:
+      case ArgKind::Array:
+      case ArgKind::Returned: bad_plan("an extern's argument in a launch");
     }
     params[i] = at;
   }
@@ -87,9 +90,17 @@ void launch(Plan& p, const Step& s, Frame& f, const Env& env) {
                               static_cast<unsigned>(s.shared), f.stream, params, nullptr));
 }
 
-void call_extern(const Step& s, const Frame& f, const Env& env) {
+// An int array argument's values, evaluated into `values` (kMaxRank of them at most: parse.cpp).
+const int64_t* int_array(const Arg& a, const Env& env, int64_t* values) {
+  for (size_t i = 0; i < a.values.size(); ++i) values[i] = eval(a.values[i], env).i;
+  return values;
+}
+
+void call_extern(const Step& s, Frame& f, const Env& env) {
   auto h = [&](size_t i) { return f.slot(s.args[i].slot); };
   auto d = [&](size_t i) { return eval(s.args[i].value, env).d; };
+  auto n = [&](size_t i) { return eval(s.args[i].value, env).i; };
+  auto len = [&](size_t i) { return static_cast<int64_t>(s.args[i].values.size()); };
   switch (static_cast<Extern>(s.a)) {
     case Extern::MmOut:
       if (!lt_matmul(h(0), nullptr, h(1), h(2), 0.0, 1.0, f.stream)) EAGERC_CHECK(aoti_torch_cuda_mm_out(h(0), h(1), h(2)));
@@ -101,6 +112,17 @@ void call_extern(const Step& s, const Frame& f, const Env& env) {
       }
       break;
     case Extern::BaddbmmOut: EAGERC_CHECK(aoti_torch_cuda_baddbmm_out(h(0), h(1), h(2), h(3), d(4), d(5))); break;
+    case Extern::Convolution: {
+      int64_t stride[kMaxRank], padding[kMaxRank], dilation[kMaxRank], output_padding[kMaxRank];
+      AtenTensorHandle bias = s.args[2].slot < 0 ? nullptr : h(2);
+      AtenTensorHandle made = nullptr;
+      EAGERC_CHECK(aoti_torch_cuda_convolution(
+          h(0), h(1), bias == nullptr ? nullptr : &bias, int_array(s.args[3], env, stride), len(3),
+          int_array(s.args[4], env, padding), len(4), int_array(s.args[5], env, dilation), len(5),
+          static_cast<int32_t>(n(6)), int_array(s.args[7], env, output_padding), len(7), n(8), &made));
+      f.set(s.args[9].slot, made, /*own=*/true);
+      break;
+    }
   }
 }
 
