@@ -1,5 +1,6 @@
 // Reads a launch plan's text (launch_plan.py writes it) into the launcher's structures,
 // checking every index against the plan's tables so a run never reads out of bounds.
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <sstream>
@@ -216,6 +217,12 @@ Plan* parse_plan(const char* text) {
         bad_plan("step " + k);
       }
       plan->steps.push_back(std::move(s));
+    }
+  }
+  for (const Expr& check : plan->checks) {
+    for (const Op& o : check) {
+      if (o.code == Code::GuardInt) plan->guard_ints = std::max(plan->guard_ints, o.a + 1);
+      if (o.code == Code::GuardDouble) plan->guard_doubles = std::max(plan->guard_doubles, o.a + 1);
     }
   }
   if (plan->slots > kMaxSlots || plan->ints > kMaxInts || plan->doubles > kMaxDoubles ||

@@ -69,6 +69,7 @@ struct Plan {
   std::vector<Kernel*> kernels;
   std::vector<Step> steps;
   std::vector<Expr> checks;
+  int64_t guard_ints = 0, guard_doubles = 0;  // how many of the guard's arrays the checks read
   bool launches = false;  // any launch step (a plan of cuBLAS externs alone launches nothing itself)
   std::mutex load;
 };
