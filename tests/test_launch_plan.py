@@ -356,11 +356,11 @@ def test_a_plans_guard_keeps_the_values_that_last_passed_and_only_those(tmp_path
     pass again without evaluating, and any other value is evaluated anew, so a call that
     fails is never answered by the memory of one that passed."""
     plan = "eagerc-launch-plan 1\ninputs 0\nslots 0\nints 0\ndoubles 0\n" \
-           "check I:0,ci:64,==i\ncheck I:1,I:0,>i\ncheck F:0,cd:0.5,<d\n"
+           "check I:0,ci:64,==i\ncheck I:1,I:0,>i\ncheck F:0,cd:0.5,<d\ncheck ci:3,I:2,==i\n"
     lib = _link(tmp_path, launcher, plan)
 
-    def guard(i0, i1, f0):
-        return lib.eagerc_guard((ctypes.c_int64 * 2)(i0, i1), (ctypes.c_double * 1)(f0))
+    def guard(i0, i1, f0, i2=3):
+        return lib.eagerc_guard((ctypes.c_int64 * 3)(i0, i1, i2), (ctypes.c_double * 1)(f0))
 
     assert [guard(64, 65, 0.25), guard(64, 65, 0.25)] == [1, 1]
     assert guard(64, 63, 0.25) == 0  # another size: evaluated, fails
@@ -368,6 +368,7 @@ def test_a_plans_guard_keeps_the_values_that_last_passed_and_only_those(tmp_path
     assert guard(63, 65, 0.25) == 0
     assert [guard(64, 65, 0.25), guard(64, 100, 0.0)] == [1, 1]
     assert guard(64, 64, 0.0) == 0
+    assert [guard(64, 100, 0.0, 4), guard(64, 100, 0.0)] == [0, 1]  # a constant term, written either way round
 
 
 def test_the_plans_guard_answers_as_the_cpp_guard(tmp_path, launcher):

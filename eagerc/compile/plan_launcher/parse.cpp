@@ -219,12 +219,25 @@ Plan* parse_plan(const char* text) {
       plan->steps.push_back(std::move(s));
     }
   }
-  for (const Expr& check : plan->checks) {
+  // A term I[a] == c goes to `pinned`: a flat array the guard reads first, so a variant
+  // that does not apply (another weight shape under the same key) is refused from one or
+  // two cache lines instead of the interpreter walking its terms' scattered programs.
+  std::vector<Expr> rest;
+  for (Expr& check : plan->checks) {
     for (const Op& o : check) {
       if (o.code == Code::GuardInt) plan->guard_ints = std::max(plan->guard_ints, o.a + 1);
       if (o.code == Code::GuardDouble) plan->guard_doubles = std::max(plan->guard_doubles, o.a + 1);
     }
+    if (check.size() == 3 && check[2].code == Code::EqI &&
+        ((check[0].code == Code::GuardInt && check[1].code == Code::ConstInt) ||
+         (check[0].code == Code::ConstInt && check[1].code == Code::GuardInt))) {
+      const bool guard_first = check[0].code == Code::GuardInt;
+      plan->pinned.emplace_back(check[guard_first ? 0 : 1].a, check[guard_first ? 1 : 0].a);
+    } else {
+      rest.push_back(std::move(check));
+    }
   }
+  plan->checks = std::move(rest);
   if (plan->slots > kMaxSlots || plan->ints > kMaxInts || plan->doubles > kMaxDoubles ||
       plan->inputs > plan->slots)
     bad_plan("tables too large");

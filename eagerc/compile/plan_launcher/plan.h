@@ -8,6 +8,7 @@
 #include <mutex>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "abi.h"
@@ -68,7 +69,8 @@ struct Plan {
   int64_t inputs = 0, slots = 0, ints = 0, doubles = 0;
   std::vector<Kernel*> kernels;
   std::vector<Step> steps;
-  std::vector<Expr> checks;
+  std::vector<Expr> checks;                            // the guard's other terms
+  std::vector<std::pair<int64_t, int64_t>> pinned;     // its terms I[a] == c, tried first
   int64_t guard_ints = 0, guard_doubles = 0;  // how many of the guard's arrays the checks read
   bool launches = false;  // any launch step (a plan of cuBLAS externs alone launches nothing itself)
   std::mutex load;

@@ -253,8 +253,8 @@ namespace {
 // function of them, and a model calls an artifact with the same sizes again and again: a
 // convolution's 40 interpreted terms cost about as much as its compiled wrapper's whole
 // guard and lookup (ResNet-50 on GPU memory ran 8 % slower with its convolutions as plans
-// before this), a comparison of the values a few nanoseconds. Failures are not kept (a
-// variant that does not apply fails at its first terms: guard_source.py orders them).
+// before this), a comparison of the values a few nanoseconds. Failures are not kept: a
+// variant that does not apply fails at its pinned terms (I[a] == c, read first).
 struct GuardMemo {
   static constexpr int64_t kMax = 128;
   bool valid = false;
@@ -279,6 +279,9 @@ struct GuardMemo {
 EAGERC_EXPORT int eagerc_guard(const int64_t* I, const double* F) {
   using eagerc_launcher::GuardMemo;
   const eagerc_launcher::Plan& p = eagerc_launcher::plan();
+  for (const auto& [index, value] : p.pinned) {
+    if (I[index] != value) return 0;
+  }
   thread_local GuardMemo memo;  // this artifact's (a library of its own), this thread's
   const bool memoized = GuardMemo::fits(p);
   if (memoized && memo.matches(p, I, F)) return 1;
