@@ -46,37 +46,6 @@ def test_cublas_externs_are_plan_steps_and_other_externs_are_not(name):
         launch_plan.plan_of(other)
 
 
-_CONVOLUTION_STEP = ("extern aoti_torch_cuda_convolution 10 h:0 h:1 o:- a:ci:1;ci:1 a:ci:1;ci:1 a:ci:1;ci:1 "
-                     "b:ci:0 a:ci:0;ci:0 i:ci:1 r:2")
-
-
-def test_convolution_is_a_plan_step_with_its_int_arrays_and_the_tensor_it_returns():
-    """Inductor's GPU wrapper of a 3x3 convolution (torch 2.11, H100): the int arrays are
-    literals of the call, the bias an optional handle, the result a new handle."""
-    code = _wrapper("convolution")
-    plan = launch_plan.plan_of(code)
-    assert _CONVOLUTION_STEP in plan and "\nout 0 2\n" in plan and "launch " not in plan
-    with_bias = code.replace("arg1_1, nullptr,", "arg1_1, &temporary_reference(arg0_1.get()),")
-    assert " h:0 h:1 o:0 a:" in launch_plan.plan_of(with_bias)
-    for wrong in (code.replace("{1L, 1L}.cbegin(), 2,", "{1L, 1L}.cbegin(), 3,", 1),  # length and values disagree
-                  code.replace("arg1_1, nullptr,", "arg1_1, &some_other_form,"),
-                  code.replace("&buf0_handle));", "&buf9_handle));")):
-        with pytest.raises(Unsupported):
-            launch_plan.plan_of(wrong)
-
-
-@pytest.mark.parametrize("name", ["convolution_stride2", "convolution_bias"])
-def test_a_convolutions_strided_view_and_bias_kernel_are_planned(name):
-    """Stride 2 (ResNet-50's downsampling, H100): the result is a view whose sizes are
-    floor divisions inside an int array (``c10::div_floor_integer(a, b)``: commas inside
-    a value); with a bias, Inductor adds it in a Triton kernel after the convolution."""
-    steps = launch_plan.plan_of(_wrapper(name)).splitlines()
-    assert sum(s.startswith("extern aoti_torch_cuda_convolution ") for s in steps) == 1
-    view = next(s for s in steps if s.startswith("view "))
-    assert view.split()[3] == "4" and ",fd" in view  # 4 dimensions, floor divisions
-    assert sum(s.startswith("launch ") for s in steps) == (name == "convolution_bias")
-
-
 def test_the_launchers_externs_are_declared_as_torch_declares_them():
     from eagerc.compile import lean_gpu_prelude
 
@@ -313,21 +282,6 @@ def test_the_launcher_calls_cublas_externs(tmp_path, launcher):
     assert all(handles) and handles[1] == handles[2] == handles[3] != handles[0]  # addmm(a, a, a) into a buffer
     assert ctypes.c_int.in_dll(lib, "fake_launch_count").value == 0
     assert ctypes.c_int.in_dll(lib, "fake_context_queries").value == 0  # no launch needs a context
-
-
-@pytest.mark.parametrize("borrowed", [False, True])
-def test_the_launcher_calls_convolution_and_returns_the_tensor_it_made(tmp_path, launcher, borrowed):
-    lib = _link(tmp_path, launcher, launch_plan.plan_of(_wrapper("convolution")))
-    x, w = torch.randn(1, 64, 8, 8), torch.randn(64, 64, 3, 3)
-    (out,) = _run(lib, [x, w], 1, 0, borrowed)
-    assert out.data_ptr() == x.data_ptr()  # the stand-in's result: a new handle of its input
-    assert ctypes.string_at(ctypes.addressof(ctypes.c_char.in_dll(lib, "fake_extern"))) == b"convolution"
-    handles = list((ctypes.c_void_p * 4).in_dll(lib, "fake_extern_handles"))
-    assert handles[0] and handles[1] and handles[2] is None  # no bias: a null optional
-    arrays = [list(row) for row in ((ctypes.c_int64 * 4) * 4).in_dll(lib, "fake_conv_arrays")]
-    assert list((ctypes.c_int64 * 4).in_dll(lib, "fake_conv_lengths")) == [2, 2, 2, 2]
-    assert [row[:2] for row in arrays] == [[1, 1], [1, 1], [1, 1], [0, 0]]  # stride, padding, dilation, output padding
-    assert list((ctypes.c_int64 * 2).in_dll(lib, "fake_conv_ints")) == [0, 1]  # transposed, groups
 
 
 def test_a_grid_of_zero_launches_nothing(tmp_path, launcher):

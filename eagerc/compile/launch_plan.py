@@ -39,6 +39,7 @@ import re
 
 from eagerc.compile.cexpr import Compiler, Unsupported
 from eagerc.compile.gpu_context import make_context_current
+from eagerc.compile.plan_externs import EXTERNS, extern_step, split_arguments
 
 VERSION = 1
 
@@ -56,17 +57,6 @@ _ARG_TYPES = {"int32_t": "i32", "int64_t": "i64", "uint32_t": "u32", "float": "f
 _DTYPE = re.compile(r"cached_torch_dtype_(\w+)$")
 _DEVICE_TYPE = re.compile(r"cached_torch_device_type_(cpu|cuda|privateuse1)$")
 _NAME = r"[A-Za-z_]\w*"
-# The extern calls a plan may make (cuBLAS's and cuDNN's ops through AOTI's CUDA shims,
-# declared in plan_launcher/abi.h as in torch's c_shim_cuda.h): each argument's kind, h a
-# tensor handle, i an int64_t, b an int32_t, d a double, o an optional tensor (a pointer to
-# a handle, or nullptr), a an int array (its pointer and its length: two C arguments), r
-# the handle the call returns (a new tensor). Others (attention: several returned handles)
-# are compiled as before.
-EXTERNS = {"aoti_torch_cuda_mm_out": "hhh", "aoti_torch_cuda_bmm_out": "hhh",
-           "aoti_torch_cuda_addmm_out": "hhhhdd", "aoti_torch_cuda_baddbmm_out": "hhhhdd",
-           "aoti_torch_cuda_convolution": "hhoaaabair"}
-# A temporary int array as Inductor passes one (cpp_wrapper_cpu's _generate_temporary_array_pointer).
-_ARRAY_LITERAL = re.compile(r"std::array<int64_t, (\d+)>\{([^{}]*)\}\.cbegin\(\)")
 
 
 def plan_of(code: str) -> str:
@@ -89,7 +79,32 @@ def plan_of(code: str) -> str:
     _within_limits({"slots": body.slots, "ints": len(body.ints), "doubles": len(body.doubles),
                     "stack": max([body.deepest, *map(_depth, checks)]), "arguments": body.most_arguments,
                     "rank": body.highest_rank})
-    return "\n".join(header + body.steps + [f"check {c}" for c in checks]) + "\n"
+    return "\n".join(header + _without_unread_sets(body.steps) + [f"check {c}" for c in checks]) + "\n"
+
+
+def _without_unread_sets(steps: list) -> list:
+    """`steps` without the register sets nothing reads: the wrapper names every size of
+    its inputs (a convolution's six, each a call into libtorch per call), most of which
+    only its guard, not its body, uses."""
+    while True:
+        read = set().union(*(_registers_read(step) for step in steps))
+        kept = [step for step in steps if step.split()[0] not in ("seti", "setd")
+                or ("r" if step.startswith("seti") else "f", step.split()[1]) in read]
+        if len(kept) == len(steps):
+            return steps
+        steps = kept
+
+
+def _registers_read(step: str) -> set:
+    """The registers a plan step's expressions read, as ("r"|"f", index) pairs."""
+    words = step.split()
+    if words[0] in ("seti", "setd"):
+        texts = words[2:]
+    elif words[0] == "extern":  # h:, o:, r: name slots; the other arguments are expressions
+        texts = [w[2:] for w in words[3:] if w[:2] not in ("h:", "o:", "r:")]
+    else:
+        texts = words[1:]
+    return {m for text in texts for m in re.findall(r"(?:^|[,;:])([rf]):(\d+)", text)}
 
 
 # The launcher's fixed table sizes (plan_launcher/plan.h's kMax*): a plan beyond them would
@@ -113,22 +128,6 @@ def _depth(program: str) -> int:
             depth -= 1
         deepest = max(deepest, depth)
     return deepest
-
-
-def _split_arguments(text: str) -> list:
-    """`text` split at its top-level commas (not those inside a call's parentheses or an
-    initializer's braces: ``c10::div_floor_integer(a, b)`` is one value), each stripped."""
-    parts, depth, start = [], 0, 0
-    for i, ch in enumerate(text):
-        if ch in "({[":
-            depth += 1
-        elif ch in ")}]":
-            depth -= 1
-        elif ch == "," and depth == 0:
-            parts.append(text[start:i].strip())
-            start = i + 1
-    parts.append(text[start:].strip())
-    return [p for p in parts if p]
 
 
 def cubin_paths(code: str) -> list:
@@ -320,7 +319,7 @@ class _Body:
             return
         m = re.fullmatch(rf"(?:const|static constexpr) int64_t ({_NAME})\[\] = \{{(.*)\}};", line)
         if m:
-            self.arrays[m.group(1)] = _split_arguments(m.group(2))
+            self.arrays[m.group(1)] = split_arguments(m.group(2))
             return
         m = re.fullmatch(rf"static constexpr int64_t \*({_NAME})\s*=\s*nullptr;", line)
         if m:  # the sizes and strides of a 0-dim buffer
@@ -375,11 +374,13 @@ class _Body:
             return
         m = re.fullmatch(rf"call_({_NAME})\((.*)\);", line)
         if m and m.group(1) in self.launchers:
-            self.launch(self.launchers[m.group(1)], _split_arguments(m.group(2)))
+            self.launch(self.launchers[m.group(1)], split_arguments(m.group(2)))
             return
         m = re.fullmatch(r"AOTI_TORCH_ERROR_CODE_CHECK\((aoti_torch_cuda_\w+)\((.*)\)\);", line)
         if m and m.group(1) in EXTERNS:
-            self.extern(m.group(1), m.group(2))
+            if self.device is None:
+                raise Unsupported(f"{m.group(1)} before the device guard")
+            self.steps.append(extern_step(self, m.group(1), m.group(2)))
             return
         m = re.fullmatch(rf"({_NAME})\.reset\(\);", line)
         if m:
@@ -390,54 +391,6 @@ class _Body:
             self.steps.append(f"out {m.group(1)} {self.slot(m.group(2))}")
             return
         raise Unsupported(f"statement {line!r}")
-
-    def extern(self, name: str, call: str) -> None:
-        literals = {}
-
-        def named(m) -> str:  # an array literal's commas are not the call's
-            literals[f"eagerc_array_{len(literals)}"] = (int(m.group(1)), m.group(2))
-            return f"eagerc_array_{len(literals) - 1}"
-
-        call_args = _split_arguments(_ARRAY_LITERAL.sub(named, call))
-        kinds = EXTERNS[name]
-        if len(call_args) != len(kinds) + kinds.count("a") or self.device is None:
-            raise Unsupported(f"call of {name} with {len(call_args)} arguments")
-        args, rest = [], iter(call_args)
-        for kind in kinds:
-            arg = next(rest)
-            if kind == "h":
-                args.append(f"h:{self.slot(arg)}")
-            elif kind == "o":
-                m = re.fullmatch(rf"&temporary_reference\(({_NAME})\.get\(\)\)", arg)
-                if arg != "nullptr" and m is None:
-                    raise Unsupported(f"optional tensor {arg!r}")
-                args.append(f"o:{self.slot(m.group(1))}" if m else "o:-")
-            elif kind == "a":
-                args.append("a:" + ";".join(self.expr(v, "i") for v in self.int_array(arg, next(rest), literals)))
-            elif kind == "r":
-                m = re.fullmatch(rf"&({_NAME})_handle", arg)
-                if m is None or m.group(1) not in self.pending or self.pending[m.group(1)] is not None:
-                    raise Unsupported(f"returned handle {arg!r}")
-                self.pending[m.group(1)] = self.slots
-                args.append(f"r:{self.slots}")
-                self.slots += 1
-            else:
-                args.append(f"{kind}:{self.expr(arg, 'd' if kind == 'd' else 'i')}")
-        self.steps.append(" ".join(["extern", name, str(len(args)), *args]))
-
-    def int_array(self, pointer: str, length: str, literals: dict) -> list:
-        """An int array argument's values: a literal of the call, or a named array."""
-        if pointer in literals:
-            size, text = literals[pointer]
-            values = _split_arguments(text)
-        else:
-            values, size = self.arrays.get(pointer), None
-            if values is None:
-                raise Unsupported(f"int array {pointer!r}")
-        if not length.isdigit() or int(length) != len(values) or size not in (None, len(values)):
-            raise Unsupported(f"int array {pointer!r} of length {length}")
-        self.highest_rank = max(self.highest_rank, len(values))
-        return values
 
     def launch(self, launcher: _Launcher, call_args: list) -> None:
         if len(call_args) != len(launcher.params) or self.stream is None or self.device is None:
