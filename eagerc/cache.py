@@ -206,6 +206,10 @@ class CompileService:
             log.debug("eagerc: %s compiles with scalar values in its key: %s", key.name,
                       str(refusal).splitlines()[0])
             return
+        if isinstance(refusal, NeedsHostAliases):  # compiled; it runs on aliases (not a failure)
+            log.info("eagerc: %s runs on aliases of its memory home's tensors: its kernel calls "
+                     "the home's ATen function", key.name)
+            return
         # At DEBUG the whole chain (Inductor's own traceback) is logged: the reason's
         # first line rarely says where a code generator failed.
         log.info("eagerc: %s not compiled: %s", key.name, refusal,

@@ -250,3 +250,17 @@ def test_scalar_values_asked_for_by_a_failed_lifted_trace_are_remembered_on_disk
 
     assert child() == ["1", "0", "True"]
     assert child() == ["0", "1", "False"]
+
+
+def test_a_kernel_that_runs_on_aliases_is_logged_as_such_not_as_a_failure(fresh_cache, caplog):
+    """A convolution on a device whose memory is CUDA memory compiles to a call of CUDA's
+    ATen function, which runs on CUDA aliases: the log says so, not "not compiled"."""
+    from eagerc import cache
+
+    with caplog.at_level(logging.INFO, logger="eagerc"):
+        cache.service().refuse(key(name="aten::convolution"), errors.NeedsHostAliases("aten::convolution"))
+        cache.service().refuse(key(name="aten::abs"), CompileError("refused for the test", errors.NOWHERE))
+    lines = [r.getMessage() for r in caplog.records]
+    assert any("aten::convolution runs on aliases of its memory home's tensors" in line for line in lines), lines
+    assert not any("aten::convolution not compiled" in line for line in lines), lines
+    assert any("aten::abs not compiled: refused for the test" in line for line in lines), lines
