@@ -19,8 +19,8 @@ A key has named components. The namespace (kernel_cache.Namespace) holds the for
 version, torch, eagerc, the target's arch and a digest of the compiler settings that change
 code (Inductor's environment and changed config entries, the settings eagerc changes for
 some ops, the C++ compiler; see eagerc/compile/settings.py and per_op_patches.py); the
-entry key holds the kind, the served device, the name and the signature. At DEBUG the ``eagerc`` logger prints each component's hash, so "why did
-this miss?" has an answer. An example entry key::
+entry key holds the kind, the served device, the name and the signature. At DEBUG the
+``eagerc`` logger prints each component's hash, so "why did this miss?" has an answer. An example entry key::
 
     op\\0eagerc\\0aten::add.Tensor\\0<signature bytes>
 

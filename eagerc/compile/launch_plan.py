@@ -39,7 +39,7 @@ import re
 
 from eagerc.compile.cexpr import Compiler, Unsupported
 from eagerc.compile.gpu_context import make_context_current
-from eagerc.compile.plan_externs import EXTERNS, extern_step, split_arguments
+from eagerc.compile.plan_externs import EXTERNS, NAME as _NAME, extern_step, split_arguments
 
 VERSION = 1
 
@@ -56,7 +56,6 @@ _DEVICE_GUARD = make_context_current("AOTICudaGuard device_guard(@);")
 _ARG_TYPES = {"int32_t": "i32", "int64_t": "i64", "uint32_t": "u32", "float": "f32", "double": "f64"}
 _DTYPE = re.compile(r"cached_torch_dtype_(\w+)$")
 _DEVICE_TYPE = re.compile(r"cached_torch_device_type_(cpu|cuda|privateuse1)$")
-_NAME = r"[A-Za-z_]\w*"
 
 
 def plan_of(code: str) -> str:

@@ -1,8 +1,8 @@
 """Inductor settings eagerc changes for some ops only, and what of them the cache key holds.
 
 The rules live here as data so that the cache key can hold them (RECIPE): a kernel built
-under one rule is not a hit once the rule changes (an inference batch norm cached with
-three launches would otherwise keep them after the change to one).
+under one rule is not a hit once the rule changes (an inference batch norm cached under an
+older rule would keep its older kernels).
 """
 from __future__ import annotations
 
@@ -14,16 +14,16 @@ SCALAR_LOOP_PATCHES = {"cpp.simdlen": 1}
 
 # Inference batch norm on a GPU: besides its output, the op returns the running mean (a
 # copy) and the inverse standard deviation per channel, as native CUDA's native_batch_norm
-# does; Inductor makes those two kernels of their own, so a call launched three (ResNet-50
-# has 53 per forward; docs/benchmarks.md). The argument index of `training` where the op
-# has one.
+# does (ResNet-50 has 53 per forward; docs/benchmarks.md). The argument index of
+# `training` where the op has one.
 EVAL_BATCH_NORMS = {"aten::native_batch_norm": 5, "aten::_native_batch_norm_legit_no_training": None}
-# Combo kernels put the three into one launch. The output kernel is tiled in one
-# dimension, like the two per-channel ones: Inductor's combo partition keeps kernels of
-# different tiling ranks apart (a 2-D output kernel made it two launches). One
-# configuration: autotuning a combo kernel compiles each of its configurations in turn
-# (eagerc compiles Triton in-process), which made ResNet-50's first forward on GPU memory
-# run past 100 s on an H100.
+# Combo kernels launch its three kernels as one; they can because the Triton code
+# generator's decomposition keeps the output from reading the returned statistics
+# (batch_norm_statistics.py). The output kernel is tiled in one dimension
+# (triton.max_tiles=1), as measured on the H100; a probe of Inductor alone gave one launch
+# with or without it. One configuration: autotuning a combo kernel compiles each of its
+# configurations in turn (eagerc compiles Triton in-process), which made ResNet-50's first
+# forward on GPU memory run past 100 s on an H100.
 EVAL_BATCH_NORM_PATCHES = {"combo_kernels": True, "combo_kernels_autotune": 0, "triton.max_tiles": 1}
 
 RECIPE = repr((sorted(SCALAR_LOOPS), SCALAR_LOOP_PATCHES, sorted(EVAL_BATCH_NORMS.items()),

@@ -11,7 +11,7 @@ import re
 
 from eagerc.compile.cexpr import Unsupported
 
-_NAME = r"[A-Za-z_]\w*"
+NAME = r"[A-Za-z_]\w*"  # a C++ identifier (launch_plan.py reads them too)
 
 # The extern calls a plan may make (cuBLAS's and cuDNN's ops through AOTI's CUDA shims,
 # declared in plan_launcher/abi.h as in torch's c_shim_cuda.h): each argument's kind, h a
@@ -63,14 +63,14 @@ def extern_step(body, name: str, call: str) -> str:
         if kind == "h":
             args.append(f"h:{body.slot(arg)}")
         elif kind == "o":
-            m = re.fullmatch(rf"&temporary_reference\(({_NAME})\.get\(\)\)", arg)
+            m = re.fullmatch(rf"&temporary_reference\(({NAME})\.get\(\)\)", arg)
             if arg != "nullptr" and m is None:
                 raise Unsupported(f"optional tensor {arg!r}")
             args.append(f"o:{body.slot(m.group(1))}" if m else "o:-")
         elif kind == "a":
             args.append("a:" + ";".join(body.expr(v, "i") for v in _int_array(body, arg, next(rest), literals)))
         elif kind == "r":
-            m = re.fullmatch(rf"&({_NAME})_handle", arg)
+            m = re.fullmatch(rf"&({NAME})_handle", arg)
             if m is None or m.group(1) not in body.pending or body.pending[m.group(1)] is not None:
                 raise Unsupported(f"returned handle {arg!r}")
             body.pending[m.group(1)] = body.slots
