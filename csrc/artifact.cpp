@@ -14,8 +14,10 @@
 
 namespace eagerc {
 
-Artifact::Artifact(std::string variant_id, const std::string& path, size_t num_outputs)
-    : variant_id_(std::move(variant_id)), path_(path), num_outputs_(num_outputs) {
+Artifact::Artifact(std::string variant_id, const std::string& path, size_t num_outputs,
+                   std::vector<Pinned> pinned)
+    : variant_id_(std::move(variant_id)), path_(path), num_outputs_(num_outputs),
+      pinned_(std::move(pinned)) {
   void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
   TORCH_CHECK(handle, "eagerc: cannot load compiled kernel ", path, ": ", dlerror());
   guard_ = reinterpret_cast<GuardFn>(dlsym(handle, "eagerc_guard"));
@@ -95,13 +97,13 @@ c10::SmallVector<at::Tensor, 4> Artifact::run(const CallSignature& sig) const {
 }
 
 const Artifact* load_artifact(const std::string& variant_id, const std::string& path,
-                              size_t num_outputs) {
+                              size_t num_outputs, std::vector<Artifact::Pinned> pinned) {
   static std::mutex mu;
   static auto* loaded = new std::unordered_map<std::string, std::unique_ptr<Artifact>>();
   std::lock_guard<std::mutex> lock(mu);
   auto it = loaded->find(path);
   if (it != loaded->end()) return it->second.get();
-  auto artifact = std::make_unique<Artifact>(variant_id, path, num_outputs);
+  auto artifact = std::make_unique<Artifact>(variant_id, path, num_outputs, std::move(pinned));
   const Artifact* raw = artifact.get();
   loaded->emplace(path, std::move(artifact));
   return raw;

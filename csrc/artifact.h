@@ -9,6 +9,8 @@
 #include <c10/util/SmallVector.h>
 
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "signature.h"
 
@@ -21,10 +23,23 @@ class Artifact {
   using GuardFn = int (*)(const int64_t*, const double*);
   using EntryFn = void (*)(AtenTensorOpaque**, AtenTensorOpaque**);
 
-  // Loads (dlopen) the library; throws with the path and dlerror() on failure.
-  Artifact(std::string variant_id, const std::string& path, size_t num_outputs);
+  // A guard term `ints[index] == value` (a size the kernel was specialized to).
+  using Pinned = std::pair<int32_t, int64_t>;
 
+  // Loads (dlopen) the library; throws with the path and dlerror() on failure. `pinned`:
+  // some of the guard's own `ints[index] == value` terms (eagerc/compile/guard_source.py
+  // reads them from the guard's source), checked here before the library is called.
+  Artifact(std::string variant_id, const std::string& path, size_t num_outputs,
+           std::vector<Pinned> pinned = {});
+
+  // Whether the guard passes. A key's variants differ mostly in a pinned size (ResNet's
+  // 1x1 convolutions: one kernel per weight shape), and the holder tries them in turn: a
+  // variant whose pinned terms fail is refused from this object's own memory, without a
+  // call into its library (its code and data, cold when calls cycle through many kernels).
   bool guard(const CallSignature& sig) const {
+    for (const auto& [index, value] : pinned_) {
+      if (static_cast<size_t>(index) >= sig.ints.size() || sig.ints[index] != value) return false;
+    }
     return guard_(sig.ints.data(), sig.floats.data()) != 0;
   }
 
@@ -39,6 +54,7 @@ class Artifact {
   std::string variant_id_;
   std::string path_;
   size_t num_outputs_;
+  std::vector<Pinned> pinned_;
   GuardFn guard_ = nullptr;
   EntryFn entry_ = nullptr;
   // A plan launcher's entry that reads the caller's tensors without taking them
@@ -51,6 +67,6 @@ class Artifact {
 // Throws (with the path and dlerror()) when the library cannot be loaded; the caller
 // (eagerc/cache.py) evicts that entry and compiles again.
 const Artifact* load_artifact(const std::string& variant_id, const std::string& path,
-                              size_t num_outputs);
+                              size_t num_outputs, std::vector<Artifact::Pinned> pinned = {});
 
 }  // namespace eagerc

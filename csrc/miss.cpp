@@ -14,7 +14,9 @@ void init_miss_bindings(py::module& m) {
       .def_property_readonly("num_outputs", &Artifact::num_outputs);
   m.def("_load_artifact", &load_artifact, py::return_value_policy::reference,
         py::arg("variant_id"), py::arg("path"), py::arg("num_outputs"),
-        "dlopen a compiled kernel (once per path); raises if it cannot be loaded.");
+        py::arg("pinned") = std::vector<Artifact::Pinned>{},
+        "dlopen a compiled kernel (once per path); raises if it cannot be loaded. `pinned`: "
+        "(index, value) terms of its guard, checked before its library is called.");
 
   py::class_<RuntimeSlot>(m, "RuntimeSlot",
                           "One runtime input of a compiled kernel and its guard slots.")
