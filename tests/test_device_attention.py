@@ -73,3 +73,37 @@ def test_a_mask_that_needs_a_gradient_keeps_the_path_cpu_would_take():
     F.scaled_dot_product_attention(*cpu[:3], attn_mask=cpu[3]).square().sum().backward()
     for got, want in zip(on_device, cpu):
         assert_close(got.grad.cpu(), want.grad)
+
+
+def test_a_remembered_choice_follows_the_users_settings_and_the_call():
+    """The choice is kept per thread for calls of equal metadata, arguments, grad mode and
+    SDP settings: the same shapes under another setting, or with a mask of other strides
+    or a dtype, ask again and take the path CPU takes for them."""
+    torch.manual_seed(0)
+    q, k, v = (torch.randn(1, 2, 6, 8) for _ in range(3))
+    qd, kd, vd = (t.to("eagerc") for t in (q, k, v))
+
+    def path(**kwargs):
+        eagerc.reset_stats()
+        out = F.scaled_dot_product_attention(qd, kd, vd, **kwargs)
+        assert_close(out.cpu(), F.scaled_dot_product_attention(
+            q, k, v, **{key: t.cpu() if isinstance(t, torch.Tensor) else t for key, t in kwargs.items()}))
+        reached = _ops_reached()
+        return "fused" if FUSED in reached else "math" if "aten::_safe_softmax@PrivateUse1" in reached else reached
+
+    assert path() == "fused" and path() == "fused"
+    with sdpa_kernel(SDPBackend.MATH):
+        assert path() == "math"
+    assert path() == "fused"
+    with sdpa_kernel(SDPBackend.MATH):
+        assert path(is_causal=True) == "math"
+    assert path(is_causal=True) == "fused"
+    # An error answer (no backend enabled) is never kept: it raises as CPU does, each time.
+    with sdpa_kernel([]):
+        for _ in range(2):
+            with pytest.raises(RuntimeError) as device_error:
+                F.scaled_dot_product_attention(qd, kd, vd)
+            with pytest.raises(RuntimeError) as cpu_error:
+                F.scaled_dot_product_attention(q, k, v)
+            assert str(device_error.value).splitlines()[0] == str(cpu_error.value).splitlines()[0]
+    assert path() == "fused"

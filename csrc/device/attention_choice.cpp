@@ -18,6 +18,9 @@
 #include <ATen/native/transformers/sdp_utils_cpp.h>
 #include <c10/core/impl/LocalDispatchKeySet.h>
 
+#include <array>
+#include <cstring>
+
 #include "host_alias.h"
 #include "device/runtime.h"
 
@@ -53,6 +56,95 @@ bool symbolic(const at::Tensor& t) {
   return t.unsafeGetTensorImpl()->has_symbolic_sizes_strides();
 }
 
+// What the home's choice reads: each tensor's metadata (no data), the arguments, grad
+// mode, and the context's SDP settings (torch.backends.cuda.enable_*_sdp, sdpa_kernel's
+// priority order, deterministic algorithms). Equal words, equal choice.
+using ChoiceWords = c10::SmallVector<int64_t, 64>;
+
+void add_tensor(ChoiceWords& w, const std::optional<at::Tensor>& t) {
+  if (!t.has_value() || !t->defined()) {
+    w.push_back(-1);
+    return;
+  }
+  w.push_back(static_cast<int64_t>(t->scalar_type()));
+  w.push_back(t->requires_grad());
+  w.push_back(t->device().index());
+  w.push_back(t->dim());
+  for (int64_t size : t->sizes()) w.push_back(size);
+  for (int64_t stride : t->strides()) w.push_back(stride);
+}
+
+ChoiceWords choice_words(c10::Device home, const at::Tensor& query, const at::Tensor& key,
+                         const at::Tensor& value, const std::optional<at::Tensor>& attn_mask,
+                         double dropout_p, bool is_causal, std::optional<double> scale,
+                         bool enable_gqa) {
+  ChoiceWords w;
+  w.push_back(static_cast<int64_t>(home.type()));
+  for (const at::Tensor* t : {&query, &key, &value}) add_tensor(w, *t);
+  add_tensor(w, attn_mask);
+  int64_t bits = 0;
+  std::memcpy(&bits, &dropout_p, sizeof bits);
+  w.push_back(bits);
+  const double scale_value = scale.value_or(0.0);
+  std::memcpy(&bits, &scale_value, sizeof bits);
+  w.push_back(scale.has_value());
+  w.push_back(bits);
+  const auto& ctx = at::globalContext();
+  w.push_back(is_causal | (enable_gqa << 1) | (at::GradMode::is_enabled() << 2) |
+              (ctx.userEnabledFlashSDP() << 3) | (ctx.userEnabledMemEfficientSDP() << 4) |
+              (ctx.userEnabledMathSDP() << 5) | (ctx.userEnabledCuDNNSDP() << 6) |
+              (ctx.userEnabledOverrideableSDP() << 7) | (ctx.deterministicAlgorithms() << 8) |
+              (ctx.deterministicAlgorithmsWarnOnly() << 9));
+  for (const auto backend : at::globalContext().sDPPriorityOrder()) w.push_back(static_cast<int64_t>(backend));
+  return w;
+}
+
+// The home's choice for the device's tensors, before the device's own rule below.
+int64_t home_choice(c10::Device home, const at::Tensor& query, const at::Tensor& key,
+                    const at::Tensor& value, const std::optional<at::Tensor>& attn_mask,
+                    double dropout_p, bool is_causal, std::optional<double> scale,
+                    bool enable_gqa) {
+  const bool gpu_home = home.type() == c10::DeviceType::CUDA;
+  auto standin = [&](const at::Tensor& t) { return gpu_home ? gpu_standin(t, home) : cpu_standin(t); };
+  std::optional<at::Tensor> mask;
+  if (attn_mask.has_value() && attn_mask->defined()) mask = standin(*attn_mask);
+  // A dispatch mode (FakeTensorMode) must not see the stand-ins.
+  c10::impl::ExcludeDispatchKeyGuard no_python(
+      c10::DispatchKeySet({c10::DispatchKey::Python, c10::DispatchKey::PythonTLSSnapshot}));
+  return at::_fused_sdp_choice(standin(query), standin(key), standin(value), mask, dropout_p,
+                               is_causal, scale, enable_gqa);
+}
+
+// The home's choice, kept per thread for the last few distinct calls: a transformer asks
+// the same question in every layer, and the answer (four stand-in tensors and the home's
+// checks, a few microseconds of each attention call on GPU memory) is a function of the
+// words above. An error answer is never kept: each such call asks again, and raises or
+// warns as native eager does.
+int64_t remembered_home_choice(c10::Device home, const at::Tensor& query, const at::Tensor& key,
+                               const at::Tensor& value, const std::optional<at::Tensor>& attn_mask,
+                               double dropout_p, bool is_causal, std::optional<double> scale,
+                               bool enable_gqa) {
+  struct Entry {
+    ChoiceWords words;
+    int64_t choice = 0;
+  };
+  thread_local std::array<Entry, 8> entries;
+  thread_local size_t next = 0;
+  ChoiceWords words = choice_words(home, query, key, value, attn_mask, dropout_p, is_causal, scale, enable_gqa);
+  for (const Entry& e : entries) {
+    if (e.words.size() == words.size() &&
+        std::memcmp(e.words.data(), words.data(), words.size() * sizeof(int64_t)) == 0) {
+      return e.choice;
+    }
+  }
+  const int64_t choice = home_choice(home, query, key, value, attn_mask, dropout_p, is_causal, scale, enable_gqa);
+  if (choice != static_cast<int64_t>(sdp::SDPBackend::error)) {
+    entries[next] = Entry{std::move(words), choice};
+    next = (next + 1) % entries.size();
+  }
+  return choice;
+}
+
 int64_t attention_choice(const at::Tensor& query, const at::Tensor& key, const at::Tensor& value,
                          const std::optional<at::Tensor>& attn_mask, double dropout_p,
                          bool is_causal, std::optional<double> scale, bool enable_gqa) {
@@ -64,14 +156,8 @@ int64_t attention_choice(const at::Tensor& query, const at::Tensor& key, const a
       symbolic(value) || (has_mask && symbolic(*attn_mask))) {
     return math;
   }
-  auto standin = [&](const at::Tensor& t) { return gpu_home ? gpu_standin(t, home) : cpu_standin(t); };
-  std::optional<at::Tensor> mask;
-  if (has_mask) mask = standin(*attn_mask);
-  // A dispatch mode (FakeTensorMode) must not see the stand-ins.
-  c10::impl::ExcludeDispatchKeyGuard no_python(
-      c10::DispatchKeySet({c10::DispatchKey::Python, c10::DispatchKey::PythonTLSSnapshot}));
-  const int64_t choice = at::_fused_sdp_choice(standin(query), standin(key), standin(value), mask,
-                                               dropout_p, is_causal, scale, enable_gqa);
+  const int64_t choice = remembered_home_choice(home, query, key, value, attn_mask, dropout_p,
+                                                is_causal, scale, enable_gqa);
   // Inference only: with a gradient to record the math path stays. The backward of
   // memory-efficient attention on the device is not verified on a GPU: a registered
   // PrivateUse1 device is torch's accelerator, and the engine then asserts in a CUDA
