@@ -47,7 +47,7 @@ import torch
 
 from eagerc import _config, _stats
 from eagerc._version import __version__
-from eagerc.artifact import Artifact
+from eagerc.artifact import Artifact, pinned_terms
 from eagerc.refusals import NOWHERE, ON_DISK, CompileError, NeedsHostAliases, NotCompiled, SpecializeValues
 
 log = logging.getLogger("eagerc")
@@ -297,8 +297,6 @@ class CompileService:
 def _load(entry):
     """The stored library of `entry` as a `_C` artifact (raises when it cannot load)."""
     from eagerc import _C
-    from eagerc.compile.guard_source import pinned_terms
-
     return _C._load_artifact(entry.variant_id, entry.artifact_path, int(entry.metadata["num_outputs"]),
                              pinned_terms(entry.metadata.get("guard", "")))
 

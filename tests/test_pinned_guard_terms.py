@@ -7,7 +7,8 @@ import torch.nn.functional as F
 
 import eagerc
 from eagerc import _C
-from eagerc.compile.guard_source import guard_source, pinned_terms
+from eagerc.artifact import pinned_terms
+from eagerc.compile.guard_source import guard_source
 
 
 def test_pinned_terms_are_the_guards_constant_comparisons():
