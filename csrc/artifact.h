@@ -22,6 +22,8 @@ class Artifact {
  public:
   using GuardFn = int (*)(const int64_t*, const double*);
   using EntryFn = void (*)(AtenTensorOpaque**, AtenTensorOpaque**);
+  using PlanGuardFn = int (*)(void*, const int64_t*, const double*);
+  using PlanEntryFn = void (*)(void*, AtenTensorOpaque**, AtenTensorOpaque**);
 
   // A guard term `ints[index] == value` (a size the kernel was specialized to).
   using Pinned = std::pair<int32_t, int64_t>;
@@ -40,7 +42,8 @@ class Artifact {
     for (const auto& [index, value] : pinned_) {
       if (static_cast<size_t>(index) >= sig.ints.size() || sig.ints[index] != value) return false;
     }
-    return guard_(sig.ints.data(), sig.floats.data()) != 0;
+    return (plan_ ? plan_guard_(plan_, sig.ints.data(), sig.floats.data())
+                  : guard_(sig.ints.data(), sig.floats.data())) != 0;
   }
 
   // Runs the kernel on the call's runtime inputs and returns its outputs.
@@ -49,6 +52,8 @@ class Artifact {
   const std::string& variant_id() const { return variant_id_; }
   const std::string& path() const { return path_; }
   size_t num_outputs() const { return num_outputs_; }
+  // Whether its plan runs in a launcher loaded for another artifact (EAGERC_GPU_SHARED_LAUNCHER).
+  bool shares_launcher() const { return plan_ != nullptr; }
 
  private:
   std::string variant_id_;
@@ -60,6 +65,12 @@ class Artifact {
   // A plan launcher's entry that reads the caller's tensors without taking them
   // (eagerc_entry_borrowed); null for a compiled wrapper, whose entry steals its inputs.
   EntryFn borrowed_entry_ = nullptr;
+  // A launch plan run by a launcher library already loaded for another artifact built
+  // from it (EAGERC_GPU_SHARED_LAUNCHER=1: artifact.cpp), not by a copy of its own.
+  void* plan_ = nullptr;
+  PlanGuardFn plan_guard_ = nullptr;
+  PlanEntryFn plan_entry_ = nullptr;
+  bool open_in_shared_launcher(const std::string& path);
 };
 
 // Loaded artifacts live as long as the process: a library is never unloaded

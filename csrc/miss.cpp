@@ -11,7 +11,8 @@ void init_miss_bindings(py::module& m) {
       m, "Artifact", "A loaded compiled kernel (lives as long as the process).")
       .def_property_readonly("variant_id", &Artifact::variant_id)
       .def_property_readonly("path", &Artifact::path)
-      .def_property_readonly("num_outputs", &Artifact::num_outputs);
+      .def_property_readonly("num_outputs", &Artifact::num_outputs)
+      .def_property_readonly("shares_launcher", &Artifact::shares_launcher);
   m.def("_load_artifact", &load_artifact, py::return_value_policy::reference,
         py::arg("variant_id"), py::arg("path"), py::arg("num_outputs"),
         py::arg("pinned") = std::vector<Artifact::Pinned>{},

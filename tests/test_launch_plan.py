@@ -432,3 +432,80 @@ def test_floor_division_is_c10s(tmp_path, launcher):
         assert plan.eagerc_guard(ints, None) == 1, (a, b)
         ints[2] += 1
         assert plan.eagerc_guard(ints, None) == 0
+
+
+def test_one_library_runs_another_artifacts_plan(tmp_path, launcher):
+    """eagerc_open_plan: an artifact's plan run by another artifact's copy of the launcher
+    (what csrc/artifact.cpp does with EAGERC_GPU_SHARED_LAUNCHER=1) launches the same
+    kernel with the same arguments, and guards as the artifact's own library does, each
+    opened plan with a memory of its own."""
+    plan = _on_cpu(launch_plan.plan_of(_wrapper("add_alpha")))
+    own = _link(tmp_path, launcher, plan, [_cubin(tmp_path)])
+    other_path = tmp_path / "other.so"
+    other_path.write_bytes(launcher + plan_build.payload(plan, [_cubin(tmp_path)]))
+    host = _link(tmp_path, launcher, "eagerc-launch-plan 1\ninputs 0\nslots 0\nints 0\ndoubles 0\n")
+    host.eagerc_open_plan.restype = ctypes.c_void_p
+    error = ctypes.c_char_p()
+    opened = host.eagerc_open_plan(str(other_path).encode(), ctypes.byref(error))
+    assert opened and error.value is None
+    x, other = torch.randn(37, 91), torch.randn(37, 91)
+
+    class Opened:  # _run's view of the opened plan: its borrowing entry
+        def eagerc_entry_borrowed(self, ins, outs):
+            host.eagerc_plan_entry_borrowed(ctypes.c_void_p(opened), ins, outs)
+
+    (expected,) = _run(own, [x, other, torch.tensor(3)], 1, 6, borrowed=True)
+    ctypes.c_int.in_dll(host, "fake_args_per_launch").value = 6
+    api = ctypes.pythonapi
+    handles = [api.PyCapsule_GetPointer(c, None) for c in torch._C._aoti.unsafe_alloc_void_ptrs_from_tensors([x, other, torch.tensor(3)])]
+    ins, outs = (ctypes.c_void_p * 3)(*handles), (ctypes.c_void_p * 1)()
+    Opened().eagerc_entry_borrowed(ins, outs)
+    torch._C._aoti.alloc_tensors_by_stealing_from_void_ptrs([api.PyCapsule_New(h, None, None) for h in ins])
+    (got,) = torch._C._aoti.alloc_tensors_by_stealing_from_void_ptrs([api.PyCapsule_New(h, None, None) for h in outs])
+    assert got.shape == expected.shape and got.stride() == expected.stride()
+    assert ctypes.c_int.in_dll(host, "fake_launch_count").value == 1
+    launch, own_launch = _Launch.in_dll(host, "fake_launches"), _Launch.in_dll(own, "fake_launches")
+    assert list(launch.grid) == list(own_launch.grid) and list(launch.block) == list(own_launch.block)
+    assert launch.args[0] == other.data_ptr() and launch.args[1] == got.data_ptr() and launch.args[2] == 3
+    assert ctypes.string_at(ctypes.addressof(ctypes.c_char.in_dll(host, "fake_function_name"))) == b"triton_poi_fused_0"
+    # The guard, through the opened plan and through the artifact's own library.
+    for sizes in ([37, 91, 91, 1, 0], [37, 91, 92, 1, 0], [1, 1, 1, 1, 1], [5, 7, 7, 1, 0]):
+        ints, floats = (ctypes.c_int64 * 128)(*sizes), (ctypes.c_double * 128)()
+        assert host.eagerc_plan_guard(ctypes.c_void_p(opened), ints, floats) == own.eagerc_guard(ints, floats)
+    # A file without a plan: an error, no plan.
+    broken = tmp_path / "broken.so"
+    broken.write_bytes(launcher)
+    assert not host.eagerc_open_plan(str(broken).encode(), ctypes.byref(error))
+    assert b"launch plan not found" in error.value
+
+
+def test_with_shared_launchers_the_loader_runs_later_plans_in_the_first_library(tmp_path, launcher):
+    """EAGERC_GPU_SHARED_LAUNCHER=1: the first plan artifact loaded is dlopened, and later
+    artifacts built from the same launcher library open their plans in it (no library of
+    their own); an artifact of another launcher, or without a plan, is loaded as before,
+    and a broken plan fails to load (the cache then rebuilds it)."""
+    import sys
+
+    plan = _on_cpu(launch_plan.plan_of(_wrapper("add_alpha")))
+    paths = []
+    for name, image in (("a", launcher), ("b", launcher), ("c", launcher + b"\0" * 64)):
+        paths.append(tmp_path / f"{name}.so")
+        paths[-1].write_bytes(image + plan_build.payload(plan, [_cubin(tmp_path)]))
+    broken = tmp_path / "broken.so"
+    broken.write_bytes(launcher + plan_build.payload("eagerc-launch-plan 1\nnot a step\n", []))
+    code = f"""
+import torch
+from eagerc import _C
+a, b, c = (_C._load_artifact(n, p, 1) for n, p in zip("abc", {[str(p) for p in paths]!r}))
+print(a.shares_launcher, b.shares_launcher, c.shares_launcher)
+try:
+    _C._load_artifact("broken", {str(broken)!r}, 1)
+except Exception as e:
+    print("broken:", "is broken" in str(e))
+"""
+    for flag, want in (("1", "False True False"), ("0", "False False False")):
+        env = {**os.environ, "EAGERC_GPU_SHARED_LAUNCHER": flag}
+        done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0, done.stderr[-2000:]
+        lines = done.stdout.split("\n")
+        assert lines[0] == want and lines[1] == "broken: True", done.stdout

@@ -247,9 +247,19 @@ Plan* parse_plan(const char* text) {
 Plan& plan() {
   static Plan* parsed = [] {  // thread-safe once (C++11 statics)
     if (!payload().error.empty()) throw std::runtime_error("eagerc: launch plan not found: " + payload().error);
-    return parse_plan(payload().plan.c_str());
+    Plan* own = parse_plan(payload().plan.c_str());
+    own->cubins = payload().cubins;
+    return own;
   }();
   return *parsed;
+}
+
+Plan* open_plan(const char* path) {
+  const Payload other = read_payload(path);
+  if (!other.error.empty()) throw std::runtime_error("eagerc: launch plan not found: " + other.error);
+  Plan* opened = parse_plan(other.plan.c_str());
+  opened->cubins = other.cubins;  // kept for the process's life, as the plan itself
+  return opened;
 }
 
 }  // namespace eagerc_launcher

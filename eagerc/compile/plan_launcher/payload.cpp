@@ -16,13 +16,13 @@ namespace {
 
 void payload_anchor() {}  // an address inside this library, for dladdr
 
-Payload* read_payload() {
-  auto* p = new Payload();
+}  // namespace
+
+Payload read_payload(const char* path) {
+  Payload result;
+  Payload* p = &result;
   try {
-    Dl_info info{};
-    if (dladdr(reinterpret_cast<void*>(&payload_anchor), &info) == 0 || info.dli_fname == nullptr)
-      throw std::runtime_error("dladdr found no file");
-    std::ifstream file(info.dli_fname, std::ios::binary | std::ios::ate);
+    std::ifstream file(path, std::ios::binary | std::ios::ate);
     const auto end = static_cast<uint64_t>(file.tellg());
     uint64_t tail[2] = {0, 0};
     if (!file || end < 16) throw std::runtime_error("unreadable file");
@@ -60,7 +60,19 @@ Payload* read_payload() {
   } catch (const std::exception& e) {
     p->error = e.what();
   }
-  return p;
+  return result;
+}
+
+namespace {
+
+Payload* own_payload() {
+  Dl_info info{};
+  if (dladdr(reinterpret_cast<void*>(&payload_anchor), &info) == 0 || info.dli_fname == nullptr) {
+    auto* p = new Payload();
+    p->error = "dladdr found no file";
+    return p;
+  }
+  return new Payload(read_payload(info.dli_fname));
 }
 
 }  // namespace
@@ -68,7 +80,7 @@ Payload* read_payload() {
 // Read when the library is loaded, while its file is surely there (a cache may replace or
 // prune files later); a failure is kept and raised by the first call, never at dlopen.
 Payload& payload() {
-  static Payload* p = read_payload();
+  static Payload* p = own_payload();
   return *p;
 }
 __attribute__((constructor)) void read_payload_at_load() { payload(); }

@@ -73,11 +73,16 @@ struct Plan {
   std::vector<std::pair<int64_t, int64_t>> pinned;     // its terms I[a] == c, tried first
   int64_t guard_ints = 0, guard_doubles = 0;  // how many of the guard's arrays the checks read
   bool launches = false;  // any launch step (a plan of cuBLAS externs alone launches nothing itself)
+  std::vector<void*> cubins;  // its kernels' images (64-byte aligned copies), by Kernel::cubin
   std::mutex load;
 };
 
 // The plan of this library (parsed from its payload on first use; throws if it cannot be).
 Plan& plan();
+
+// The plan of another artifact file built from this same library (its payload read from
+// `path`): run by this library's code (eagerc_open_plan). Throws if it cannot be read.
+Plan* open_plan(const char* path);
 
 // The plan text and cubins appended to this library's file (payload.cpp).
 struct Payload {
@@ -86,6 +91,8 @@ struct Payload {
   std::string error;          // why it could not be read (raised at the first call)
 };
 Payload& payload();
+// The payload appended to the artifact file at `path`; its `error` says why not.
+Payload read_payload(const char* path);
 
 // What one call holds; owned handles and the device guard are released however it ends.
 // A slot either owns its handle (a buffer, a view, an input the entry stole) or borrows it

@@ -16,7 +16,9 @@
 
 #include <cstdint>
 #include <cstring>
+#include <memory>
 #include <string>
+#include <unordered_map>
 
 #include "plan.h"
 
@@ -45,8 +47,8 @@ CUfunc_st* function_of(Plan& p, Kernel& k) {
   function = k.function.load(std::memory_order_relaxed);
   if (function == nullptr) {
     CUmod_st* module = nullptr;
-    if (k.cubin >= static_cast<int64_t>(payload().cubins.size())) bad_plan("cubin index");
-    driver_check(cuModuleLoadData(&module, payload().cubins[k.cubin]));
+    if (k.cubin >= static_cast<int64_t>(p.cubins.size())) bad_plan("cubin index");
+    driver_check(cuModuleLoadData(&module, p.cubins[k.cubin]));
     driver_check(cuModuleGetFunction(&function, module, k.name.c_str()));
     if (k.shared > 0) driver_check(cuFuncSetAttribute(function, kMaxDynamicSharedAttribute, static_cast<int>(k.shared)));
     k.function.store(function, std::memory_order_release);
@@ -137,8 +139,7 @@ int visible_devices() {
 
 // `borrowed`: the inputs are the caller's at::Tensor objects, read and never deleted
 // (eagerc_entry_borrowed); otherwise the entry steals them, as a generated wrapper does.
-void run(AtenTensorHandle* inputs, AtenTensorHandle* outputs, bool borrowed) {
-  Plan& p = plan();
+void run(Plan& p, AtenTensorHandle* inputs, AtenTensorHandle* outputs, bool borrowed) {
   Frame f(p.slots);
   Env env;
   env.ints = f.ints, env.doubles = f.doubles, env.frame = &f;
@@ -237,13 +238,13 @@ EAGERC_EXPORT const char* eagerc_load_error() {
 }
 
 EAGERC_EXPORT void eagerc_entry(AtenTensorHandle* inputs, AtenTensorHandle* outputs) {
-  eagerc_launcher::run(inputs, outputs, /*borrowed=*/false);
+  eagerc_launcher::run(eagerc_launcher::plan(), inputs, outputs, /*borrowed=*/false);
 }
 
 // The same, on handles the caller keeps (csrc/artifact.cpp passes its at::Tensor objects
 // themselves: no heap handle per input and call).
 EAGERC_EXPORT void eagerc_entry_borrowed(AtenTensorHandle* inputs, AtenTensorHandle* outputs) {
-  eagerc_launcher::run(inputs, outputs, /*borrowed=*/true);
+  eagerc_launcher::run(eagerc_launcher::plan(), inputs, outputs, /*borrowed=*/true);
 }
 
 namespace eagerc_launcher {
@@ -276,22 +277,59 @@ struct GuardMemo {
 }  // namespace
 }  // namespace eagerc_launcher
 
-EAGERC_EXPORT int eagerc_guard(const int64_t* I, const double* F) {
-  using eagerc_launcher::GuardMemo;
-  const eagerc_launcher::Plan& p = eagerc_launcher::plan();
+namespace eagerc_launcher {
+namespace {
+
+int guard(const Plan& p, GuardMemo& memo, const int64_t* I, const double* F) {
   for (const auto& [index, value] : p.pinned) {
     if (I[index] != value) return 0;
   }
-  thread_local GuardMemo memo;  // this artifact's (a library of its own), this thread's
   const bool memoized = GuardMemo::fits(p);
   if (memoized && memo.matches(p, I, F)) return 1;
-  eagerc_launcher::Env env;
+  Env env;
   env.guard_ints = I, env.guard_doubles = F;
-  for (const eagerc_launcher::Expr& check : p.checks) {
+  for (const Expr& check : p.checks) {
     if (eval(check, env).i == 0) return 0;
   }
   if (memoized) memo.remember(p, I, F);
   return 1;
+}
+
+}  // namespace
+}  // namespace eagerc_launcher
+
+EAGERC_EXPORT int eagerc_guard(const int64_t* I, const double* F) {
+  thread_local eagerc_launcher::GuardMemo memo;  // this artifact's (a library of its own), this thread's
+  return eagerc_launcher::guard(eagerc_launcher::plan(), memo, I, F);
+}
+
+// Another artifact's plan, run by this library's code: artifacts built from one launcher
+// library share one loaded copy of its code (csrc/artifact.cpp, EAGERC_GPU_SHARED_LAUNCHER),
+// where each file loaded as a library of its own is one more copy for a forward that cycles
+// through many kernels to run cold. Returns the plan, or null and `*error` (this thread's
+// message, valid until its next call) when the file's plan cannot be read.
+EAGERC_EXPORT void* eagerc_open_plan(const char* path, const char** error) {
+  thread_local std::string message;
+  try {
+    return eagerc_launcher::open_plan(path);
+  } catch (const std::exception& e) {
+    message = e.what();
+    *error = message.c_str();
+    return nullptr;
+  }
+}
+
+EAGERC_EXPORT int eagerc_plan_guard(void* plan, const int64_t* I, const double* F) {
+  using eagerc_launcher::GuardMemo;
+  // Each opened plan's memo, per thread (the library's own plan keeps its static one).
+  thread_local std::unordered_map<const void*, std::unique_ptr<GuardMemo>> memos;
+  std::unique_ptr<GuardMemo>& memo = memos[plan];
+  if (!memo) memo = std::make_unique<GuardMemo>();
+  return eagerc_launcher::guard(*static_cast<const eagerc_launcher::Plan*>(plan), *memo, I, F);
+}
+
+EAGERC_EXPORT void eagerc_plan_entry_borrowed(void* plan, AtenTensorHandle* inputs, AtenTensorHandle* outputs) {
+  eagerc_launcher::run(*static_cast<eagerc_launcher::Plan*>(plan), inputs, outputs, /*borrowed=*/true);
 }
 
 // Inductor imports the built library as a Python module; eagerc calls eagerc_entry.
