@@ -70,8 +70,7 @@ std::string launcher_image(const std::string& path) {
 
 }  // namespace
 
-bool Artifact::open_in_shared_launcher(const std::string& path) {
-  const std::string image = launcher_image(path);
+bool Artifact::open_in_shared_launcher(const std::string& path, const std::string& image) {
   if (image.empty()) return false;
   std::lock_guard<std::mutex> lock(launchers_mutex());
   for (const SharedLauncher& launcher : launchers()) {
@@ -91,7 +90,9 @@ Artifact::Artifact(std::string variant_id, const std::string& path, size_t num_o
                    std::vector<Pinned> pinned)
     : variant_id_(std::move(variant_id)), path_(path), num_outputs_(num_outputs),
       pinned_(std::move(pinned)) {
-  if (shared_launchers_enabled() && open_in_shared_launcher(path)) return;
+  // Read once: the image finds a launcher already loaded, or registers this library as one.
+  std::string image = shared_launchers_enabled() ? launcher_image(path) : std::string();
+  if (open_in_shared_launcher(path, image)) return;
   void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
   TORCH_CHECK(handle, "eagerc: cannot load compiled kernel ", path, ": ", dlerror());
   guard_ = reinterpret_cast<GuardFn>(dlsym(handle, "eagerc_guard"));
@@ -111,13 +112,10 @@ Artifact::Artifact(std::string variant_id, const std::string& path, size_t num_o
   auto open = reinterpret_cast<void* (*)(const char*, const char**)>(dlsym(handle, "eagerc_open_plan"));
   auto plan_guard = reinterpret_cast<PlanGuardFn>(dlsym(handle, "eagerc_plan_guard"));
   auto plan_entry = reinterpret_cast<PlanEntryFn>(dlsym(handle, "eagerc_plan_entry_borrowed"));
-  if (shared_launchers_enabled() && open != nullptr && plan_guard != nullptr && plan_entry != nullptr) {
+  if (!image.empty() && open != nullptr && plan_guard != nullptr && plan_entry != nullptr) {
     // This library runs the plans of the artifacts built from it that load after it.
-    std::string image = launcher_image(path);
-    if (!image.empty()) {
-      std::lock_guard<std::mutex> lock(launchers_mutex());
-      launchers().push_back(SharedLauncher{std::move(image), plan_guard, plan_entry, open});
-    }
+    std::lock_guard<std::mutex> lock(launchers_mutex());
+    launchers().push_back(SharedLauncher{std::move(image), plan_guard, plan_entry, open});
   }
 }
 

@@ -70,7 +70,8 @@ class Artifact {
   void* plan_ = nullptr;
   PlanGuardFn plan_guard_ = nullptr;
   PlanEntryFn plan_entry_ = nullptr;
-  bool open_in_shared_launcher(const std::string& path);
+  // Opens the plan in a loaded launcher whose library bytes are `image` (false: none is).
+  bool open_in_shared_launcher(const std::string& path, const std::string& image);
 };
 
 // Loaded artifacts live as long as the process: a library is never unloaded

@@ -169,9 +169,10 @@ def _link(tmp_path: Path, launcher: bytes, plan: str, cubins=()) -> ctypes.CDLL:
     return ctypes.CDLL(str(library))
 
 
-def _run(lib, inputs, num_outputs: int, args_per_launch: int, borrowed: bool = False):
+def _run(lib, inputs, num_outputs: int, args_per_launch: int, borrowed: bool = False, entry=None):
     """The entry on `inputs`: eagerc_entry steals the handles; eagerc_entry_borrowed (what
-    csrc/artifact.cpp calls) only reads them, and they are released here afterwards."""
+    csrc/artifact.cpp calls), or `entry` in its place, only reads them, and they are
+    released here afterwards."""
     ctypes.c_int.in_dll(lib, "fake_args_per_launch").value = args_per_launch
     # AtenTensorHandles (new at::Tensor objects) travel through Python as capsules.
     api = ctypes.pythonapi
@@ -181,7 +182,7 @@ def _run(lib, inputs, num_outputs: int, args_per_launch: int, borrowed: bool = F
     ins = (ctypes.c_void_p * len(handles))(*handles)
     outs = (ctypes.c_void_p * num_outputs)()
     if borrowed:
-        lib.eagerc_entry_borrowed(ins, outs)
+        (entry or lib.eagerc_entry_borrowed)(ins, outs)
         assert list(ins) == handles  # read, not taken
         kept = torch._C._aoti.alloc_tensors_by_stealing_from_void_ptrs([api.PyCapsule_New(h, None, None) for h in ins])
         assert all(k.data_ptr() == t.data_ptr() for k, t in zip(kept, inputs))  # still the caller's tensors
@@ -449,19 +450,9 @@ def test_one_library_runs_another_artifacts_plan(tmp_path, launcher):
     opened = host.eagerc_open_plan(str(other_path).encode(), ctypes.byref(error))
     assert opened and error.value is None
     x, other = torch.randn(37, 91), torch.randn(37, 91)
-
-    class Opened:  # _run's view of the opened plan: its borrowing entry
-        def eagerc_entry_borrowed(self, ins, outs):
-            host.eagerc_plan_entry_borrowed(ctypes.c_void_p(opened), ins, outs)
-
     (expected,) = _run(own, [x, other, torch.tensor(3)], 1, 6, borrowed=True)
-    ctypes.c_int.in_dll(host, "fake_args_per_launch").value = 6
-    api = ctypes.pythonapi
-    handles = [api.PyCapsule_GetPointer(c, None) for c in torch._C._aoti.unsafe_alloc_void_ptrs_from_tensors([x, other, torch.tensor(3)])]
-    ins, outs = (ctypes.c_void_p * 3)(*handles), (ctypes.c_void_p * 1)()
-    Opened().eagerc_entry_borrowed(ins, outs)
-    torch._C._aoti.alloc_tensors_by_stealing_from_void_ptrs([api.PyCapsule_New(h, None, None) for h in ins])
-    (got,) = torch._C._aoti.alloc_tensors_by_stealing_from_void_ptrs([api.PyCapsule_New(h, None, None) for h in outs])
+    (got,) = _run(host, [x, other, torch.tensor(3)], 1, 6, borrowed=True,
+                  entry=lambda ins, outs: host.eagerc_plan_entry_borrowed(ctypes.c_void_p(opened), ins, outs))
     assert got.shape == expected.shape and got.stride() == expected.stride()
     assert ctypes.c_int.in_dll(host, "fake_launch_count").value == 1
     launch, own_launch = _Launch.in_dll(host, "fake_launches"), _Launch.in_dll(own, "fake_launches")

@@ -20,7 +20,6 @@ void payload_anchor() {}  // an address inside this library, for dladdr
 
 Payload read_payload(const char* path) {
   Payload result;
-  Payload* p = &result;
   try {
     std::ifstream file(path, std::ios::binary | std::ios::ate);
     const auto end = static_cast<uint64_t>(file.tellg());
@@ -47,18 +46,18 @@ Payload read_payload(const char* path) {
     std::vector<uint64_t> sizes(n);
     for (uint64_t& size : sizes) size = word();
     if (plan_size > bytes.size() - at) throw std::runtime_error("bad plan size");
-    p->plan.assign(bytes.data() + at, plan_size);
+    result.plan.assign(bytes.data() + at, plan_size);
     at += plan_size;
     for (uint64_t size : sizes) {
       if (size > bytes.size() - at) throw std::runtime_error("bad cubin size");
       void* copy = std::aligned_alloc(64, (size + 1 + 63) / 64 * 64);
       std::memcpy(copy, bytes.data() + at, size);
       static_cast<char*>(copy)[size] = 0;
-      p->cubins.push_back(copy);
+      result.cubins.push_back(copy);
       at += size;
     }
   } catch (const std::exception& e) {
-    p->error = e.what();
+    result.error = e.what();
   }
   return result;
 }
