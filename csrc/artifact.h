@@ -66,7 +66,7 @@ class Artifact {
   // (eagerc_entry_borrowed); null for a compiled wrapper, whose entry steals its inputs.
   EntryFn borrowed_entry_ = nullptr;
   // A launch plan run by a launcher library already loaded for another artifact built
-  // from it (EAGERC_GPU_SHARED_LAUNCHER=1: artifact.cpp), not by a copy of its own.
+  // from it (artifact.cpp; EAGERC_GPU_SHARED_LAUNCHER=0 turns it off), not by a copy of its own.
   void* plan_ = nullptr;
   PlanGuardFn plan_guard_ = nullptr;
   PlanEntryFn plan_entry_ = nullptr;

@@ -437,7 +437,7 @@ def test_floor_division_is_c10s(tmp_path, launcher):
 
 def test_one_library_runs_another_artifacts_plan(tmp_path, launcher):
     """eagerc_open_plan: an artifact's plan run by another artifact's copy of the launcher
-    (what csrc/artifact.cpp does with EAGERC_GPU_SHARED_LAUNCHER=1) launches the same
+    (what csrc/artifact.cpp does unless EAGERC_GPU_SHARED_LAUNCHER=0) launches the same
     kernel with the same arguments, and guards as the artifact's own library does, each
     opened plan with a memory of its own."""
     plan = _on_cpu(launch_plan.plan_of(_wrapper("add_alpha")))
@@ -471,10 +471,11 @@ def test_one_library_runs_another_artifacts_plan(tmp_path, launcher):
 
 
 def test_with_shared_launchers_the_loader_runs_later_plans_in_the_first_library(tmp_path, launcher):
-    """EAGERC_GPU_SHARED_LAUNCHER=1: the first plan artifact loaded is dlopened, and later
-    artifacts built from the same launcher library open their plans in it (no library of
-    their own); an artifact of another launcher, or without a plan, is loaded as before,
-    and a broken plan fails to load (the cache then rebuilds it)."""
+    """By default the first plan artifact loaded is dlopened, and later artifacts built from
+    the same launcher library open their plans in it (no library of their own;
+    EAGERC_GPU_SHARED_LAUNCHER=0 loads each as its own); an artifact of another launcher,
+    or without a plan, is loaded as before, and a broken plan fails to load (the cache then
+    rebuilds it)."""
     import sys
 
     plan = _on_cpu(launch_plan.plan_of(_wrapper("add_alpha")))
@@ -494,8 +495,9 @@ try:
 except Exception as e:
     print("broken:", "is broken" in str(e))
 """
-    for flag, want in (("1", "False True False"), ("0", "False False False")):
-        env = {**os.environ, "EAGERC_GPU_SHARED_LAUNCHER": flag}
+    for flag, want in ((None, "False True False"), ("0", "False False False")):
+        env = {k: v for k, v in os.environ.items() if k != "EAGERC_GPU_SHARED_LAUNCHER"}
+        env.update({"EAGERC_GPU_SHARED_LAUNCHER": flag} if flag else {})
         done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
         assert done.returncode == 0, done.stderr[-2000:]
         lines = done.stdout.split("\n")
