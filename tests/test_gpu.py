@@ -218,7 +218,8 @@ def test_new_process_loads_self_contained_artifacts(fresh_cache, tmp_path):
         assert torch.allclose(s, torch.softmax(x, dim=1))
         st = eagerc.stats()
         cache = os.environ["EAGERC_CACHE_DIR"]
-        mapped = {line.split()[-1] for line in open("/proc/self/maps") if cache in line and line.rstrip().endswith(".so")}
+        mapped = {line.split()[-1] for line in open("/proc/self/maps")
+                  if cache in line and line.rstrip().endswith(".so")}
         print("COMPILES", st["compiles"], "LOADS", sum(v.get("disk_loads", 0) for v in st["ops"].values()),
               {k: v for k, v in st["ops"].items() if v["misses"]})
         print("MAPPED", len(mapped), sorted(os.path.basename(m) for m in mapped))
