@@ -9,14 +9,26 @@ op, signature, seconds) reach stderr as they happen.
 a pipe) it writes plain lines through the ``eagerc`` logger instead, so a run that is
 not watched on a terminal still says how far it got, and a library user sees them only
 where logging is configured.
+
+:func:`heartbeat` fills the gaps: while it is active, a stretch of `every` seconds without
+a console line gets one saying what is still running, so no step goes quiet for long.
 """
 from __future__ import annotations
 
+import contextlib
 import logging
 import sys
+import threading
 import time
 
 log = logging.getLogger("eagerc")
+_last_line = time.monotonic()  # when the console last got a line (heartbeat's clock)
+
+
+def mark_line() -> None:
+    """Note that a line reached the console just now (a print of the caller's own)."""
+    global _last_line
+    _last_line = time.monotonic()
 
 
 class _ConsoleHandler(logging.Handler):
@@ -25,6 +37,7 @@ class _ConsoleHandler(logging.Handler):
     traceback); with the logger at DEBUG everything is shown."""
 
     def emit(self, record: logging.LogRecord) -> None:
+        mark_line()
         try:
             message = self.format(record)
             if record.levelno < logging.WARNING and not log.isEnabledFor(logging.DEBUG):
@@ -86,6 +99,38 @@ class PlainProgress:
     def close(self) -> None:
         if self.n != self._last_n:
             self._write(time.monotonic())
+
+
+@contextlib.contextmanager
+def heartbeat(status, every: float = 7.0):
+    """While the block runs, log ``status()`` (a short text: what is running) whenever
+    `every` seconds pass without a console line, with the seconds since the block began.
+
+        >>> with heartbeat(lambda: "compiling aten::addmm"):
+        ...     pass
+    """
+    start = time.monotonic()
+    mark_line()
+    stop = threading.Event()
+
+    def beat():
+        while not stop.wait(1.0):
+            now = time.monotonic()
+            if now - _last_line >= every:
+                try:
+                    text = status()
+                except Exception:  # noqa: BLE001 - a status text never breaks the work
+                    text = "working"
+                log.info("  ... %s (%.0f s)", text, now - start)
+                mark_line()
+
+    thread = threading.Thread(target=beat, daemon=True, name="eagerc-heartbeat")
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join()
 
 
 def progress(total=None, desc: str = "", unit: str = "it", every: int = 1, leave: bool = True):

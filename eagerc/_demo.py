@@ -102,38 +102,49 @@ def table(rows: list) -> list:
     return lines
 
 
+def _step(text: str, state: dict) -> None:
+    """A step's line on stderr as it starts; the heartbeat repeats what is running."""
+    state["step"] = text
+    print(text, file=sys.stderr, flush=True)
+    _console.mark_line()
+
+
 def run_demo(device=None, runs: int = 20) -> int:
     device = device or ("eagerc" if torch._C._get_privateuse1_backend_name() == "eagerc" else "cpu")
     print(f"eagerc demo: transformers BertModel (2 layers, hidden 64, random weights), input_ids (2, 32), "
           f"device {device}, torch {torch.__version__}", flush=True)
-    model, inputs = _bert()
-    with torch.no_grad():
-        expected = model(**inputs).last_hidden_state
-        cpu_ms = _time_ms(lambda: model(**inputs), runs)
-        if device == "cpu":
-            eagerc.enable("cpu")
-        model = model.to(device)
-        dev_inputs = {k: v.to(device) for k, v in inputs.items()}
-        print("first run: each kernel BERT needs is compiled by Inductor (a few seconds each on a small "
-              "machine) or loaded from the disk cache if an earlier run compiled it", file=sys.stderr,
-              flush=True)
-        eagerc.reset_stats()
-        t0 = time.perf_counter()
-        cold = _with_compile_bar(lambda: model(**dev_inputs).last_hidden_state)
-        cold_s = time.perf_counter() - t0
-        first = eagerc.stats()
-        t0 = time.perf_counter()
-        eagerc.wait_compiles()  # background compiles (EAGERC_COMPILE=background), if any
-        background_s = time.perf_counter() - t0
-        if first["interim"]:
-            model(**dev_inputs)     # kernels on CPU aliases (mm) meet their own signature now
-            eagerc.wait_compiles()
-        eagerc.reset_stats()
-        warm = model(**dev_inputs).last_hidden_state
-        second = eagerc.stats()
-        warm_ms = _time_ms(lambda: model(**dev_inputs), runs)
-        if device == "cpu":
-            eagerc.disable("cpu")
+    state = {"step": ""}
+    with _console.heartbeat(lambda: f"still: {state['step']}"):
+        _step("building the model (importing transformers takes a few seconds)", state)
+        model, inputs = _bert()
+        with torch.no_grad():
+            _step(f"timing CPU eager ({runs} runs), the reference", state)
+            expected = model(**inputs).last_hidden_state
+            cpu_ms = _time_ms(lambda: model(**inputs), runs)
+            if device == "cpu":
+                eagerc.enable("cpu")
+            model = model.to(device)
+            dev_inputs = {k: v.to(device) for k, v in inputs.items()}
+            _step("first run: each kernel BERT needs is compiled by Inductor (a few seconds each on a small "
+                  "machine) or loaded from the disk cache if an earlier run compiled it", state)
+            eagerc.reset_stats()
+            t0 = time.perf_counter()
+            cold = _with_compile_bar(lambda: model(**dev_inputs).last_hidden_state)
+            cold_s = time.perf_counter() - t0
+            first = eagerc.stats()
+            t0 = time.perf_counter()
+            eagerc.wait_compiles()  # background compiles (EAGERC_COMPILE=background), if any
+            background_s = time.perf_counter() - t0
+            if first["interim"]:
+                model(**dev_inputs)     # kernels on CPU aliases (mm) meet their own signature now
+                eagerc.wait_compiles()
+            _step(f"second run, then {runs} timed warm runs", state)
+            eagerc.reset_stats()
+            warm = model(**dev_inputs).last_hidden_state
+            second = eagerc.stats()
+            warm_ms = _time_ms(lambda: model(**dev_inputs), runs)
+            if device == "cpu":
+                eagerc.disable("cpu")
     assert_close(cold.cpu(), expected, model=True)
     assert_close(warm.cpu(), expected, model=True)
     print(f"\nfirst run ({cold_s:.1f} s): {first['compiles']} kernels compiled, "

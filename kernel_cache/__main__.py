@@ -66,19 +66,32 @@ def _stores(args) -> list[DiskStore]:
     return [DiskStore(args.dir, namespace=digest) for digest in digests]
 
 
+def _no_kernel(metadata: dict) -> bool:
+    """A record that holds no kernel: a remembered fallback, or a marker sending a
+    signature to kernels specialized on its scalar values."""
+    return "fallback" in metadata or "specialize_values" in metadata
+
+
 def cmd_info(args) -> int:
     stores = _stores(args)
     print(f"cache directory: {args.dir}")
-    totals = {"keys": 0, "variants": 0, "artifact_bytes": 0}
+    totals = {"keys": 0, "variants": 0, "artifact_bytes": 0, "kernels": 0}
     for store in stores:
         stats = store.stats()
+        stats["kernels"] = sum(1 for _, records in store.items() for record in records
+                               if not _no_kernel(record["metadata"]))
         print(_describe(args.dir, store.digest) + (" (read-only)" if store.read_only else ""))
-        print(f"  keys {stats['keys']}, variants {stats['variants']}, "
+        print(f"  kernels {stats['kernels']}, keys {stats['keys']}, variants {stats['variants']}, "
               f"artifact bytes {stats['artifact_bytes']}")
         for name in totals:
             totals[name] += stats[name]
-    print(f"total: {len(stores)} namespaces, {totals['keys']} keys, {totals['variants']} "
-          f"variants, {totals['artifact_bytes']} bytes")
+    print(f"total: {len(stores)} namespaces, {totals['kernels']} kernels, {totals['keys']} keys, "
+          f"{totals['variants']} variants, {totals['artifact_bytes']} bytes")
+    if totals["variants"] > totals["kernels"]:
+        others = totals["variants"] - totals["kernels"]
+        print(f"({others} {'entry holds' if others == 1 else 'entries hold'} no kernel: an op that runs "
+              "its fallback, or a signature whose kernels are specialized on its scalar values; "
+              "`list` names them)")
     return 0
 
 
@@ -212,7 +225,20 @@ def cmd_list(args) -> int:
                      for row in rows if row["namespace"] == digest], indent="  ")
     if not rows:
         print(f"no entries in {args.dir}")
+    else:
+        kernels = sum(1 for row in rows if row["kernel"])
+        others = len(rows) - kernels
+        print(f"{kernels} kernels, {others} {'entry' if others == 1 else 'entries'} without one; hits: loads of the "
+              "entry from this directory by a process (a kernel is loaded once per process, its "
+              "calls after that are counted by eagerc.stats(), not here)")
     return 0
+
+
+def _signature(key: bytes, metadata: dict) -> str:
+    if "specialize_values" in metadata and "fallback" not in metadata:
+        return ("no kernel: its kernels are specialized on the values of scalar arguments "
+                "(each value its own entry)")
+    return describe_signature(key, metadata)
 
 
 def _list_row(store: DiskStore, key: bytes, record: dict, hits: int) -> dict:
@@ -226,7 +252,8 @@ def _list_row(store: DiskStore, key: bytes, record: dict, hits: int) -> dict:
             added = None
     metadata = record["metadata"]
     return {"namespace": store.digest, "kind": key.split(b"\0", 1)[0].decode(errors="replace"),
-            "op": metadata.get("op") or "?", "signature": describe_signature(key, metadata),
+            "op": metadata.get("op") or "?", "signature": _signature(key, metadata),
+            "kernel": not _no_kernel(metadata),
             "size": record["size"], "added": added,
             "age_s": None if added is None else round(time.time() - added, 1), "hits": hits,
             "variant_id": record["variant_id"], "key_hex": key.hex()}
@@ -331,9 +358,13 @@ def main(argv: list[str] | None = None) -> int:
     args.dir = os.path.abspath(os.path.expanduser(getattr(args, "dir", None)
                                                   or default_directory()))
     args.namespace = getattr(args, "namespace", None)
+    args.remote_only = getattr(args, "remote", None) is not None  # stats --remote reads no directory
     try:
         if os.path.exists(args.dir) and not os.path.isdir(args.dir):
             raise UsageError(f"--dir {args.dir} is not a directory")
+        if not os.path.exists(args.dir) and args.command != "import" and args.remote_only is False:
+            raise UsageError(f"the cache directory {args.dir} does not exist (nothing was compiled "
+                             "into it; the default is $EAGERC_CACHE_DIR, else ~/.cache/eagerc)")
         return args.func(args)
     except UsageError as exc:
         print(f"{PROG} {args.command}: error: {exc}", file=sys.stderr)

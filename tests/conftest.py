@@ -2,15 +2,27 @@
 never read or write the user's kernel cache (~/.cache/eagerc, or $EAGERC_CACHE_DIR, which
 is replaced here, not honoured) nor a shared remote tier ($EAGERC_REMOTE_CACHE is dropped;
 the Redis tests start their own server); compiled kernels are shared across the tests of
-one session (compiling is the slow part). Inductor's own caches stay shared: they hold
+one session (compiling is the slow part) and removed when the session ends
+(``EAGERC_TEST_KEEP_CACHE=1`` keeps it). Inductor's own caches stay shared: they hold
 build products, not eagerc's kernels.
+
+Under pytest-xdist (``-n 2``, with pyproject's ``--dist loadfile``: a test file runs whole,
+in order, on one worker) every worker has a session cache of its own, so a worker sees
+exactly what a serial run of its files would.
+
+A line per finished test file (its counts and seconds, the run's elapsed time) and, while
+one test runs long, a "still running" line after 25 quiet seconds keep a quiet ``-q`` run visibly alive.
 
 Slow tests (models, multi-process, > ~20 s; marked ``slow``) are deselected by
 pyproject's ``addopts``; ``python -m pytest -m slow`` runs them, ``-m ""`` everything."""
 from __future__ import annotations
 
+import collections
 import os
+import shutil
 import tempfile
+import threading
+import time
 
 import pytest
 
@@ -53,8 +65,8 @@ def miss_keys(fresh_cache):
 
 
 def pytest_configure(config):
-    import os
-
+    if not hasattr(config, "workerinput"):  # the controller (or a run without xdist) reports
+        config.pluginmanager.register(_FileProgress(config), "eagerc-file-progress")
     if os.environ.get("EAGERC_BACKING", "cpu").lower() == "cuda":
         # The eagerc device on GPU memory is compared with CPU eager: full fp32 on the GPU.
         import torch
@@ -77,3 +89,95 @@ def tiny_bert():
         return transformers.BertModel(cfg).eval()
 
     return build
+
+
+def pytest_sessionfinish(session, exitstatus):
+    """The session's kernel cache goes with the session (tests' subprocesses are done)."""
+    if os.environ.get("EAGERC_TEST_KEEP_CACHE", "") not in ("", "0"):
+        return
+    if os.environ.get("EAGERC_CACHE_DIR") == _SESSION_CACHE:
+        shutil.rmtree(_SESSION_CACHE, ignore_errors=True)
+
+
+class _FileProgress:
+    """One line per test file as its last test finishes ("[2:41] tests/test_x.py: 12 passed,
+    1 skipped in 34 s"), and a "still running" line when 30 s pass without one. Works with
+    and without xdist: the totals per file come from the collection (the controller's copy
+    of a worker's, under xdist), the outcomes from the reports every test sends."""
+
+    QUIET_S = 25.0
+
+    def __init__(self, config):
+        self.config = config
+        self.start = self.last_line = time.monotonic()
+        self.total = collections.Counter()      # file -> tests collected
+        self.done = collections.Counter()       # file -> tests finished
+        self.outcomes = collections.defaultdict(collections.Counter)
+        self.first_start = {}                   # file -> monotonic time of its first test
+        self.running = {}                       # nodeid -> monotonic start
+        self.finished = 0
+        self.lock = threading.Lock()
+        self.stop = threading.Event()
+        self.watchdog = None
+
+    def _write(self, text: str) -> None:
+        reporter = self.config.pluginmanager.get_plugin("terminalreporter")
+        if reporter is None:
+            return
+        elapsed = int(time.monotonic() - self.start)
+        reporter.write_line(f"[{elapsed // 60}:{elapsed % 60:02d}] {text}")
+        reporter._tw.flush()
+        self.last_line = time.monotonic()
+
+    def _count(self, nodeids) -> None:
+        with self.lock:
+            if self.total:
+                return  # every xdist worker collects the same items
+            for nodeid in nodeids:
+                self.total[nodeid.split("::", 1)[0]] += 1
+            if self.watchdog is None:
+                self.watchdog = threading.Thread(target=self._watch, daemon=True)
+                self.watchdog.start()
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_collection_finish(self, session):
+        self._count(item.nodeid for item in session.items)
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_xdist_node_collection_finished(self, node, ids):
+        self._count(ids)
+
+    def pytest_runtest_logstart(self, nodeid, location):
+        with self.lock:
+            self.running[nodeid] = time.monotonic()
+            self.first_start.setdefault(nodeid.split("::", 1)[0], time.monotonic())
+
+    def pytest_runtest_logreport(self, report):
+        if report.when == "call" or (report.when == "setup" and not report.passed):
+            with self.lock:
+                self.outcomes[report.nodeid.split("::", 1)[0]][report.outcome] += 1
+
+    def pytest_runtest_logfinish(self, nodeid, location):
+        path = nodeid.split("::", 1)[0]
+        with self.lock:
+            self.running.pop(nodeid, None)
+            self.finished += 1
+            self.done[path] += 1
+            if self.done[path] != self.total.get(path):
+                return
+            counts = ", ".join(f"{n} {outcome}" for outcome, n in sorted(self.outcomes[path].items()))
+            seconds = time.monotonic() - self.first_start.get(path, self.start)
+            self._write(f"{path}: {counts or 'nothing run'} in {seconds:.0f} s "
+                        f"({self.finished}/{sum(self.total.values())} tests done)")
+
+    def _watch(self) -> None:
+        while not self.stop.wait(2.5):
+            with self.lock:
+                if time.monotonic() - self.last_line < self.QUIET_S or not self.running:
+                    continue
+                nodeid, since = min(self.running.items(), key=lambda kv: kv[1])
+                self._write(f"still running: {nodeid} ({time.monotonic() - since:.0f} s; "
+                            f"{self.finished}/{sum(self.total.values())} tests done)")
+
+    def pytest_sessionfinish(self, session):
+        self.stop.set()

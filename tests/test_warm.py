@@ -141,6 +141,9 @@ def test_command_line(fresh_cache, tmp_path):
                             cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
     assert result.returncode == 0, result.stderr[-3000:]
     assert "kernels compiled" in result.stdout
+    compiled = int(re.search(r"^  kernels compiled +(\d+)", result.stdout, re.M).group(1))
+    # each kernel a worker compiles is shown by the command as it finishes
+    assert compiled > 0 and result.stderr.count("eagerc: compiled ") == compiled, result.stderr[-3000:]
     assert re.search(r"^  calls replayed .* \+ 0 failed$", result.stdout, re.M), result.stdout
     bad = subprocess.run([sys.executable, "-m", "eagerc", "warm", "tiny_models"], cwd=tmp_path,
                          env=env, capture_output=True, text=True, timeout=600)

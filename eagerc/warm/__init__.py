@@ -14,6 +14,7 @@ ranks; sizes 0 and 1 are specialized) loads kernels from disk and compiles nothi
 """
 from __future__ import annotations
 
+import logging
 import os
 import queue
 import threading
@@ -25,6 +26,8 @@ import torch
 
 from eagerc.warm.discover import discover
 from eagerc.warm.report import WarmReport
+
+log = logging.getLogger("eagerc")
 
 
 def _device_of(model: torch.nn.Module, example_inputs: tuple) -> torch.device:
@@ -152,7 +155,11 @@ def warm_cache(model: torch.nn.Module, *example_inputs, device: Optional[str] = 
         workers = (os.cpu_count() or 1) if workers is None else int(workers)
     if workers is not None and workers < 0:
         raise ValueError(f"workers must be >= 0, got {workers}")
-    calls, stopped = discover(model, tuple(example_inputs), target, train, optimizer)
+    from eagerc import _console
+
+    with _console.heartbeat(lambda: "eagerc warm: running the model on fake tensors to find its calls"):
+        calls, stopped = discover(model, tuple(example_inputs), target, train, optimizer)
+    log.info("eagerc warm: %d calls to replay (%d distinct ops)", len(calls), len({c.op for c in calls}))
     if stopped:
         warnings.warn(f"eagerc.warm_cache: discovery stopped early, {stopped}; the calls after "
                       "that point are not warmed (report.discovery_stopped)", RuntimeWarning,
@@ -161,8 +168,15 @@ def warm_cache(model: torch.nn.Module, *example_inputs, device: Optional[str] = 
                         discovery_stopped=stopped, cluster=cluster,
                         workers=min(workers if workers is not None else len(calls), len(calls)))
     bar = _progress(len(calls))
+    in_process = cluster is None and report.workers == 0
+    started = {"done": 0, "last": ""}
 
     def collect(result):
+        if not in_process:  # a worker's compiles, shown here as they finish (in-process ones log directly)
+            for line in result.compile_lines:
+                log.info("%s", line)
+        started["done"] += 1
+        started["last"] = result.call.op
         report.compiled += result.compiled
         if result.failures:
             report.failed += [(result.call.op, result.call.describe(), r) for r in result.failures]
@@ -172,13 +186,21 @@ def warm_cache(model: torch.nn.Module, *example_inputs, device: Optional[str] = 
             bar.set_postfix_str(result.call.op, refresh=False)
             bar.update(1)
 
+    def status() -> str:
+        if started["done"] == 0 and not in_process:
+            return (f"eagerc warm: {report.workers} worker processes starting (each imports torch and "
+                    f"eagerc) and compiling their first calls; 0/{len(calls)} calls done")
+        return (f"eagerc warm: {started['done']}/{len(calls)} calls done, still compiling"
+                + (f" (last done: {started['last']})" if started["last"] else ""))
+
     try:
-        if cluster is not None:
-            _replay_on_cluster(calls, target.type, cluster, workers, collect)
-        elif report.workers == 0:
-            _replay_here(calls, target.type, collect)
-        else:
-            _replay_in_workers(calls, target.type, report.workers, collect)
+        with _console.heartbeat(status):
+            if cluster is not None:
+                _replay_on_cluster(calls, target.type, cluster, workers, collect)
+            elif in_process:
+                _replay_here(calls, target.type, collect)
+            else:
+                _replay_in_workers(calls, target.type, report.workers, collect)
     finally:
         if bar is not None:
             bar.close()

@@ -10,6 +10,7 @@ sizes find a kernel too.
 from __future__ import annotations
 
 import dataclasses
+import logging
 import time
 
 import torch
@@ -28,6 +29,25 @@ class ReplayResult:
     cached: int = 0            # kernels found in L1, on disk or in the remote tier
     failures: list = dataclasses.field(default_factory=list)  # reasons
     seconds: float = 0.0
+    compile_lines: list = dataclasses.field(default_factory=list)  # the compile log lines, in order
+
+
+class _CompileLines(logging.Handler):
+    """Keeps the compile/cache service's "eagerc: compiled <op(signature)> in <s> s" lines
+    (eagerc/cache.py), so a worker's compiles can be shown by the process that drives it."""
+
+    def __init__(self):
+        super().__init__(logging.INFO)
+        self.lines = []
+        self.size_class = ""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if isinstance(record.msg, str) and record.msg.startswith("eagerc: compiled "):
+            self.lines.append(record.getMessage() + _SIZE_CLASS_WORDS.get(self.size_class, ""))
+
+
+# A call is replayed in both size classes; the two compile lines would otherwise read alike.
+_SIZE_CLASS_WORDS = {"S": " [single-threaded]", "P": " [parallel]"}
 
 
 def materialize(spec: TensorSpec) -> torch.Tensor:
@@ -65,15 +85,27 @@ def replay(call: CallSpec) -> ReplayResult:
         result.failures.append(f"cannot build the arguments: {type(e).__name__}: {e}")
         return result
     before, reasons_before = stats(), _fallback_reasons()
-    for size_class in ("S", "P"):
-        _C._force_size_class(size_class)
-        try:
-            op(*args, **kwargs)
-        except Exception as e:  # noqa: BLE001 - the call's own error, reported
-            result.failures.append(f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}")
-            break
-        finally:
-            _C._force_size_class("")
+    lines = _CompileLines()
+    logger = logging.getLogger("eagerc")
+    level = logger.level
+    logger.addHandler(lines)
+    if not logger.isEnabledFor(logging.INFO):
+        logger.setLevel(logging.INFO)
+    try:
+        for size_class in ("S", "P"):
+            lines.size_class = size_class
+            _C._force_size_class(size_class)
+            try:
+                op(*args, **kwargs)
+            except Exception as e:  # noqa: BLE001 - the call's own error, reported
+                result.failures.append(f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}")
+                break
+            finally:
+                _C._force_size_class("")
+    finally:
+        logger.removeHandler(lines)
+        logger.setLevel(level)
+    result.compile_lines = lines.lines
     after = stats()
     result.compiled = after["compiles"] - before["compiles"]
     result.cached = (after["disk_loads"] - before["disk_loads"]) + (after["hits"] - before["hits"])
