@@ -66,6 +66,31 @@ void KernelHolder::run_on_cpu_aliases(const c10::OperatorHandle& op, torch::jit:
   restore_device_outputs(original, device, st.plan.num_returns, stack);
 }
 
+void KernelHolder::run_native(const c10::OperatorHandle& op, c10::DispatchKeySet ks,
+                              torch::jit::Stack* stack) {
+  OpState& st = *state_;
+  const bool home_aliases = st.host_aliases && alias_fallback_enabled() &&
+                            home_has_kernel(op, st.dispatch_key);
+  if (!home_aliases) {
+    st.native->callBoxed(op, ks, stack);
+    return;
+  }
+  // The arguments are kept (reference counts, no copies of data) so the home can run the
+  // call if the composite turns out to have no kernel for this device type.
+  const size_t n = st.plan.kinds.size();
+  const size_t base = stack->size() - n;
+  c10::SmallVector<c10::IValue, 8> arguments(stack->end() - n, stack->end());
+  try {
+    st.native->callBoxed(op, ks, stack);
+  } catch (const c10::NotImplementedError&) {
+    // Whatever the failed call left above the caller's part of the stack is dropped.
+    if (stack->size() > base) stack->resize(base);
+    for (auto& v : arguments) stack->push_back(std::move(v));
+    st.counters.aliased.fetch_add(1, std::memory_order_relaxed);
+    run_on_cpu_aliases(op, stack);
+  }
+}
+
 void KernelHolder::fallback(const c10::OperatorHandle& op, c10::DispatchKeySet ks,
                             torch::jit::Stack* stack, const char* reason) {
   OpState& st = *state_;
@@ -81,7 +106,7 @@ void KernelHolder::fallback(const c10::OperatorHandle& op, c10::DispatchKeySet k
   // What the home lacks (CUDA has no histogram) aliases cannot serve: the later rungs do.
   const bool home_kernel = st.host_aliases && home_has_kernel(op, st.dispatch_key);
   if (st.native && !(gpu_home && aliases && home_kernel)) {
-    st.native->callBoxed(op, ks, stack);
+    run_native(op, ks, stack);
     return;
   }
   if (home_kernel && aliases) {

@@ -241,7 +241,7 @@ void KernelHolder::run_interim(const c10::OperatorHandle& op, c10::DispatchKeySe
   st.counters.interim.fetch_add(1, std::memory_order_relaxed);
   if (st.native) {
     ActivityGuard guard;
-    st.native->callBoxed(op, ks, stack);  // override mode: the device's own kernel
+    run_native(op, ks, stack);  // the device's own kernel, or the composite the key had
     return;
   }
   if (st.host_aliases && home_has_kernel(op, st.dispatch_key)) {

@@ -45,6 +45,11 @@ class KernelHolder final : public c10::OperatorKernel {
   // kernel that must run as is (a compiled kernel's extern call, an op whose output
   // shape depends on values) runs on zero-copy CPU aliases of its tensors.
   void run_on_cpu_aliases(const c10::OperatorHandle& op, torch::jit::Stack* stack);
+  // The kernel the key had before eagerc (OpState::native). On a device whose memory has a
+  // home, a composite that picks its backend by device type (convolution_backward ->
+  // convolution_backward_overrideable) raises NotImplementedError: the home's kernel then
+  // runs the call on aliases, as ATen would run it on the home device.
+  void run_native(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::jit::Stack* stack);
   // A miss whose kernel compiles in the background: served by what exists already.
   void run_interim(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::jit::Stack* stack);
   // Compiled kernels that call ATen CPU functions (mm, convolution) get aliases too.

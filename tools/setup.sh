@@ -26,7 +26,10 @@ fi
 step 2 "build tools, runtime and test dependencies (pip; the first time downloads ray, transformers, diffusers and what they need)"
 $PY -m pip install "scikit-build-core>=0.10" "pybind11>=2.12" cmake ninja "diskcache>=5.6" \
   "tqdm>=4.60" "pytest>=8" expecttest "transformers>=4.40,<6" "diffusers==0.42.1" "redis>=5" \
-  "ray==2.60.0"
+  "ray==2.60.0" "accelerate==1.16.0" "lightning==2.6.6" "pytest-xdist==3.8.0" "pytest-timeout==2.4.0"
+# TorchCTS, the PrivateUse1 conformance suite: 0.4.x declares torch < 2.12.2, so it is
+# installed without its declared dependencies (it needs nothing torch does not bring).
+$PY -m pip install --no-deps "torchcts==0.4.1"
 
 step 3 "eagerc's C++ extension (csrc/, about 25 files; 3-6 minutes on 2 cores the first time, seconds after)"
 BUILD_LOG=build/setup-build.log
