@@ -56,6 +56,7 @@ def register(memory: str) -> bool:
     _memory = memory
     backend = _BACKEND_OF_MEMORY[memory]
     dist.Backend.default_device_backend_map.setdefault(_DEVICE, backend)
+    _keep_default_backends()
     # gloo moves host memory, and GPU memory through its CUDA path; NCCL only GPU memory.
     serving = ["gloo"] + (["nccl"] if memory == "cuda" else [])
     for name in serving:
@@ -71,6 +72,34 @@ def register(memory: str) -> bool:
             op = getattr(torch.ops.c10d, name).default
             _library.impl(name, _on_home_aliases(op), "PrivateUse1")
     return True
+
+
+def _keep_default_backends() -> None:
+    """Give ``init_process_group()`` (no backend named) the devices it served before.
+
+    torch then serves torch's accelerator alone (``BackendConfig`` maps only
+    ``torch._C._get_accelerator()``'s type), and a registered PrivateUse1 device is that
+    accelerator: without this, CPU tensors of a default group (``"cpu:gloo"`` before
+    ``import eagerc``) would raise "No backend type associated with device type cpu".
+    The group keeps ``cpu:gloo`` (and ``cuda:nccl`` where CUDA is there) and adds the
+    device's backend; where all are gloo, one gloo backend serves them all."""
+    config = dist.distributed_c10d.BackendConfig
+    if getattr(config.__init__, "_eagerc_keeps_defaults", False):
+        return
+    torch_init = config.__init__
+
+    def __init__(self, backend) -> None:
+        torch_init(self, backend)
+        if str(backend) != dist.Backend.UNDEFINED or set(self.device_backend_map) != {_DEVICE}:
+            return
+        serving = {"cpu": dist.Backend.GLOO}
+        if torch.cuda.is_available() and dist.is_nccl_available():
+            serving["cuda"] = dist.Backend.NCCL
+        self.device_backend_map = {**serving, **self.device_backend_map}
+
+    __init__._eagerc_keeps_defaults = True
+    __init__.__doc__ = torch_init.__doc__
+    config.__init__ = __init__
 
 
 def _device_ops() -> list[str]:

@@ -1,0 +1,230 @@
+"""CPU workflows of tests/test_import_side_effects.py, run as their own process:
+
+    python -W always tests/side_effects_worker.py OUT.json WITH_EAGERC SCENARIO [SCENARIO ...]
+
+WITH_EAGERC is 1 (``import eagerc`` first, as a user who imports it for another reason)
+or 0. Each scenario uses the CPU only and returns what it computed; OUT.json gets, per
+scenario, its results (every float as its exact bits) and the warnings it raised
+(category and message). The test runs the same scenarios with and without eagerc and
+compares.
+"""
+from __future__ import annotations
+
+import json
+import os
+import sys
+import tempfile
+import traceback
+import warnings
+
+_SEEN: list = []
+
+
+def _record(message, category, filename, lineno, file=None, line=None):
+    _SEEN.append(f"{category.__name__}: {message}")
+
+
+def _bits(value):
+    """Exact, comparable JSON of a result: tensors as dtype, shape and their bytes."""
+    import torch
+
+    if isinstance(value, torch.Tensor):
+        t = value.detach().cpu().contiguous()
+        raw = t.reshape(-1).view(torch.uint8).numpy().tobytes()
+        return {"dtype": str(t.dtype), "shape": list(t.shape), "device": value.device.type,
+                "bytes": raw.hex()}
+    if isinstance(value, float):
+        return value.hex()
+    if isinstance(value, dict):
+        return {str(k): _bits(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_bits(v) for v in value]
+    return value
+
+
+def _tiny_mlp():
+    import torch
+
+    torch.manual_seed(0)
+    return torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.GELU(), torch.nn.Dropout(0.25),
+                               torch.nn.Linear(16, 4))
+
+
+def _train(model, steps: int = 3, forward=None):
+    """Three SGD steps of ``model`` (or ``forward``) on seeded CPU data: losses, params."""
+    import torch
+
+    forward = forward or model
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    generator = torch.Generator().manual_seed(1)
+    losses = []
+    for _ in range(steps):
+        x = torch.randn(6, 8, generator=generator)
+        optimizer.zero_grad()
+        loss = forward(x).pow(2).mean()
+        loss.backward()
+        optimizer.step()
+        losses.append(loss)
+    return {"losses": losses, "params": dict(model.state_dict())}
+
+
+def process_group(tmp: str) -> dict:
+    """The default process group (no backend named, world size 1) and DDP on the CPU."""
+    import torch
+    import torch.distributed as dist
+
+    store = dist.FileStore(os.path.join(tmp, "store"), 1)
+    dist.init_process_group(store=store, rank=0, world_size=1)
+    try:
+        x = torch.arange(4.0)
+        dist.all_reduce(x)
+        dist.broadcast(x, src=0)
+        dist.barrier()
+        gathered = [None]
+        dist.all_gather_object(gathered, {"rank": dist.get_rank()})
+        model = _tiny_mlp()
+        ddp = torch.nn.parallel.DistributedDataParallel(model)
+        trained = _train(model, forward=ddp)
+        return {"all_reduce": x, "objects": gathered, "backend": dist.get_backend(), **trained}
+    finally:
+        dist.destroy_process_group()
+
+
+def gloo_ddp(tmp: str) -> dict:
+    """init_process_group("gloo") and DDP on the CPU."""
+    import torch
+    import torch.distributed as dist
+
+    store = dist.FileStore(os.path.join(tmp, "store"), 1)
+    dist.init_process_group("gloo", store=store, rank=0, world_size=1)
+    try:
+        model = _tiny_mlp()
+        return _train(model, forward=torch.nn.parallel.DistributedDataParallel(model))
+    finally:
+        dist.destroy_process_group()
+
+
+def autocast(tmp: str) -> dict:
+    """CPU autocast to bfloat16, forward and backward."""
+    import torch
+
+    model = _tiny_mlp()
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        trained = _train(model)
+        y = model(torch.ones(2, 8))
+    return {**trained, "dtype": str(y.dtype), "y": y}
+
+
+def checkpoint(tmp: str) -> dict:
+    """torch.utils.checkpoint (both kinds) around a dropout: the recomputation replays
+    the CPU's random state; under CPU autocast as well."""
+    import torch
+    from torch.utils.checkpoint import checkpoint as ckpt
+
+    model = _tiny_mlp()
+    results = {}
+    for reentrant in (False, True):
+        torch.manual_seed(2)
+        results[f"reentrant={reentrant}"] = _train(
+            model, forward=lambda x: ckpt(model, x.requires_grad_(), use_reentrant=reentrant))
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        results["autocast"] = _train(model, forward=lambda x: ckpt(model, x, use_reentrant=False))
+    return results
+
+
+def dataloader(tmp: str) -> dict:
+    """A DataLoader with pin_memory=True (no worker, then two workers)."""
+    import torch
+
+    data = torch.utils.data.TensorDataset(torch.arange(24.0).reshape(12, 2), torch.arange(12))
+    batches = {}
+    for workers in (0, 2):
+        loader = torch.utils.data.DataLoader(data, batch_size=5, shuffle=True, pin_memory=True,
+                                             num_workers=workers,
+                                             generator=torch.Generator().manual_seed(3))
+        batches[workers] = [list(b) for b in loader]
+    return batches
+
+
+def compile_eager(tmp: str) -> dict:
+    """torch.compile(backend="eager") training a CPU model."""
+    import torch
+
+    model = _tiny_mlp()
+    return _train(model, forward=torch.compile(model, backend="eager"))
+
+
+def compile_inductor(tmp: str) -> dict:
+    """torch.compile (Inductor, C++) forward and backward of a CPU model."""
+    import torch
+
+    model = _tiny_mlp()
+    return _train(model, steps=2, forward=torch.compile(model))
+
+
+def accelerate_cpu(tmp: str) -> dict:
+    """accelerate's Accelerator(cpu=True): prepare, three steps, free_memory."""
+    from accelerate import Accelerator
+
+    accelerator = Accelerator(cpu=True)
+    model = _tiny_mlp()
+    import torch
+
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    model, optimizer = accelerator.prepare(model, optimizer)
+    generator = torch.Generator().manual_seed(1)
+    losses = []
+    for _ in range(3):
+        optimizer.zero_grad()
+        loss = model(torch.randn(6, 8, generator=generator)).pow(2).mean()
+        accelerator.backward(loss)
+        optimizer.step()
+        losses.append(loss)
+    accelerator.free_memory()
+    return {"device": str(accelerator.device), "losses": losses,
+            "params": dict(accelerator.unwrap_model(model).state_dict())}
+
+
+def trainer(tmp: str) -> dict:
+    """transformers' Trainer on a tiny random GPT-2, three steps, on the CPU (use_cpu)."""
+    import torch
+    from transformers import GPT2Config, GPT2LMHeadModel, Trainer, TrainingArguments
+
+    torch.manual_seed(0)
+    config = GPT2Config(n_layer=2, n_head=2, n_embd=32, vocab_size=64, n_positions=16)
+    model = GPT2LMHeadModel(config)
+    generator = torch.Generator().manual_seed(4)
+    ids = torch.randint(0, 64, (8, 12), generator=generator)
+    data = [{"input_ids": row, "labels": row} for row in ids]
+    args = TrainingArguments(output_dir=os.path.join(tmp, "trainer"), max_steps=3,
+                             per_device_train_batch_size=4, learning_rate=1e-3,
+                             logging_steps=1, report_to=[], save_strategy="no", use_cpu=True,
+                             seed=0, disable_tqdm=True)
+    run = Trainer(model=model, args=args, train_dataset=data)
+    output = run.train()
+    losses = [entry["loss"] for entry in run.state.log_history if "loss" in entry]
+    return {"device": str(args.device), "losses": losses, "train_loss": output.training_loss,
+            "params": dict(model.state_dict())}
+
+
+def main() -> None:
+    out, with_eagerc, *scenarios = sys.argv[1:]
+    warnings.showwarning = _record
+    if with_eagerc == "1":
+        import eagerc  # noqa: F401
+    report = {"import": {"result": None, "warnings": sorted(set(_SEEN))}}
+    for name in scenarios:
+        del _SEEN[:]
+        with tempfile.TemporaryDirectory() as tmp:
+            try:
+                result = _bits(globals()[name](tmp))
+            except Exception:  # reported, and the other scenarios still run
+                result = {"error": traceback.format_exc()}
+            seen = sorted({w.replace(tmp, "<tmp>") for w in _SEEN})
+        report[name] = {"result": result, "warnings": seen}
+    with open(out, "w") as f:
+        json.dump(report, f)
+
+
+if __name__ == "__main__":
+    main()

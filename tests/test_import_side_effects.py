@@ -1,0 +1,78 @@
+"""``import eagerc`` changes nothing for code that does not use the device
+(docs/ecosystem.md): CPU workflows (tests/side_effects_worker.py) run in fresh processes
+with and without ``import eagerc`` give the same bits and no new warnings (``python -W
+always``; a warning that only the run without eagerc raises is allowed: DataLoader's "no
+accelerator is found" for pin_memory=True)."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+import torch.distributed as dist
+
+import eagerc  # noqa: F401
+
+WORKER = os.path.join(os.path.dirname(__file__), "side_effects_worker.py")
+
+# Each group of scenarios is one pair of processes (with and without eagerc, at once).
+FAST = ("process_group", "gloo_ddp", "autocast", "checkpoint", "dataloader")
+
+
+def _run_both(scenarios, tmp_path) -> tuple[dict, dict]:
+    """The worker's reports without and with ``import eagerc``."""
+    procs, outs = [], []
+    for with_eagerc in ("0", "1"):
+        out = tmp_path / f"eagerc={with_eagerc}.json"
+        outs.append(out)
+        procs.append(subprocess.Popen(
+            [sys.executable, "-W", "always", WORKER, str(out), with_eagerc, *scenarios],
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
+    for p, out in zip(procs, outs):
+        log = p.communicate(timeout=900)[0]
+        assert p.returncode == 0, f"{out.name}:\n{log[-4000:]}"
+    plain, with_eagerc = (json.loads(out.read_text()) for out in outs)
+    assert with_eagerc["import"]["warnings"] == [], "import eagerc warned"
+    return plain, with_eagerc
+
+
+def _assert_unchanged(scenario: str, plain: dict, with_eagerc: dict) -> None:
+    before, after = plain[scenario], with_eagerc[scenario]
+    for name, report in (("without", before), ("with", after)):
+        error = report["result"].get("error") if isinstance(report["result"], dict) else None
+        assert error is None, f"{scenario} failed {name} import eagerc:\n{error}"
+    new = sorted(set(after["warnings"]) - set(before["warnings"]))
+    assert not new, f"{scenario}: warnings only with import eagerc: {new}"
+    assert after["result"] == before["result"], f"{scenario}: results differ with import eagerc"
+
+
+@pytest.fixture(scope="module")
+def fast_reports(tmp_path_factory):
+    return _run_both(FAST, tmp_path_factory.mktemp("side_effects"))
+
+
+@pytest.mark.parametrize("scenario", FAST)
+def test_cpu_workflow_unchanged(scenario, fast_reports):
+    _assert_unchanged(scenario, *fast_reports)
+
+
+def test_default_process_group_keeps_cpu():
+    # init_process_group() with no backend: the CPU keeps gloo, and the device is added.
+    config = dist.distributed_c10d.BackendConfig(dist.Backend(dist.Backend.UNDEFINED))
+    memory = os.environ.get("EAGERC_BACKING", "cpu").lower()
+    expected = {"cpu": "gloo", "eagerc": {"cpu": "gloo", "cuda": "nccl"}[memory]}
+    if memory == "cuda":
+        expected["cuda"] = "nccl"
+    assert config.get_device_backend_map() == expected
+    # A backend named keeps torch's map.
+    assert dist.distributed_c10d.BackendConfig(dist.Backend("cpu:gloo")).get_device_backend_map() \
+        == {"cpu": "gloo"}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("scenario", ["compile_eager", "compile_inductor", "accelerate_cpu",
+                                      "trainer"])
+def test_framework_on_cpu_unchanged(scenario, tmp_path):
+    _assert_unchanged(scenario, *_run_both([scenario], tmp_path))
