@@ -100,6 +100,13 @@ PYBIND11_MODULE(_C, m) {
     }
   });
   m.def("_resolver_calls", &eagerc::resolver_calls);
+  // torch.compile on the eagerc device compiled for its memory's home
+  // (eagerc/device/compile_on_home.py): a graph's inputs as home aliases, its results back.
+  m.def("_home_alias", [](const at::Tensor& t) { return eagerc::cpu_alias(t); },
+        "A tensor on the memory's home (CPU, or CUDA on GPU memory) over the bytes of `t`.");
+  m.def("_device_alias", [](const at::Tensor& t, const std::string& device) {
+        return eagerc::alias_on_device(t, c10::Device(device));
+      }, "A tensor on `device` over the bytes of `t`, a tensor on that device's memory home.");
   // Tests: the key the unboxed convolution computes (csrc/unboxed_convolution.h).
   m.def("_convolution_signature_key",
         [](const at::Tensor& input, const at::Tensor& weight, std::optional<at::Tensor> bias,

@@ -80,6 +80,13 @@ def register() -> bool:
     from eagerc.device import module_conversion
 
     module_conversion.install(NAME)
+    if backing == "cuda":
+        # torch.compile of a graph on GPU memory compiles it for CUDA and runs it on
+        # aliases (Inductor's Triton path knows only "cuda" devices); wrapped when
+        # Inductor is first imported, not now.
+        from eagerc.device import compile_on_home
+
+        compile_on_home.install()
     _registered = True
     return True
 

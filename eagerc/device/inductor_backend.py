@@ -22,13 +22,13 @@ device's own kernels. Two places in Inductor test ``device.type == "cpu"`` where
 On GPU memory (``EAGERC_BACKING=cuda``) the device's backend is CUDA's (Triton kernels,
 its C++ wrapper, its device interface and helpers): eagerc's per-op compiler reads it as
 the Triton code generator, and compiles on CUDA stand-ins of the device's tensors, so it
-never instantiates these classes. torch.compile on the device over GPU memory is refused
-early, with :class:`CompileOnGpuMemoryError`: Inductor's Triton path takes a graph's device
-type for the GPU's (``torch.cuda.get_device_properties(device)``, Triton's target name,
-``torch.cuda`` guards and streams in the Python wrapper), so a graph on "eagerc" failed
-deep inside Inductor ("Expected a cuda device, but got: eagerc:0"). The refusal is raised
-where Inductor first asks about the graph's device (its properties or compute capability)
-and, failing that, when it creates the scheduling for it.
+never instantiates these classes. torch.compile takes the same road: Inductor's Triton
+path takes a graph's device type for the GPU's (``torch.cuda.get_device_properties``,
+Triton's target name, ``torch.cuda`` guards and streams in the Python wrapper), so
+eagerc.device.compile_on_home hands Inductor each graph re-traced on CUDA and runs the
+result on aliases. A graph on "eagerc" that still reaches Inductor's scheduler (a caller
+that replaced the inner compile) is refused with :class:`CompileOnGpuMemoryError`; the
+device interface answers for the GPU that holds the device's memory.
 
 Re-check both for each torch release (2.11 to 2.14), as for eagerc/compile/inductor_wrapper.py.
 """
@@ -51,17 +51,16 @@ class HostScheduling(CppScheduling):
 
 
 class CompileOnGpuMemoryError(NotImplementedError):
-    """torch.compile of a graph on the eagerc device with GPU memory."""
+    """A graph on the eagerc device with GPU memory reached Inductor's scheduler itself."""
 
     def __init__(self, device=NAME):
         super().__init__(
-            f"torch.compile cannot compile a graph on {str(device)!r}: the eagerc device's "
-            "memory is GPU memory (EAGERC_BACKING=cuda), and Inductor's Triton code generator "
-            "compiles and launches only for 'cuda' devices (it asks torch.cuda for the graph's "
-            "device and names its Triton target by the device type). Run the model eagerly on "
-            "the device (eagerc compiles each op with Triton), torch.compile it on cuda "
-            "tensors, or use the device on host memory (EAGERC_BACKING unset), where "
-            "torch.compile on it works.")
+            f"Inductor was asked to lower a graph on {str(device)!r} itself: the eagerc "
+            "device's memory is GPU memory (EAGERC_BACKING=cuda), and Inductor's Triton code "
+            "generator compiles only for 'cuda' devices. torch.compile's own backend "
+            "('inductor') compiles such graphs for CUDA and runs them on aliases "
+            "(eagerc.device.compile_on_home); a backend that calls Inductor with an inner "
+            "compile of its own bypasses that.")
 
 
 def _gpu_scheduling():
@@ -69,8 +68,8 @@ def _gpu_scheduling():
 
     class GpuScheduling(CUDACombinedScheduling):
         """CUDA's scheduling (Triton kernels): eagerc memory is GPU memory. Read by eagerc's
-        per-op compiler (eagerc.codegen.for_device); made only by torch.compile of a graph
-        on the device, which is refused."""
+        per-op compiler (eagerc.codegen.for_device); never made for a graph on the device,
+        which is compiled for CUDA (eagerc.device.compile_on_home)."""
 
         def __init__(self, scheduler=None):
             raise CompileOnGpuMemoryError()
@@ -81,29 +80,27 @@ def _gpu_scheduling():
 def _gpu_interface():
     from torch._dynamo.device_interface import CudaInterface
 
-    def refuse_eagerc(device):
+    def on_cuda(device):
         if device is not None and not isinstance(device, int) and torch.device(device).type == NAME:
-            raise CompileOnGpuMemoryError(device)
+            return torch.device("cuda", torch.device(device).index or 0)
+        return device
 
     class GpuMemoryInterface(CudaInterface):
-        """CUDA's device interface (streams, synchronize: the current GPU's), refusing
-        what Inductor asks about a graph's eagerc device (see CompileOnGpuMemoryError)."""
+        """CUDA's device interface (streams, synchronize: the current GPU's); what is asked
+        about an eagerc device is answered for the GPU that holds its memory."""
 
         class Worker(CudaInterface.Worker):
             @staticmethod
             def get_device_properties(device=None):
-                refuse_eagerc(device)
-                return CudaInterface.Worker.get_device_properties(device)
+                return CudaInterface.Worker.get_device_properties(on_cuda(device))
 
         @staticmethod
         def get_device_properties(device=None):
-            refuse_eagerc(device)
-            return torch.cuda.get_device_properties(device)
+            return torch.cuda.get_device_properties(on_cuda(device))
 
         @staticmethod
         def get_compute_capability(device=None):
-            refuse_eagerc(device)
-            return CudaInterface.get_compute_capability(device)
+            return CudaInterface.get_compute_capability(on_cuda(device))
 
     return GpuMemoryInterface
 
