@@ -6,7 +6,7 @@ import argparse
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m eagerc", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m eagerc", description=__doc__.replace("``", ""))
     sub = parser.add_subparsers(dest="command", required=True)
     demo = sub.add_parser("demo", help="run a model with compiled kernels, cold then warm")
     demo.add_argument("--device", default=None, help="device to serve (default: eagerc if registered, else cpu)")

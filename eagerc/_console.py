@@ -133,6 +133,37 @@ def heartbeat(status, every: float = 7.0):
         thread.join()
 
 
+class CompileLines(logging.Handler):
+    """Keeps the compile/cache service's "eagerc: compiled <op(signature)> in <s> s" lines
+    (eagerc/cache.py) while installed, so the compiles of a worker process can be shown by
+    the process that drives it. `suffix` is added to each line (what the caller is doing)."""
+
+    def __init__(self):
+        super().__init__(logging.INFO)
+        self.lines: list = []
+        self.suffix = ""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if isinstance(record.msg, str) and record.msg.startswith("eagerc: compiled "):
+            self.lines.append(record.getMessage() + self.suffix)
+
+
+@contextlib.contextmanager
+def compile_lines():
+    """Collect the compile lines logged inside the block (the ``eagerc`` logger at INFO
+    meanwhile, wherever the application set it)."""
+    handler = CompileLines()
+    level = log.level
+    log.addHandler(handler)
+    if not log.isEnabledFor(logging.INFO):
+        log.setLevel(logging.INFO)
+    try:
+        yield handler
+    finally:
+        log.removeHandler(handler)
+        log.setLevel(level)
+
+
 def progress(total=None, desc: str = "", unit: str = "it", every: int = 1, leave: bool = True):
     """A tqdm bar on a terminal, else :class:`PlainProgress` (`every`: steps per line)."""
     if on_terminal():

@@ -261,8 +261,8 @@ def _home_target(name: str):
     if found is None:
         return None
     why = found.unavailable()
-    if why:
-        raise TargetError(f"eagerc cannot serve {name!r}: {why}. " + _how_to_add())
+    if why:  # a known device, absent here: how to add a target would mislead
+        raise TargetError(f"eagerc cannot serve {name!r}: {why}.")
     return Target(device=name, dispatch_key=_dispatch_key(name), codegen=found)
 
 

@@ -31,16 +31,46 @@ $PY -m pip install "scikit-build-core>=0.10" "pybind11>=2.12" cmake ninja "diskc
 # installed without its declared dependencies (it needs nothing torch does not bring).
 $PY -m pip install --no-deps "torchcts==0.4.1"
 
-step 3 "eagerc's C++ extension (csrc/, about 25 files; 3-6 minutes on 2 cores the first time, seconds after)"
+SOURCES=$(find csrc -name '*.cpp' | wc -l)
+step 3 "eagerc's C++ extension (csrc/, $SOURCES C++ files; 3-6 minutes on 2 cores the first time, seconds after)"
 BUILD_LOG=build/setup-build.log
+: >"$BUILD_LOG"
 $PY -m pip install -v --no-build-isolation --no-deps -e . >"$BUILD_LOG" 2>&1 &
 BUILD_PID=$!
-# One line per file as the compiler finishes it (ninja's "[n/total] Building ..."); an
-# unchanged tree compiles nothing and prints none.
+echo "  pip: installing eagerc, editable (full output: $BUILD_LOG)"
+# What the build is doing, as it happens: pip's and scikit-build-core's stages, CMake's
+# configure findings, then one line per file as the compiler finishes it (ninja's
+# "[n/total] Building ..."); an unchanged tree compiles nothing and prints no file lines.
+SHOWN='Running command (Preparing editable metadata|Building editable)|\*\*\* (Configuring CMake|Building project)|-- (The CXX compiler identification|Found Torch|Found pybind11|Configuring done|Build files have been written)|\[[0-9]+/[0-9]+\] (Building CXX object|Linking)'
 tail -n +1 -f "$BUILD_LOG" --pid "$BUILD_PID" 2>/dev/null | sed -nu -E \
+  -e 's#.*Running command Preparing editable metadata.*#  pip: reading the project (pyproject.toml)#p' \
+  -e 's#.*Running command Building editable.*#  pip: building eagerc (scikit-build-core drives CMake and ninja)#p' \
+  -e 's#.*\*\*\* Configuring CMake.*#  cmake: configuring (finds the compiler, torch and pybind11; 5-40 s)#p' \
+  -e 's#.*-- (The CXX compiler identification.*|Found Torch.*|Found pybind11.*|Configuring done.*)$#  cmake: \1#p' \
+  -e 's#.*\*\*\* Building project.*#  ninja: compiling (one line per file)#p' \
   -e 's#.*\[([0-9]+/[0-9]+)\] Building CXX object CMakeFiles/_C\.dir/(.*)\.o$#  [\1] \2#p' \
-  -e 's#.*\[([0-9]+/[0-9]+)\] Linking.*#  [\1] linked eagerc._C#p' || true
-if ! wait "$BUILD_PID"; then
+  -e 's#.*\[([0-9]+/[0-9]+)\] Linking.*#  [\1] linked eagerc._C#p' || true &
+SHOW_PID=$!
+# A line when 7 s pass without one (a large file under load compiles for longer).
+(
+  shown=0 quiet_since=$SECONDS
+  while kill -0 "$BUILD_PID" 2>/dev/null; do
+    sleep 1
+    now=$(grep -cE "$SHOWN" "$BUILD_LOG" 2>/dev/null || true)
+    if [ "${now:-0}" != "$shown" ]; then
+      shown=${now:-0} quiet_since=$SECONDS
+    elif (( SECONDS - quiet_since >= 7 )) && kill -0 "$BUILD_PID" 2>/dev/null; then
+      last=$(grep -oE '\[[0-9]+/[0-9]+\]' "$BUILD_LOG" | tail -n 1 || true)
+      echo "  ... still building (${last:+last finished $last, }$((SECONDS - START)) s)"
+      quiet_since=$SECONDS
+    fi
+  done
+) &
+TICK_PID=$!
+BUILD_STATUS=0
+wait "$BUILD_PID" || BUILD_STATUS=$?
+wait "$SHOW_PID" "$TICK_PID" 2>/dev/null || true
+if [ "$BUILD_STATUS" != 0 ]; then
   tail -n 30 "$BUILD_LOG"
   echo "setup: the C++ build failed; its full output is in $BUILD_LOG"
   exit 1

@@ -124,7 +124,8 @@ class TritonCodegen(Codegen):
 
     def unavailable(self) -> str | None:
         if not torch.cuda.is_available():
-            return "torch sees no CUDA GPU here"
+            return ("no CUDA GPU is present (torch.cuda.is_available() is False"
+                    + ("; this torch is a CPU-only build" if torch.version.cuda is None else "") + ")")
         from torch.utils._triton import has_triton
 
         if not has_triton():

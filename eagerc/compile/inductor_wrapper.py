@@ -21,6 +21,7 @@ rewrites of the wrapper, the build path. This module runs the steps they share.
 from __future__ import annotations
 
 import contextlib
+import logging
 
 from eagerc.artifact import Artifact
 from eagerc.refusals import (IN_PROCESS, ON_DISK, CompileError, InductorFailed,
@@ -75,6 +76,26 @@ def _refusal(e: BaseException):
     return cause
 
 
+class _ProxyExecutorNotice(logging.Filter):
+    """Drops Inductor's "<op> is missing a c-shim implementation, using proxy executor as
+    fallback": a note for Inductor's developers; the extern call it announces is in the
+    kernel either way."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "missing a c-shim implementation" not in str(record.msg)
+
+
+@contextlib.contextmanager
+def _quiet_proxy_executor():
+    """That one warning filtered from Inductor's ir logger while eagerc compiles."""
+    logger, notice = logging.getLogger("torch._inductor.ir"), _ProxyExecutorNotice()
+    logger.addFilter(notice)
+    try:
+        yield
+    finally:
+        logger.removeFilter(notice)
+
+
 def build_artifact(traced, codegen, check_code=None, patches=None) -> Artifact:
     """Compile `traced` with Inductor's C++ wrapper into an artifact of `codegen`'s kind
     (a code generator object, eagerc/codegen/: its Inductor settings, its rewrites of the
@@ -117,7 +138,7 @@ def build_artifact(traced, codegen, check_code=None, patches=None) -> Artifact:
 
     def compile_cpp_wrapper():
         with tracing(TracingContext(traced.fake_mode)), _intercept_wrapper_source(on_source), \
-                glue_prelude.minimal_python_binding(), codegen.build_path():
+                glue_prelude.minimal_python_binding(), codegen.build_path(), _quiet_proxy_executor():
             compile_fx_inner(traced.gm, traced.fakes, cpp_wrapper=True, is_inference=True)
 
     try:

@@ -17,12 +17,14 @@ DEVICES = ("eagerc", "cpu", "cuda")
 
 
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m eagerc.coverage", description=__doc__)
+    p = argparse.ArgumentParser(prog="python -m eagerc.coverage", description=__doc__.replace("``", ""))
     p.add_argument("--device", default="eagerc",
                    help=f"{', '.join(DEVICES)}, or a vendor's PrivateUse1 device whose package "
                    "EAGERC_IMPORT names (EAGERC_IMPORT=mydevice ... --device mydevice)")
     p.add_argument("--ops", default="", help="comma-separated globs of aten overloads "
-                   "(e.g. 'aten::add.Tensor,aten::abs*'); default: every overload")
+                   "(e.g. 'aten::add.Tensor,aten::abs*'; 'aten::' is optional; a glob not "
+                   "starting with '_' also matches the one-underscore form, so 'softmax*' "
+                   "takes aten::_softmax too); default: every overload")
     p.add_argument("--dtypes", default="float32", help="comma-separated, e.g. float32,float16,int64,bool")
     p.add_argument("--grad", action="store_true", help="add backward samples (autograd through OpInfo samples)")
     p.add_argument("--workers", type=int, default=os.cpu_count() or 1)
@@ -98,9 +100,13 @@ def main(argv=None) -> int:
             record = runner.static_record(facts[n], d)
             (static.append(record) if record else to_run.append((n, d)))
     wanted = {n for n, _ in to_run} | {n for n in names if not facts[n].composite_implicit}
-    plans = {d: runner.plan_for(d, args.grad, wanted if patterns else None, args.out, args.samples,
-                                show_progress=not args.quiet)
-             for d in dtypes}
+    print(f"coverage: {len(names)} overloads selected; recording OpInfo samples on CPU"
+          + (f" (the OpInfo entries named like them)" if patterns else " (every OpInfo entry)"),
+          file=sys.stderr, flush=True)
+    with _console.heartbeat(lambda: "coverage: recording OpInfo samples on CPU"):
+        plans = {d: runner.plan_for(d, args.grad, wanted if patterns else None, args.out, args.samples,
+                                    show_progress=not args.quiet)
+                 for d in dtypes}
     if args.opinfo_only:
         reached = {n for plan in plans.values() for n in plan.calls} | \
             {n for plan in plans.values() for ops in plan.opinfo_ops.values() for n in ops}
@@ -114,8 +120,10 @@ def main(argv=None) -> int:
     print(f"coverage: {len(names)} overloads x {len(dtypes)} dtypes on {args.device}: {len(static)} decided "
           f"statically, {len(done)} from an earlier run, {len(tasks)} to run on {args.workers} workers",
           file=sys.stderr)
-    runner.run_tasks(tasks, args.device, args.out, args.workers, args.timeout,
-                     fresh_cache=args.fresh_cache, progress=not args.quiet, cluster=args.cluster)
+    with _console.heartbeat(lambda: f"coverage: {len(tasks)} tasks on {args.workers} worker processes, "
+                                    "still running (each compile is shown as it finishes)"):
+        runner.run_tasks(tasks, args.device, args.out, args.workers, args.timeout,
+                         fresh_cache=args.fresh_cache, progress=not args.quiet, cluster=args.cluster)
     results = {k: v for k, v in runner.load_results(args.out).items() if k[0] in facts and k[1] in dtypes}
     report = report_json.build(results, plans, device=args.device, dtypes=dtypes, grad=args.grad,
                                vendor=args.vendor,

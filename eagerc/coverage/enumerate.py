@@ -6,6 +6,8 @@ how coverage treats it before anything runs (composite, runtime, random, no CPU 
     True
     >>> select(["aten::add.Tensor", "aten::abs*"], all_overloads())[:2]
     ['aten::abs', 'aten::abs.out']
+    >>> "aten::_softmax" in select(["softmax*"], all_overloads())
+    True
 """
 from __future__ import annotations
 
@@ -23,11 +25,24 @@ def all_overloads() -> list:
 
 
 def select(patterns, names) -> list:
-    """Names matching any glob in `patterns` ("aten::" is optional in a pattern)."""
+    """Names matching any glob in `patterns` ("aten::" is optional in a pattern). A glob
+    whose op name does not start with "_" also matches the one-underscore form of a name:
+    ``softmax*`` matches ``aten::_softmax`` and ``aten::_softmax_backward_data`` (the
+    private ops a public one calls, and the kernels that compile); ``_softmax*`` only
+    those; dunder names (``aten::__and__``) only a glob that spells them out."""
     if not patterns:
         return list(names)
     globs = [p if p.startswith("aten::") else "aten::" + p for p in patterns]
-    return [n for n in names if any(fnmatch.fnmatchcase(n, g) for g in globs)]
+    public = [g for g in globs if not g[len("aten::"):].startswith("_")]
+
+    def matches(n: str) -> bool:
+        if any(fnmatch.fnmatchcase(n, g) for g in globs):
+            return True
+        base = n[len("aten::"):]
+        return (base.startswith("_") and not base.startswith("__")
+                and any(fnmatch.fnmatchcase("aten::" + base[1:], g) for g in public))
+
+    return [n for n in names if matches(n)]
 
 
 def family(name: str) -> str:

@@ -50,6 +50,7 @@ def _serve(device: str) -> None:
 
     torch.set_num_threads(1)
     import eagerc  # noqa: F401  (registers the eagerc device)
+    from eagerc import _console
     from eagerc.coverage.execute import Device, install_load_recorder, run_task
 
     dev = Device(device)
@@ -64,7 +65,9 @@ def _serve(device: str) -> None:
             return
         print(f"coverage worker: {task['op']} {task['dtype']}", file=sys.stderr, flush=True)
         try:
-            record = run_task(task, dev)
+            with _console.compile_lines() as compiled:
+                record = run_task(task, dev)
+            record["compile_lines"] = compiled.lines  # the runner shows them, then drops them
         except Exception as e:  # noqa: BLE001 - the tool's own failure on this op, reported
             import traceback
 

@@ -219,6 +219,8 @@ def run_tasks(tasks: list, device: str, out_dir: str, workers: int, timeout: flo
                             every=max(1, len(tasks) // 50)) if progress else None
 
     def write(record):
+        for line in record.pop("compile_lines", None) or []:
+            _console.log.info("%s (%s %s)", line, record.get("op"), record.get("dtype"))
         with lock:
             results.write(json.dumps(record) + "\n")
             results.flush()

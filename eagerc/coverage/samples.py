@@ -111,13 +111,16 @@ class _Recorder(TorchDispatchMode):
 
 
 def _related(opinfo, wanted) -> bool:
-    """With a small op selection, only OpInfos whose name matches a selected op's base
-    name are run (a full run takes every OpInfo)."""
+    """With an op selection, only OpInfos named like a selected op's base name run (a full
+    run takes every OpInfo): the same name, or one the base name extends with "_..."
+    (OpInfo ``histogramdd`` for ``aten::_histogramdd_from_bin_tensors``, ``softmax`` for
+    ``aten::_softmax_backward_data``); leading and trailing underscores aside."""
     if wanted is None:
         return True
     names = {opinfo.name.split(".")[-1], opinfo.name.replace(".", "_"), getattr(opinfo, "aten_name", "") or ""}
-    bases = {w.split("::", 1)[-1].split(".", 1)[0].rstrip("_").lstrip("_") for w in wanted}
-    return bool({n.lstrip("_") for n in names if n} & bases)
+    names = {n.strip("_") for n in names if n.strip("_")}
+    bases = {w.split("::", 1)[-1].split(".", 1)[0].strip("_") for w in wanted}
+    return any(b == n or b.startswith(n + "_") for b in bases for n in names)
 
 
 def _differentiable_sum(outputs):
@@ -129,28 +132,19 @@ def _differentiable_sum(outputs):
 def record_opinfo(dtype: torch.dtype, grad: bool, wanted=None, limit: int = 4,
                   samples_per_opinfo: int = 8, progress=None) -> Plan:
     """Run op_db's samples for `dtype` on CPU and record the overloads they reach. With an op
-    selection (`wanted`), the OpInfos named like a selected op run first; if a selected op
-    got no sample from them (histogramdd reaches `_histogramdd_from_bin_tensors`), the other
-    OpInfos run too, recording only those ops."""
+    selection (`wanted`), only the OpInfos named like a selected op run (:func:`_related`);
+    a selected op none of them reaches gets schema samples, as an op without an OpInfo does."""
     from torch.testing._internal.common_methods_invocations import op_db
 
     plan = Plan(str(dtype).replace("torch.", ""), grad, limit=limit)
     named = [o for o in op_db if _related(o, wanted)]
     _record_entries(plan, named, dtype, grad, wanted, limit, samples_per_opinfo, progress)
-    if wanted is not None:
-        missing = {op for op in wanted if not plan.calls.get(op)}
-        if missing:
-            others = [o for o in op_db if not _related(o, wanted)]
-            _record_entries(plan, others, dtype, grad, missing, limit, samples_per_opinfo, progress,
-                            only_reaching=missing)
     plan.calls = {k: v for k, v in plan.calls.items() if v}
     return plan
 
 
-def _record_entries(plan: Plan, entries, dtype, grad, wanted, limit, samples_per_opinfo, progress,
-                    only_reaching=None) -> None:
-    """Record `entries`' samples into `plan`; with `only_reaching` (a set of overload names),
-    an entry joins the per-OpInfo table only if it reaches one of those ops."""
+def _record_entries(plan: Plan, entries, dtype, grad, wanted, limit, samples_per_opinfo, progress) -> None:
+    """Record `entries`' samples into `plan`, and per entry the overloads it reached."""
     for opinfo in (progress(entries) if progress else entries):
         entry = opinfo.name + (f".{opinfo.variant_test_name}" if opinfo.variant_test_name else "")
         backward = grad and opinfo.supports_autograd and dtype in opinfo.supported_backward_dtypes("cpu")
@@ -178,7 +172,7 @@ def _record_entries(plan: Plan, entries, dtype, grad, wanted, limit, samples_per
                     reached |= recorder.reached
         except Exception as e:  # noqa: BLE001
             plan.opinfo_errors[entry] = f"sample_inputs failed: {type(e).__name__}: {str(e)[:100]}"
-        if reached and (only_reaching is None or reached & only_reaching):
+        if reached:
             plan.opinfo_ops[entry] = sorted(reached)
 
 

@@ -153,7 +153,7 @@ def stats() -> dict:
     active = {k: v for k, v in per_op.items()
               if v["hits"] or v["misses"] or v["fallbacks"] or v["aliased"] or v["interim"]
               or v["externs"] or v["host_round_trips"]}
-    return {**totals, "ops": active}
+    return _stats.Stats({**totals, "ops": active})
 
 
 def reset_stats() -> None:

@@ -10,13 +10,12 @@ sizes find a kernel too.
 from __future__ import annotations
 
 import dataclasses
-import logging
 import time
 
 import torch
 from torch.utils._pytree import tree_map
 
-from eagerc import _C
+from eagerc import _C, _console
 from eagerc.aten_meta import overload_by_name, storage_extent
 from eagerc.per_op.registration import stats
 from eagerc.warm.discover import CallSpec, TensorSpec
@@ -30,20 +29,6 @@ class ReplayResult:
     failures: list = dataclasses.field(default_factory=list)  # reasons
     seconds: float = 0.0
     compile_lines: list = dataclasses.field(default_factory=list)  # the compile log lines, in order
-
-
-class _CompileLines(logging.Handler):
-    """Keeps the compile/cache service's "eagerc: compiled <op(signature)> in <s> s" lines
-    (eagerc/cache.py), so a worker's compiles can be shown by the process that drives it."""
-
-    def __init__(self):
-        super().__init__(logging.INFO)
-        self.lines = []
-        self.size_class = ""
-
-    def emit(self, record: logging.LogRecord) -> None:
-        if isinstance(record.msg, str) and record.msg.startswith("eagerc: compiled "):
-            self.lines.append(record.getMessage() + _SIZE_CLASS_WORDS.get(self.size_class, ""))
 
 
 # A call is replayed in both size classes; the two compile lines would otherwise read alike.
@@ -85,15 +70,9 @@ def replay(call: CallSpec) -> ReplayResult:
         result.failures.append(f"cannot build the arguments: {type(e).__name__}: {e}")
         return result
     before, reasons_before = stats(), _fallback_reasons()
-    lines = _CompileLines()
-    logger = logging.getLogger("eagerc")
-    level = logger.level
-    logger.addHandler(lines)
-    if not logger.isEnabledFor(logging.INFO):
-        logger.setLevel(logging.INFO)
-    try:
+    with _console.compile_lines() as lines:
         for size_class in ("S", "P"):
-            lines.size_class = size_class
+            lines.suffix = _SIZE_CLASS_WORDS[size_class]
             _C._force_size_class(size_class)
             try:
                 op(*args, **kwargs)
@@ -102,9 +81,6 @@ def replay(call: CallSpec) -> ReplayResult:
                 break
             finally:
                 _C._force_size_class("")
-    finally:
-        logger.removeHandler(lines)
-        logger.setLevel(level)
     result.compile_lines = lines.lines
     after = stats()
     result.compiled = after["compiles"] - before["compiles"]
