@@ -1,6 +1,7 @@
 #include "host_alias.h"
 
 #include "arg_kinds.h"
+#include "home_generator.h"
 
 #include <ATen/EmptyTensor.h>
 #include <c10/core/impl/DeviceGuardImplInterface.h>
@@ -211,6 +212,8 @@ c10::Device swap_to_cpu_aliases(
         device = c10::impl::getDeviceGuardImpl(device.type())->getDevice();
       }
       v = memory_home(device);
+    } else if (v.isGenerator()) {
+      v = home_of(v.toGenerator());  // the device generator's state, as the home's kernel takes it
     }
   }
   return device;

@@ -292,8 +292,8 @@ def test_rng_state_round_trip_and_seeding():
     torch.eagerc.manual_seed(123)
     assert torch.eagerc.initial_seed() == 123
     state = torch.eagerc.get_rng_state()
-    # A CPU (mt19937) generator: same seed, same state bytes as torch's CPU generator
-    # (on GPU memory its GPU's state follows).
+    # On host memory the CPU's (mt19937) generator: same seed, same state bytes as a CPU
+    # generator's (tests/test_device_generators.py).
     own = torch.Generator().manual_seed(123).get_state()
     assert torch.equal(state[:own.numel()], own)
     torch.eagerc.manual_seed(7)
@@ -303,28 +303,6 @@ def test_rng_state_round_trip_and_seeding():
     torch.manual_seed(5)  # reaches the device through torch.eagerc.manual_seed_all
     assert torch.eagerc.initial_seed() == 5
     assert torch.Generator(device="eagerc").device == torch.device("eagerc:0")
-
-
-def test_rng_state_covers_the_generators_random_ops_draw_from(monkeypatch):
-    """On GPU memory the device's random ops draw from its GPU's generator: the device's
-    state carries it after its own, so a restored state replays them (a stand-in generator
-    plays the GPU's here)."""
-    from eagerc.device import device_module
-
-    gpu_like = torch.Generator().manual_seed(99)
-    monkeypatch.setattr(device_module, "_home_generators",
-                        lambda index: [torch.random.default_generator, gpu_like])
-    own = device_module._default_generator(0)
-    torch.eagerc.manual_seed(1)
-    state = torch.eagerc.get_rng_state()
-    before = own.get_state(), gpu_like.get_state()
-    first = torch.rand(4, generator=gpu_like)
-    own.manual_seed(2)
-    torch.eagerc.set_rng_state(state)
-    assert torch.equal(own.get_state(), before[0]) and torch.equal(gpu_like.get_state(), before[1])
-    assert torch.equal(torch.rand(4, generator=gpu_like), first)
-    with pytest.raises(RuntimeError, match="expected a state of"):
-        torch.eagerc.set_rng_state(state[:-1])
 
 
 def test_checkpoint_with_dropout_on_the_device_matches_eager():

@@ -1,4 +1,4 @@
-// PrivateUse1 hooks and the default random generator of the reference device.
+// PrivateUse1 hooks and the random generators of the reference device.
 #include <cstring>
 #include <vector>
 
@@ -9,6 +9,7 @@
 #include <c10/core/CPUAllocator.h>
 
 #include "device/runtime.h"
+#include "home_generator.h"
 
 namespace eagerc::device {
 namespace {
@@ -19,22 +20,65 @@ c10::DeviceIndex checked_index(c10::DeviceIndex index) {
   return index >= 0 ? index : current_index();
 }
 
-// A CPU (mt19937) generator that reports the eagerc device: random ops on eagerc
-// run CPU-generated code, and torch.manual_seed reaches it through torch.eagerc.
-class EagercGenerator final : public at::CPUGeneratorImpl {
+// The device's generators keep their state in a generator of the memory's home: a CPU
+// (mt19937) generator on host memory, cuda:N's (Philox) on GPU memory. A random op the
+// holder runs on home aliases draws from that home generator (home_generator.h), so an
+// eagerc generator seeded s gives the numbers the home's eager kernel gives with a home
+// generator seeded s; its state, seed and offset are the home generator's, in its format.
+// Every call takes the home generator's lock as well (a kernel locks only that one).
+class EagercGenerator final : public c10::GeneratorImpl, public HomeGenerator {
  public:
-  explicit EagercGenerator(c10::DeviceIndex index) {
-    device_ = c10::Device(kDeviceType, checked_index(index));
-    key_set_ = c10::DispatchKeySet(c10::DispatchKey::PrivateUse1);
+  EagercGenerator(c10::DeviceIndex index, at::Generator home)
+      : c10::GeneratorImpl(c10::Device(kDeviceType, index),
+                           c10::DispatchKeySet(c10::DispatchKey::PrivateUse1)),
+        home_(std::move(home)) {}
+
+  const at::Generator& home() const override {
+    return home_;
+  }
+  void set_current_seed(uint64_t seed) override {
+    std::lock_guard<std::mutex> lock(impl()->mutex_);
+    impl()->set_current_seed(seed);
+  }
+  // A CPU home has no offset: this one reads 0 and takes 0 (torch pickles a non-CPU
+  // generator's offset: copy.deepcopy); another offset raises the CPU generator's error.
+  void set_offset(uint64_t offset) override {
+    std::lock_guard<std::mutex> lock(impl()->mutex_);
+    if (offset == 0 && home_.device().is_cpu()) return;
+    impl()->set_offset(offset);
+  }
+  uint64_t get_offset() const override {
+    std::lock_guard<std::mutex> lock(impl()->mutex_);
+    return home_.device().is_cpu() ? 0 : impl()->get_offset();
+  }
+  uint64_t current_seed() const override {
+    std::lock_guard<std::mutex> lock(impl()->mutex_);
+    return impl()->current_seed();
+  }
+  uint64_t seed() override {
+    std::lock_guard<std::mutex> lock(impl()->mutex_);
+    return impl()->seed();
+  }
+  void set_state(const c10::TensorImpl& new_state) override {
+    std::lock_guard<std::mutex> lock(impl()->mutex_);
+    impl()->set_state(new_state);
+  }
+  c10::intrusive_ptr<c10::TensorImpl> get_state() const override {
+    std::lock_guard<std::mutex> lock(impl()->mutex_);
+    return impl()->get_state();
   }
 
  private:
-  // CPUGeneratorImpl's clone would answer a CPU generator; keep the device.
-  EagercGenerator* clone_impl() const override {
-    auto* copy = new EagercGenerator(device_.index());
-    copy->set_state(*get_state());
-    return copy;
+  c10::GeneratorImpl* impl() const {
+    return home_.unsafeGetGeneratorImpl();
   }
+  // A copy keeps the device and copies the home generator's state.
+  EagercGenerator* clone_impl() const override {
+    std::lock_guard<std::mutex> lock(impl()->mutex_);
+    return new EagercGenerator(device_.index(), home_.clone());
+  }
+
+  at::Generator home_;
 };
 
 // Host memory is the device memory, so "pinned" host memory is the pinned memory of
@@ -43,6 +87,16 @@ class EagercGenerator final : public at::CPUGeneratorImpl {
 // and Tensor.pin_memory() asks the accelerator's hooks.
 bool has_cuda() {
   return at::detail::getCUDAHooks().hasCUDA();
+}
+
+// A new generator of device `index` over a fresh home generator (CPU: torch.Generator()'s
+// default seed; GPU: a new cuda:index generator).
+at::Generator new_generator(c10::DeviceIndex index) {
+  const c10::DeviceIndex i = checked_index(index);
+  at::Generator home = backing() == c10::DeviceType::CUDA
+                           ? at::detail::getCUDAHooks().getNewGenerator(i)
+                           : at::detail::createCPUGenerator();
+  return at::make_generator<EagercGenerator>(i, std::move(home));
 }
 
 struct Hooks final : public at::PrivateUse1HooksInterface {
@@ -78,7 +132,7 @@ struct Hooks final : public at::PrivateUse1HooksInterface {
     return default_generator(device_index);
   }
   at::Generator getNewGenerator(c10::DeviceIndex device_index) const override {
-    return at::make_generator<EagercGenerator>(device_index);
+    return new_generator(device_index);
   }
   at::Device getDeviceFromPtr(void* data) const override {
     if (backing() == c10::DeviceType::CUDA) {
@@ -120,9 +174,18 @@ struct Hooks final : public at::PrivateUse1HooksInterface {
 const at::Generator& default_generator(c10::DeviceIndex index) {
   const c10::DeviceIndex i = checked_index(index);
   // One per device index, made on first use; never destroyed (torch keeps references).
+  // Its home is the home's default generator (the CPU's; on GPU memory cuda:N's): the
+  // device's compiled random ops draw their seeds from that one (Inductor's seed buffer,
+  // filled on the home) and its fallen-back ones run the home's kernels, which draw from
+  // it too, so the device's default stream is one state, seeded by torch.manual_seed.
   static const auto* generators = [] {
     auto* all = new std::vector<at::Generator>();
-    for (c10::DeviceIndex k = 0; k < device_count(); ++k) all->push_back(at::make_generator<EagercGenerator>(k));
+    for (c10::DeviceIndex k = 0; k < device_count(); ++k) {
+      const at::Generator& home = backing() == c10::DeviceType::CUDA
+                                      ? at::detail::getCUDAHooks().getDefaultGenerator(k)
+                                      : at::detail::getDefaultCPUGenerator();
+      all->push_back(at::make_generator<EagercGenerator>(k, home));
+    }
     return all;
   }();
   return (*generators)[i];

@@ -3,11 +3,15 @@
 On host memory, one device (index 0) whose kernels run synchronously on the calling
 thread. On GPU memory (``EAGERC_BACKING=cuda``), one device per CUDA GPU: ``eagerc:N``'s
 memory and kernels are ``cuda:N``'s, and the current eagerc device is CUDA's current
-device (``set_device`` sets both; csrc/device/guard.cpp). Each index has a CPU-style
-(mt19937) default generator, which torch.manual_seed also seeds. The device's compiled
-random ops draw their seeds from its memory home's generator (the CPU's; on GPU memory
-cuda:N's), which ``manual_seed`` and ``seed`` set as well; ``get_rng_state`` and
-``set_rng_state`` carry the device generator's state, followed on GPU memory by cuda:N's.
+device (``set_device`` sets both; csrc/device/guard.cpp). The device's generators keep
+their state in a generator of its memory's home (csrc/device/hooks.cpp): a CPU (mt19937)
+one on host memory, cuda:N's (Philox) on GPU memory. ``torch.Generator("eagerc")`` seeded
+s gives the numbers the home's eager kernels give with a home generator seeded s (a random
+op called with it runs the home's kernel on aliases). Each index's default generator is
+its home's default generator (the CPU's; on GPU memory cuda:N's), which the device's
+compiled random ops draw their seeds from: ``torch.manual_seed`` seeds it, and
+``get_rng_state``/``set_rng_state`` carry its state. Compiled random ops follow the seed
+but draw a stream of their own (Inductor's), not the home eager kernels' numbers.
 
     >>> import torch, eagerc.device
     >>> _ = eagerc.device.register()
@@ -194,27 +198,13 @@ def empty_cache() -> None:
     _C._device_empty_cache()
 
 
-def _home_generators(index: int) -> list:
-    """The generators the device's compiled random ops on `index` draw their seeds from:
-    Inductor's seed buffer is filled by the home's ATen randint (the CPU default generator
-    on host memory; on GPU memory cuda:index's, on CUDA aliases), and the host round trip
-    runs CPU kernels. Seeding the device seeds these too."""
-    homes = [torch.random.default_generator]
-    if _on_gpu_memory():
-        homes.append(torch.cuda.default_generators[index])
-    return homes
-
-
 def _seed_index(index: int, seed: int) -> None:
     _default_generator(index).manual_seed(seed)
-    for generator in _home_generators(index):
-        generator.manual_seed(seed)
 
 
 def manual_seed(seed: int) -> None:
-    """Seed the current device: its default generator and the generators its compiled
-    random ops draw from (the CPU's; on GPU memory also its GPU's), so random ops on it
-    reproduce."""
+    """Seed the current device's default generator (its home's: the CPU's; on GPU memory
+    its GPU's), which its random ops draw from, so they reproduce."""
     _seed_index(current_device(), int(seed))
 
 
@@ -223,49 +213,34 @@ def manual_seed_all(seed: int) -> None:
         _seed_index(index, int(seed))
 
 
-def _reseed_index(index: int) -> None:
-    chosen = _default_generator(index).seed()
-    for generator in _home_generators(index)[1:]:
-        generator.manual_seed(chosen)
-
-
 def seed() -> None:
-    """A random seed for the current device (its GPU's generator too, on GPU memory)."""
-    _reseed_index(current_device())
+    """A random seed for the current device's default generator."""
+    _default_generator(current_device()).seed()
 
 
 def seed_all() -> None:
     for index in range(device_count()):
-        _reseed_index(index)
+        _default_generator(index).seed()
 
 
 def initial_seed() -> int:
     return _default_generator().initial_seed()
 
 
-def _state_generators(device) -> list:
-    """The generators a device's random state is made of: its default generator, and on
-    GPU memory its GPU's, which its compiled random ops draw from (the CPU's, which they
-    draw from on host memory, is saved and restored by torch.get_rng_state as it is)."""
-    index = _index(device)
-    return [_default_generator(index)] + _home_generators(index)[1:]
-
-
 def get_rng_state(device="eagerc") -> torch.Tensor:
     """The device's random state, as a CPU uint8 tensor (as torch.cuda's): its default
-    generator's, followed on GPU memory by its GPU's, so that torch.utils.checkpoint's
-    recomputation draws what the forward drew."""
-    return torch.cat([g.get_state() for g in _state_generators(device)])
+    generator's, in its home's format (the CPU generator's; on GPU memory its GPU's), so
+    that torch.utils.checkpoint's recomputation draws what the forward drew."""
+    return _default_generator(_index(device)).get_state()
 
 
 def set_rng_state(new_state: torch.Tensor, device="eagerc") -> None:
-    generators = _state_generators(device)
-    sizes = [g.get_state().numel() for g in generators]
-    if sum(sizes) != new_state.numel():  # checked first: no generator is half set
-        raise RuntimeError(f"set_rng_state: expected a state of {sum(sizes)} bytes for {device}, "
+    generator = _default_generator(_index(device))
+    size = generator.get_state().numel()
+    if new_state.numel() != size:
+        raise RuntimeError(f"set_rng_state: expected a state of {size} bytes for {device}, "
                            f"got {new_state.numel()}")
-    for generator, part in zip(generators, torch.split(new_state, sizes)):
-        generator.set_state(part.clone())
+    generator.set_state(new_state.clone())
 
 
 # The device's Inductor backend, looked up here by Inductor (torch.compile on "eagerc");
