@@ -187,6 +187,16 @@ def accelerate_cpu(tmp: str) -> dict:
 
 def trainer(tmp: str) -> dict:
     """transformers' Trainer on a tiny random GPT-2, three steps, on the CPU (use_cpu)."""
+    return _trainer(tmp, use_cpu=True)
+
+
+def trainer_on_accelerator(tmp: str) -> dict:
+    """The same Trainer where accelerate puts it (tests/test_frameworks_on_device.py sets
+    ``ACCELERATE_TORCH_DEVICE=eagerc``)."""
+    return _trainer(tmp, use_cpu=False)
+
+
+def _trainer(tmp: str, use_cpu: bool) -> dict:
     import torch
     from transformers import GPT2Config, GPT2LMHeadModel, Trainer, TrainingArguments
 
@@ -198,13 +208,14 @@ def trainer(tmp: str) -> dict:
     data = [{"input_ids": row, "labels": row} for row in ids]
     args = TrainingArguments(output_dir=os.path.join(tmp, "trainer"), max_steps=3,
                              per_device_train_batch_size=4, learning_rate=1e-3,
-                             logging_steps=1, report_to=[], save_strategy="no", use_cpu=True,
+                             logging_steps=1, report_to=[], save_strategy="no", use_cpu=use_cpu,
                              seed=0, disable_tqdm=True)
     run = Trainer(model=model, args=args, train_dataset=data)
     output = run.train()
     losses = [entry["loss"] for entry in run.state.log_history if "loss" in entry]
-    return {"device": str(args.device), "losses": losses, "train_loss": output.training_loss,
-            "params": dict(model.state_dict())}
+    return {"device": str(args.device), "model_device": str(model.device),
+            "accelerate_device": str(run.accelerator.device), "losses": losses,
+            "train_loss": output.training_loss, "params": dict(model.state_dict())}
 
 
 def main() -> None:

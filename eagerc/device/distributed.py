@@ -10,8 +10,8 @@ Two registrations make it so (``register``, called by ``eagerc.device.register``
 - the device-to-backend map: ``"gloo"`` lists the device among the devices it serves
   (and ``"nccl"`` does on GPU memory), and the device's default backend is the one of its
   memory, so ``init_process_group("gloo")``, ``"cpu:gloo,eagerc:gloo"`` and the default
-  (``init_process_group()`` picks the accelerator's backend) all give the process group a
-  backend for the device;
+  (``init_process_group()``: the accelerator's backend, to which eagerc adds the CPU's,
+  ``_keep_default_backends``) all give the process group a backend for the device;
 - the device's kernels of the ``c10d::`` ops (the ones ``ProcessGroup`` dispatches to,
   beneath ``dist.*``, DDP's reducer, FSDP2 and the functional collectives): each swaps
   the device's tensors for aliases on the memory's home and calls the same op again,
@@ -149,7 +149,7 @@ def _on_home_aliases(op):
 
 def _serve_home_device(script_group, home: torch.device) -> None:
     """Let ``home`` reach the group's backend for the device: a group made for the device
-    alone (``init_process_group()`` with eagerc as the accelerator) has no entry for it.
+    alone (``"eagerc:gloo"``) has no entry for it.
     Where the group has neither, torch's own "No backend type associated with device type
     eagerc" is raised."""
     group = dist.ProcessGroup.unbox(script_group)
