@@ -9,7 +9,7 @@ eagerc.capture.guards eagerc.capture.annotations eagerc.capture.refgraph eagerc.
 eagerc.device.device_module kernel_cache kernel_cache.interface kernel_cache.records
 kernel_cache.remote kernel_cache.namespace kernel_cache.layout kernel_cache.disk
 kernel_cache.tiered kernel_cache.tables kernel_cache.remote_stats eagerc.device.distributed eagerc._cluster
-eagerc.device.module_conversion""".split()
+eagerc.device.module_conversion eagerc.device.memory eagerc.device.streams""".split()
 
 
 @pytest.mark.parametrize("name", MODULES)

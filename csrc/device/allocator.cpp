@@ -2,9 +2,15 @@
 // GPU memory from PyTorch's CUDA caching allocator (EAGERC_BACKING=cuda: eagerc:N's
 // memory on cuda:N, the current device's), tagged with the eagerc device either way. Nothing here needs CUDA headers: the CUDA allocator and copies
 // are reached through c10's device-generic registries.
+#include <ATen/core/CachingHostAllocator.h>
 #include <ATen/core/Tensor.h>
+#include <ATen/detail/CUDAHooksInterface.h>
 #include <ATen/ops/from_blob.h>
+#include <c10/core/CachingDeviceAllocator.h>
 #include <c10/core/DeviceGuard.h>
+#include <unistd.h>
+
+#include <algorithm>
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
@@ -21,7 +27,50 @@ namespace {
 
 std::atomic<c10::DeviceType> g_backing{c10::DeviceType::CPU};
 
-// Freed blocks of host memory, kept by size for the next allocation of that size. A
+bool on_gpu() {
+  return g_backing.load() == c10::DeviceType::CUDA;
+}
+
+using c10::CachingAllocator::Stat;
+using c10::CachingAllocator::StatArray;
+using c10::CachingAllocator::StatType;
+using c10::CachingDeviceAllocator::DeviceStats;
+
+// Blocks up to this size count in the small pool, as in CUDA's caching allocator.
+constexpr size_t kSmallBlock = size_t{1} << 20;
+
+void increase(Stat& stat, size_t amount) {
+  stat.current += static_cast<int64_t>(amount);
+  stat.peak = std::max(stat.peak, stat.current);
+  stat.allocated += static_cast<int64_t>(amount);
+}
+
+void decrease(Stat& stat, size_t amount) {
+  stat.current -= static_cast<int64_t>(amount);
+  stat.freed += static_cast<int64_t>(amount);
+}
+
+// The aggregate entry and the block's pool (small or large), as CUDA's statistics are kept.
+void increase(StatArray& stats, size_t amount, size_t block) {
+  increase(stats[static_cast<size_t>(StatType::AGGREGATE)], amount);
+  increase(stats[static_cast<size_t>(block <= kSmallBlock ? StatType::SMALL_POOL : StatType::LARGE_POOL)], amount);
+}
+
+void decrease(StatArray& stats, size_t amount, size_t block) {
+  decrease(stats[static_cast<size_t>(StatType::AGGREGATE)], amount);
+  decrease(stats[static_cast<size_t>(block <= kSmallBlock ? StatType::SMALL_POOL : StatType::LARGE_POOL)], amount);
+}
+
+void for_each_stat(DeviceStats& s, void (*fn)(Stat&)) {
+  for (StatArray* array : {&s.allocation, &s.segment, &s.active, &s.inactive_split, &s.allocated_bytes,
+                           &s.reserved_bytes, &s.active_bytes, &s.inactive_split_bytes, &s.requested_bytes}) {
+    for (Stat& stat : *array) fn(stat);
+  }
+  fn(s.oversize_allocations);
+  fn(s.oversize_segments);
+}
+
+// Host memory, with freed blocks kept by size for the next allocation of that size. A
 // model's forward frees and allocates the same sizes every step; glibc's malloc serves
 // them from its bins and, when small frees (tensor and storage objects) sit in its fast
 // bins, consolidates those on each larger request: _int_malloc, _int_free and
@@ -29,43 +78,91 @@ std::atomic<c10::DeviceType> g_backing{c10::DeviceType::CPU};
 // Bounded: blocks above kMaxCachedBlock, and blocks beyond the limit in all (256 MiB; 0
 // keeps none), go back to malloc; empty_cache() (torch.eagerc.empty_cache) returns every
 // cached block.
-class BlockCache {
+//
+// Its statistics are CUDA's caching allocator's, counted in whole blocks (the request
+// rounded up to the alignment, plus the header): a block in use is allocated, active and
+// reserved; a cached block is reserved only; a segment is one block from malloc. There is
+// no splitting, so the inactive-split entries stay 0.
+class HostPool {
  public:
   static constexpr size_t kMaxCachedBlock = size_t{16} << 20;
 
-  void* take(size_t bytes) {
+  // A block of `block` bytes for a request of `requested`: a cached one, or nullptr (the
+  // caller mallocs one and calls added()). Either way the block is counted as in use.
+  void* take(size_t block, size_t requested) {
     std::lock_guard<std::mutex> lock(mu_);
-    auto it = blocks_.find(bytes);
-    if (it == blocks_.end() || it->second.empty()) return nullptr;
-    void* block = it->second.back();
-    it->second.pop_back();
-    cached_ -= bytes;
-    return block;
+    void* found = nullptr;
+    auto it = blocks_.find(block);
+    if (it != blocks_.end() && !it->second.empty()) {
+      found = it->second.back();
+      it->second.pop_back();
+      cached_ -= block;
+    }
+    increase(stats_.allocation, 1, block);
+    increase(stats_.active, 1, block);
+    increase(stats_.allocated_bytes, block, block);
+    increase(stats_.active_bytes, block, block);
+    increase(stats_.requested_bytes, requested, block);
+    return found;
+  }
+
+  // A block fresh from malloc (after take() answered nullptr).
+  void added(size_t block) {
+    std::lock_guard<std::mutex> lock(mu_);
+    increase(stats_.segment, 1, block);
+    increase(stats_.reserved_bytes, block, block);
+    stats_.num_device_alloc += 1;
+  }
+
+  // A request malloc could not serve: `retried` says whether the cache was emptied and the
+  // request tried again (a retry), or whether it failed after that too (an OOM).
+  void failed(size_t block, size_t requested, bool retried) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (retried) {
+      stats_.num_ooms += 1;
+      decrease(stats_.allocation, 1, block);
+      decrease(stats_.active, 1, block);
+      decrease(stats_.allocated_bytes, block, block);
+      decrease(stats_.active_bytes, block, block);
+      decrease(stats_.requested_bytes, requested, block);
+    } else {
+      stats_.num_alloc_retries += 1;
+    }
   }
 
   // False when the block is not kept (the caller frees it).
-  bool give(void* block, size_t bytes) {
-    if (bytes > kMaxCachedBlock) return false;
+  bool give(void* data, size_t block, size_t requested) {
     std::lock_guard<std::mutex> lock(mu_);
-    if (cached_ + bytes > limit_) return false;
-    blocks_[bytes].push_back(block);
-    cached_ += bytes;
-    return true;
+    decrease(stats_.allocation, 1, block);
+    decrease(stats_.active, 1, block);
+    decrease(stats_.allocated_bytes, block, block);
+    decrease(stats_.active_bytes, block, block);
+    decrease(stats_.requested_bytes, requested, block);
+    if (block <= kMaxCachedBlock && cached_ + block <= limit_) {
+      blocks_[block].push_back(data);
+      cached_ += block;
+      return true;
+    }
+    released(block);
+    return false;
   }
 
   size_t release_all() {
     std::unordered_map<size_t, std::vector<void*>> blocks;
-    size_t released = 0;
+    size_t freed = 0;
     {
       std::lock_guard<std::mutex> lock(mu_);
       blocks.swap(blocks_);
-      released = cached_;
+      freed = cached_;
       cached_ = 0;
+      for (auto& [bytes, list] : blocks) {
+        for (size_t k = 0; k < list.size(); ++k) released(bytes);
+      }
     }
     for (auto& [bytes, list] : blocks) {
       for (void* block : list) std::free(block);
     }
-    return released;
+    return freed;
   }
 
   size_t cached_bytes() {
@@ -81,48 +178,104 @@ class BlockCache {
     release_all();
   }
 
+  DeviceStats stats() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return stats_;
+  }
+
+  void reset_peak() {
+    std::lock_guard<std::mutex> lock(mu_);
+    for_each_stat(stats_, [](Stat& s) { s.peak = s.current; });
+  }
+
+  void reset_accumulated() {
+    std::lock_guard<std::mutex> lock(mu_);
+    for_each_stat(stats_, [](Stat& s) { s.allocated = s.freed = 0; });
+    stats_.num_alloc_retries = 0;
+    stats_.num_ooms = 0;
+    stats_.num_sync_all_streams = 0;
+    stats_.num_device_alloc = 0;
+    stats_.num_device_free = 0;
+  }
+
  private:
+  // A block going back to malloc (mu_ held).
+  void released(size_t block) {
+    decrease(stats_.segment, 1, block);
+    decrease(stats_.reserved_bytes, block, block);
+    stats_.num_device_free += 1;
+  }
+
   std::mutex mu_;
   std::unordered_map<size_t, std::vector<void*>> blocks_;  // block size -> free blocks
   size_t cached_ = 0;
   size_t limit_ = size_t{256} << 20;
+  DeviceStats stats_;
 };
 
 // Never destroyed: tensors may be freed during interpreter shutdown.
-BlockCache& block_cache() {
-  static auto* cache = new BlockCache();
-  return *cache;
+HostPool& host_pool() {
+  static auto* pool = new HostPool();
+  return *pool;
 }
 
 // A block is [header | data]: the header (one alignment unit, so the data stays aligned)
-// holds the block's size, which the deleter needs to file it under; the DataPtr's
-// context is the data pointer, as for a plain malloc'd buffer.
+// holds the block's size and the bytes requested, which the deleter needs to file and
+// count it; the DataPtr's context is the data pointer, as for a plain malloc'd buffer.
 constexpr size_t kHeader = kAlignment;
+struct Header {
+  size_t block;
+  size_t requested;
+};
+static_assert(sizeof(Header) <= kHeader);
 
 void* allocate_block(size_t nbytes) {
   // aligned_alloc needs a size that is a multiple of the alignment.
   const size_t rounded = (nbytes + kAlignment - 1) / kAlignment * kAlignment + kHeader;
-  void* block = block_cache().take(rounded);
+  void* block = host_pool().take(rounded, nbytes);
   if (!block) {
     block = std::aligned_alloc(kAlignment, rounded);
+    if (block == nullptr) {
+      // As CUDA's allocator does: return the cached blocks and try once more.
+      host_pool().failed(rounded, nbytes, /*retried=*/false);
+      host_pool().release_all();
+      block = std::aligned_alloc(kAlignment, rounded);
+      if (block == nullptr) host_pool().failed(rounded, nbytes, /*retried=*/true);
+    }
     // OutOfMemoryError, as CUDA's allocator raises: torch.OutOfMemoryError in Python, and a
     // compiled kernel's failed allocation reaches the user as it is (KernelHolder).
     TORCH_CHECK_WITH(OutOfMemoryError, block != nullptr, "eagerc: out of host memory allocating ", nbytes, " bytes");
-    *static_cast<size_t*>(block) = rounded;
+    host_pool().added(rounded);
   }
+  *static_cast<Header*>(block) = {rounded, nbytes};
   return static_cast<char*>(block) + kHeader;
 }
 
 void free_host(void* data) {
   if (data == nullptr) return;
   void* block = static_cast<char*>(data) - kHeader;
-  if (!block_cache().give(block, *static_cast<size_t*>(block))) std::free(block);
+  const Header header = *static_cast<Header*>(block);
+  if (!host_pool().give(block, header.block, header.requested)) std::free(block);
 }
 
-class DeviceAllocator final : public c10::Allocator {
+// CUDA's caching allocator, through c10's registry (no CUDA headers).
+c10::DeviceAllocator* cuda_allocator() {
+  return c10::getDeviceAllocator(c10::DeviceType::CUDA);
+}
+
+c10::DeviceIndex resolved(c10::DeviceIndex index) {
+  check_index(index);
+  return index >= 0 ? index : current_index();
+}
+
+// The device's allocator is a c10::DeviceAllocator, so torch.accelerator's memory calls
+// (empty_cache, memory_stats, memory_allocated, ...) reach it. On GPU memory each of them
+// answers for cuda:N's caching allocator, which eagerc:N's memory comes from (its numbers
+// include native CUDA tensors of the same process: they share that memory).
+class EagercAllocator final : public c10::DeviceAllocator {
  public:
   c10::DataPtr allocate(size_t nbytes) override {
-    if (g_backing.load() == c10::DeviceType::CUDA) {
+    if (on_gpu()) {
       // The caching allocator's block on the current GPU (the current eagerc device:
       // guard.cpp; the runtime's allocation ops set it from their device argument),
       // re-tagged with that index: its deleter frees by pointer.
@@ -143,7 +296,7 @@ class DeviceAllocator final : public c10::Allocator {
   }
 
   c10::DeleterFnPtr raw_deleter() const override {
-    if (g_backing.load() == c10::DeviceType::CUDA) {
+    if (on_gpu()) {
       return c10::GetAllocator(c10::DeviceType::CUDA)->raw_deleter();
     }
     return &free_host;
@@ -152,9 +305,199 @@ class DeviceAllocator final : public c10::Allocator {
   void copy_data(void* dest, const void* src, std::size_t count) const override {
     copy_bytes(dest, src, count);
   }
+
+  bool initialized() override {
+    return !on_gpu() || cuda_allocator()->initialized();
+  }
+
+  void emptyCache(c10::MempoolId_t mempool_id) override {
+    if (on_gpu()) {
+      cuda_allocator()->emptyCache(mempool_id);
+    } else {
+      host_pool().release_all();
+    }
+  }
+
+  // On host memory every kernel has finished when its call returns: nothing to wait for.
+  void recordStream(const c10::DataPtr& ptr, c10::Stream stream) override {
+    if (on_gpu()) cuda_allocator()->recordStream(ptr, cuda_stream(stream));
+  }
+
+  DeviceStats getDeviceStats(c10::DeviceIndex device) override {
+    const c10::DeviceIndex index = resolved(device);
+    return on_gpu() ? cuda_allocator()->getDeviceStats(index) : host_pool().stats();
+  }
+
+  void resetAccumulatedStats(c10::DeviceIndex device) override {
+    const c10::DeviceIndex index = resolved(device);
+    if (on_gpu()) {
+      cuda_allocator()->resetAccumulatedStats(index);
+    } else {
+      host_pool().reset_accumulated();
+    }
+  }
+
+  void resetPeakStats(c10::DeviceIndex device) override {
+    const c10::DeviceIndex index = resolved(device);
+    if (on_gpu()) {
+      cuda_allocator()->resetPeakStats(index);
+    } else {
+      host_pool().reset_peak();
+    }
+  }
+
+  // Host memory: the machine's available and total physical memory.
+  std::pair<size_t, size_t> getMemoryInfo(c10::DeviceIndex device) override {
+    const c10::DeviceIndex index = resolved(device);
+    if (on_gpu()) return cuda_allocator()->getMemoryInfo(index);
+    const auto page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+    return {static_cast<size_t>(sysconf(_SC_AVPHYS_PAGES)) * page,
+            static_cast<size_t>(sysconf(_SC_PHYS_PAGES)) * page};
+  }
 };
 
-DeviceAllocator g_allocator;
+EagercAllocator g_allocator;
+
+// Pinned host memory: what Tensor.pin_memory() and DataLoader(pin_memory=True) allocate
+// for the device, and what is_pinned() answers True for (torch asks the accelerator's
+// hooks: hooks.cpp). Where a CUDA GPU is present (always on GPU memory) it is CUDA's
+// page-locked memory from CUDA's caching host allocator, so a copy from it to the device
+// with non_blocking=True is asynchronous on the current stream. Without one, the device's
+// memory is host memory that its kernels read directly: pinned memory is then a separate
+// 64-byte-aligned host block, kept apart from the device's own memory (it is a CPU tensor
+// and counts in no device statistics), and pinned exactly while it lives.
+bool cuda_pinned() {
+  static const bool cuda = on_gpu() || at::detail::getCUDAHooks().hasCUDA();
+  return cuda;
+}
+
+at::HostAllocator* cuda_host_allocator() {
+  return at::getHostAllocator(c10::DeviceType::CUDA);
+}
+
+class PinnedBlocks {
+ public:
+  void add(void* data, size_t bytes) {
+    std::lock_guard<std::mutex> lock(mu_);
+    blocks_.emplace(data, bytes);
+    increase(stats_.allocations, 1);
+    increase(stats_.active_requests, 1);
+    increase(stats_.allocated_bytes, bytes);
+    increase(stats_.active_bytes, bytes);
+    stats_.num_host_alloc += 1;
+  }
+
+  void remove(void* data) {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = blocks_.find(data);
+    if (it == blocks_.end()) return;
+    decrease(stats_.allocations, 1);
+    decrease(stats_.active_requests, 1);
+    decrease(stats_.allocated_bytes, it->second);
+    decrease(stats_.active_bytes, it->second);
+    stats_.num_host_free += 1;
+    blocks_.erase(it);
+  }
+
+  bool contains(const void* data) {
+    std::lock_guard<std::mutex> lock(mu_);
+    return blocks_.count(const_cast<void*>(data)) != 0;
+  }
+
+  at::HostStats stats() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return stats_;
+  }
+
+  void reset_peak() {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (Stat* s : {&stats_.allocations, &stats_.active_requests, &stats_.allocated_bytes, &stats_.active_bytes}) {
+      s->peak = s->current;
+    }
+  }
+
+  void reset_accumulated() {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (Stat* s : {&stats_.allocations, &stats_.active_requests, &stats_.allocated_bytes, &stats_.active_bytes}) {
+      s->allocated = s->freed = 0;
+    }
+    stats_.num_host_alloc = 0;
+    stats_.num_host_free = 0;
+  }
+
+ private:
+  std::mutex mu_;
+  std::unordered_map<void*, size_t> blocks_;  // data -> bytes
+  at::HostStats stats_;
+};
+
+// Never destroyed: pinned tensors may be freed during interpreter shutdown.
+PinnedBlocks& pinned_blocks() {
+  static auto* blocks = new PinnedBlocks();
+  return *blocks;
+}
+
+void free_pinned(void* data) {
+  if (data == nullptr) return;
+  pinned_blocks().remove(data);
+  std::free(data);
+}
+
+class PinnedAllocator final : public at::HostAllocator {
+ public:
+  c10::DataPtr allocate(size_t nbytes) override {
+    if (cuda_pinned()) return cuda_host_allocator()->allocate(nbytes);
+    const c10::Device cpu(c10::DeviceType::CPU);
+    if (nbytes == 0) return {nullptr, nullptr, &free_pinned, cpu};
+    const size_t rounded = (nbytes + kAlignment - 1) / kAlignment * kAlignment;
+    void* data = std::aligned_alloc(kAlignment, rounded);
+    TORCH_CHECK_WITH(OutOfMemoryError, data != nullptr, "eagerc: out of host memory pinning ", nbytes, " bytes");
+    pinned_blocks().add(data, rounded);
+    return {data, data, &free_pinned, cpu};
+  }
+
+  c10::DeleterFnPtr raw_deleter() const override {
+    return cuda_pinned() ? cuda_host_allocator()->raw_deleter() : &free_pinned;
+  }
+
+  void copy_data(void* dest, const void* src, std::size_t count) const override {
+    std::memcpy(dest, src, count);
+  }
+
+  // A copy on host memory has finished when it returns: no event to wait for.
+  bool record_event(void* ptr, void* ctx, c10::Stream stream) override {
+    if (!cuda_pinned()) return pinned_blocks().contains(ptr);
+    return cuda_host_allocator()->record_event(
+        ptr, ctx, stream.device_type() == kDeviceType ? cuda_stream(stream) : stream);
+  }
+
+  // Without a GPU nothing is cached: a pinned block goes back to malloc when freed.
+  void empty_cache() override {
+    if (cuda_pinned()) cuda_host_allocator()->empty_cache();
+  }
+
+  at::HostStats get_stats() override {
+    return cuda_pinned() ? cuda_host_allocator()->get_stats() : pinned_blocks().stats();
+  }
+
+  void reset_accumulated_stats() override {
+    if (cuda_pinned()) {
+      cuda_host_allocator()->reset_accumulated_stats();
+    } else {
+      pinned_blocks().reset_accumulated();
+    }
+  }
+
+  void reset_peak_stats() override {
+    if (cuda_pinned()) {
+      cuda_host_allocator()->reset_peak_stats();
+    } else {
+      pinned_blocks().reset_peak();
+    }
+  }
+};
+
+PinnedAllocator g_pinned_allocator;
 
 }  // namespace
 
@@ -170,7 +513,7 @@ c10::DeviceType backing() {
 
 void copy_bytes(void* dest, const void* src, size_t count, c10::DeviceIndex index) {
   if (count == 0) return;
-  if (g_backing.load() == c10::DeviceType::CPU) {
+  if (!on_gpu()) {
     std::memcpy(dest, src, count);  // host memory: a memcpy is the device-to-device copy
     return;
   }
@@ -188,23 +531,37 @@ void copy_bytes(void* dest, const void* src, size_t count, c10::DeviceIndex inde
 }
 
 size_t empty_cache() {
-  return block_cache().release_all();
+  if (on_gpu()) {
+    cuda_allocator()->emptyCache({0, 0});
+    return 0;
+  }
+  return host_pool().release_all();
 }
 
 size_t cached_bytes() {
-  return block_cache().cached_bytes();
+  return host_pool().cached_bytes();
 }
 
 void set_cache_limit(size_t bytes) {
-  block_cache().set_limit(bytes);
+  host_pool().set_limit(bytes);
 }
 
-c10::Allocator* host_allocator() {
+c10::DeviceAllocator* host_allocator() {
   return &g_allocator;
+}
+
+at::HostAllocator* pinned_allocator() {
+  return &g_pinned_allocator;
+}
+
+bool is_pinned(const void* data) {
+  if (cuda_pinned()) return at::detail::getCUDAHooks().isPinnedPtr(data);
+  return data != nullptr && pinned_blocks().contains(data);
 }
 
 void register_allocator() {
   c10::SetAllocator(kDeviceType, &g_allocator);
+  at::setHostAllocator(kDeviceType, &g_pinned_allocator);
 }
 
 }  // namespace eagerc::device

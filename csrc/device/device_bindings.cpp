@@ -5,6 +5,9 @@
 #include <c10/core/DeviceType.h>
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 #include <pybind11/stl.h>
+
+#include <map>
+#include <string>
 #include <torch/csrc/Generator.h>
 
 #include "device/runtime.h"
@@ -13,6 +16,37 @@ namespace py = pybind11;
 
 namespace eagerc::device {
 namespace {
+
+// DeviceStats, flat under torch.cuda.memory_stats's names ("allocated_bytes.all.current").
+std::map<std::string, int64_t> memory_stats(int index) {
+  const auto stats = host_allocator()->getDeviceStats(static_cast<c10::DeviceIndex>(index));
+  std::map<std::string, int64_t> flat;
+  auto add_stat = [&](const std::string& name, const c10::CachingAllocator::Stat& stat) {
+    flat[name + ".current"] = stat.current;
+    flat[name + ".peak"] = stat.peak;
+    flat[name + ".allocated"] = stat.allocated;
+    flat[name + ".freed"] = stat.freed;
+  };
+  const std::pair<const char*, const c10::CachingAllocator::StatArray*> arrays[] = {
+      {"allocation", &stats.allocation},       {"segment", &stats.segment},
+      {"active", &stats.active},               {"inactive_split", &stats.inactive_split},
+      {"allocated_bytes", &stats.allocated_bytes}, {"reserved_bytes", &stats.reserved_bytes},
+      {"active_bytes", &stats.active_bytes},   {"inactive_split_bytes", &stats.inactive_split_bytes},
+      {"requested_bytes", &stats.requested_bytes}};
+  const char* pools[] = {"all", "small_pool", "large_pool"};  // c10's StatType order
+  for (const auto& [name, array] : arrays) {
+    for (size_t pool = 0; pool < 3; ++pool) add_stat(std::string(name) + "." + pools[pool], (*array)[pool]);
+  }
+  add_stat("oversize_allocations", stats.oversize_allocations);
+  add_stat("oversize_segments", stats.oversize_segments);
+  flat["num_alloc_retries"] = stats.num_alloc_retries;
+  flat["num_ooms"] = stats.num_ooms;
+  flat["num_sync_all_streams"] = stats.num_sync_all_streams;
+  flat["num_device_alloc"] = stats.num_device_alloc;
+  flat["num_device_free"] = stats.num_device_free;
+  flat["max_split_size"] = stats.max_split_size;
+  return flat;
+}
 
 // True when something other than eagerc has claimed PrivateUse1: a different backend
 // name, hooks, a device guard, or an allocation kernel. Registering over any of them
@@ -63,7 +97,19 @@ void init_bindings(py::module_& m) {
   m.def("_device_set_current", [](int index) { set_current_index(static_cast<c10::DeviceIndex>(index)); },
         py::arg("index"), "Make eagerc device `index` current (raises for an index it does not have).");
   m.def("_device_empty_cache", &empty_cache,
-        "Return the device's cached free host-memory blocks to malloc; the bytes returned.");
+        "Return the device's cached free memory (host blocks to malloc; on GPU memory CUDA's "
+        "cache); the host bytes returned.");
+  m.def("_device_memory_stats", &memory_stats, py::arg("index"),
+        "The device allocator's statistics for device `index`, flat as torch.cuda.memory_stats's.");
+  m.def("_device_reset_peak_stats", [](int index) {
+    host_allocator()->resetPeakStats(static_cast<c10::DeviceIndex>(index));
+  }, py::arg("index"), "Reset the peak entries of device `index`'s statistics to their current values.");
+  m.def("_device_reset_accumulated_stats", [](int index) {
+    host_allocator()->resetAccumulatedStats(static_cast<c10::DeviceIndex>(index));
+  }, py::arg("index"), "Reset the allocated/freed counts and event counters of device `index`'s statistics.");
+  m.def("_device_mem_get_info", [](int index) {
+    return host_allocator()->getMemoryInfo(static_cast<c10::DeviceIndex>(index));
+  }, py::arg("index"), "(free, total) bytes of device `index`'s memory (host memory: the machine's).");
   m.def("_device_cached_bytes", &cached_bytes,
         "Bytes of freed host-memory blocks the device keeps for reuse.");
   m.def("_device_set_cache_limit", &set_cache_limit, py::arg("bytes"),

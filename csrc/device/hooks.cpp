@@ -81,14 +81,6 @@ class EagercGenerator final : public c10::GeneratorImpl, public HomeGenerator {
   at::Generator home_;
 };
 
-// Host memory is the device memory, so "pinned" host memory is the pinned memory of
-// whatever GPU runtime is present (CUDA on the GPU machine), else ordinary host memory.
-// This matters because a registered PrivateUse1 backend becomes torch.accelerator,
-// and Tensor.pin_memory() asks the accelerator's hooks.
-bool has_cuda() {
-  return at::detail::getCUDAHooks().hasCUDA();
-}
-
 // A new generator of device `index` over a fresh home generator (CPU: torch.Generator()'s
 // default seed; GPU: a new cuda:index generator).
 at::Generator new_generator(c10::DeviceIndex index) {
@@ -140,12 +132,13 @@ struct Hooks final : public at::PrivateUse1HooksInterface {
     }
     return {kDeviceType, 0};
   }
+  // A registered PrivateUse1 backend becomes torch.accelerator, so Tensor.pin_memory()
+  // and is_pinned() ask these: the device's pinned host memory (allocator.cpp).
   bool isPinnedPtr(const void* data) const override {
-    return has_cuda() && at::detail::getCUDAHooks().isPinnedPtr(data);
+    return is_pinned(data);
   }
   at::Allocator* getPinnedMemoryAllocator() const override {
-    return has_cuda() ? at::detail::getCUDAHooks().getPinnedMemoryAllocator()
-                      : c10::GetCPUAllocator();
+    return pinned_allocator();
   }
   // Storage.resize_() on an eagerc storage: reallocate, keep the common prefix.
   void resizePrivateUse1Bytes(const c10::Storage& storage, size_t newsize) const override {

@@ -6,9 +6,12 @@
 #include <string>
 #include <vector>
 
+#include <ATen/core/CachingHostAllocator.h>
 #include <ATen/core/Generator.h>
 #include <c10/core/Allocator.h>
+#include <c10/core/CachingDeviceAllocator.h>
 #include <c10/core/Device.h>
+#include <c10/core/Stream.h>
 
 namespace eagerc::device {
 
@@ -20,11 +23,19 @@ constexpr size_t kAlignment = 64;
 // host memory, or (set_backing(CUDA), before any allocation) CUDA caching-allocator memory.
 void set_backing(c10::DeviceType backing);
 c10::DeviceType backing();
-c10::Allocator* host_allocator();  // the device's allocator, whatever its backing
+// The device's allocator, whatever its backing: a c10::DeviceAllocator, whose statistics
+// (torch.accelerator.memory_stats) are its host memory's, or on GPU memory cuda:N's.
+c10::DeviceAllocator* host_allocator();
+// Pinned host memory for the device (torch's host allocator for it): CUDA's page-locked
+// memory where a CUDA GPU is present, else host blocks of its own; is_pinned() answers for
+// either (false for other host memory).
+at::HostAllocator* pinned_allocator();
+bool is_pinned(const void* data);
 // Within the device's memory; on GPU memory, a copy by `index`'s GPU (-1: the current one).
 void copy_bytes(void* dest, const void* src, size_t count, c10::DeviceIndex index = -1);
 // Host memory: freed blocks are kept by size for reuse (bounded). empty_cache() returns them
-// to malloc and says how many bytes that was; cached_bytes() is what is kept now.
+// to malloc and says how many bytes that was (on GPU memory it empties cuda:N's caching
+// allocator's cache instead, and says 0); cached_bytes() is what is kept now.
 size_t empty_cache();
 size_t cached_bytes();
 void set_cache_limit(size_t bytes);  // 0: keep none (empties the cache)
@@ -36,6 +47,9 @@ c10::DeviceIndex device_count();
 c10::DeviceIndex current_index();
 void set_current_index(c10::DeviceIndex index);  // -1: no change
 void check_index(c10::DeviceIndex index);        // raises unless -1 or a device's index
+// GPU memory: an eagerc stream is the CUDA stream of the same id and index, and back.
+c10::Stream cuda_stream(const c10::Stream& stream);
+c10::Stream eagerc_stream(const c10::Stream& stream);
 void register_guard();
 
 // hooks.cpp: PrivateUse1 hooks and the per-device default generator.

@@ -23,6 +23,13 @@ from __future__ import annotations
 
 import torch
 
+# Memory statistics and streams, as torch.cuda names them (host memory or CUDA's).
+from eagerc.device.memory import (empty_cache, max_memory_allocated, max_memory_reserved,  # noqa: F401
+                                  mem_get_info, memory_allocated, memory_reserved, memory_stats,
+                                  reset_accumulated_memory_stats, reset_peak_memory_stats)
+from eagerc.device.streams import (Event, Stream, current_stream, default_stream,  # noqa: F401
+                                   set_stream, stream)
+
 __all__ = [
     "current_device",
     "device_count",
@@ -41,7 +48,17 @@ __all__ = [
     "Event",
     "Stream",
     "current_stream",
+    "default_stream",
     "device",
+    "max_memory_allocated",
+    "max_memory_reserved",
+    "mem_get_info",
+    "memory_allocated",
+    "memory_reserved",
+    "memory_stats",
+    "reset_accumulated_memory_stats",
+    "reset_peak_memory_stats",
+    "set_stream",
     "stream",
 ]
 
@@ -85,11 +102,6 @@ def _index(device) -> int:
                 else f"{count} device(s), one per GPU")
         raise ValueError(f"eagerc has {what}; got device {device!r}")
     return index
-
-
-def _check_device(device) -> None:
-    if device is not None:
-        _index(device)
 
 
 def _on_gpu_memory() -> bool:
@@ -157,45 +169,6 @@ def synchronize(device=None) -> None:
     if _on_gpu_memory():
         torch.cuda.synchronize(index)
 
-
-# Streams for device-agnostic code (FSDP2 overlaps its collectives on side streams,
-# torch.distributed.checkpoint stages copies on one): the device has one in-order stream
-# (on host memory a call has finished when it returns; on GPU memory every kernel runs on
-# CUDA's current stream), so a side stream, an event and a wait between them are
-# orderings that already hold: torch.cpu's no-op ones, and a stream's synchronize is the
-# device's.
-class Stream(torch.cpu.Stream):
-    def synchronize(self) -> None:
-        torch.accelerator.synchronize()
-
-    def query(self) -> bool:
-        return True
-
-
-Event = torch.cpu.Event
-stream = torch.cpu.stream
-_stream = Stream()
-
-
-def current_stream(device=None) -> Stream:
-    _check_device(device)
-    return _stream
-
-
-def empty_cache() -> None:
-    """Return the device's cached free memory blocks to the system allocator.
-
-    Freed device memory is kept by size for the next allocation of that size (up to
-    256 MiB in all), as torch.cuda's caching allocator keeps it.
-
-        >>> import torch, eagerc
-        >>> x = torch.empty(1024, device="eagerc"); del x
-        >>> torch.eagerc.empty_cache(); eagerc._C._device_cached_bytes()
-        0
-    """
-    from eagerc import _C
-
-    _C._device_empty_cache()
 
 
 def _seed_index(index: int, seed: int) -> None:
