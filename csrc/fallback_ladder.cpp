@@ -9,6 +9,7 @@
 #include <mutex>
 #include <set>
 
+#include "home_generator.h"
 #include "host_alias.h"
 #include "kernel_holder.h"
 
@@ -134,6 +135,7 @@ void KernelHolder::fallback(const c10::OperatorHandle& op, c10::DispatchKeySet k
     // self, out=) back into the device's tensors.
     st.counters.host_round_trips.fetch_add(1, std::memory_order_relaxed);
     warn_host_round_trip_once(st.name, st.dispatch_key, why);
+    cpu_home_generators(st.plan.kinds.size(), stack);
     at::native::cpu_fallback(op, stack);
     return;
   }

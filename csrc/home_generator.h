@@ -8,6 +8,7 @@
 #pragma once
 
 #include <ATen/core/Generator.h>
+#include <ATen/core/stack.h>
 
 namespace eagerc {
 
@@ -23,6 +24,18 @@ inline at::Generator home_of(const at::Generator& g) {
   if (!g.defined()) return g;
   const auto* keeper = dynamic_cast<const HomeGenerator*>(g.unsafeGetGeneratorImpl());
   return keeper ? keeper->home() : g;
+}
+
+// For the host round trip (CPU kernels on copies): the call's last `n` stack entries that
+// are generators keeping their state in a CPU generator are replaced by it. A generator
+// whose home is not the CPU stays, and the CPU kernel refuses it as eager would.
+inline void cpu_home_generators(size_t n, torch::jit::Stack* stack) {
+  for (size_t i = stack->size() - n; i < stack->size(); ++i) {
+    c10::IValue& v = (*stack)[i];
+    if (!v.isGenerator()) continue;
+    at::Generator home = home_of(v.toGenerator());
+    if (home.defined() && home.device().is_cpu()) v = home;
+  }
 }
 
 }  // namespace eagerc
