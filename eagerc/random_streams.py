@@ -34,7 +34,8 @@ def draws(op) -> bool:
 @contextlib.contextmanager
 def kept():
     """Within the block, draw as you like: the CPU generator's state and, where CUDA is
-    initialized, every GPU's are put back afterwards. Only for the thread that owns the
+    initialized, every GPU's are put back afterwards (the eagerc device's default
+    generators are these: csrc/device/hooks.cpp). Only for the thread that owns the
     streams (raises RuntimeError within `elsewhere`)."""
     if not _here():
         raise RuntimeError("random_streams.kept() on a thread that does not own the random "

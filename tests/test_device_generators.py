@@ -171,6 +171,29 @@ def test_a_cpu_call_with_a_device_generator_draws_from_it():
     assert torch.equal(got, torch.empty(3).uniform_(generator=torch.Generator().manual_seed(2)))
 
 
+def test_host_round_trip_hands_the_cpu_kernel_the_generators_state(tmp_path):
+    # With aliases off the CPU kernel runs on copies (the host round trip): it too gets
+    # the CPU generator that holds the device generator's state.
+    import os
+    import subprocess
+    import sys
+
+    script = """
+import torch, eagerc
+for op in ("uniform_", "exponential_", "normal_"):
+    mine, cpu = torch.Generator("eagerc").manual_seed(3), torch.Generator().manual_seed(3)
+    got = getattr(torch.zeros(5).to("eagerc"), op)(generator=mine).cpu()
+    assert torch.equal(got, getattr(torch.zeros(5), op)(generator=cpu)), op
+    assert torch.equal(mine.get_state(), cpu.get_state()), op
+assert eagerc.stats()["host_round_trips"] == 3, eagerc.stats()
+print("OK")
+"""
+    env = dict(os.environ, EAGERC_ALIAS_FALLBACK="0", EAGERC_CACHE_DIR=str(tmp_path))
+    done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True,
+                          text=True, timeout=600)
+    assert done.returncode == 0 and "OK" in done.stdout, done.stdout[-2000:] + done.stderr[-3000:]
+
+
 @pytest.mark.slow
 def test_ddpm_pipeline_with_a_device_generator_matches_cpu():
     """diffusers passes the pipeline's generator to every draw (the initial noise and each

@@ -5,7 +5,8 @@ Inductor keeps `prims.normal` (torch._refs' normal) as a call back into Python, 
 lowering for multinomial. Here they draw through `aten.rand`/`aten.randn`, which Inductor's
 seed pass turns into its own generated random numbers, so the kernel is generated code.
 The stream differs from ATen's (as every compiled random op's does); the distribution is
-ATen's, which the coverage sweep checks statistically.
+ATen's, which the coverage sweep checks statistically. They draw from the default
+generator only: a call with an explicit generator is not compiled (see _no_generator).
 
 ATen's value checks (std >= 0, a multinomial's weights) are a `_assert_async` in the
 kernel: it raises, and the holder re-runs eager's kernel, which raises eager's error. A GPU
@@ -62,8 +63,11 @@ def normal_float_tensor(mean, std, *, generator=None):
 
 def _no_generator(generator):
     if generator is not None:
-        # A generator's state cannot be a kernel's input: not decomposed (a later rung).
-        raise NotImplementedError("normal with an explicit generator")
+        # A generator's state cannot be a kernel's input. The holder never compiles a call
+        # with an explicit generator (csrc/signature.cpp refuses its signature): it runs
+        # the memory home's kernel with the generator's home state (csrc/home_generator.h),
+        # which gives eager's numbers for its seed. Raised for any other caller.
+        raise NotImplementedError("a random op with an explicit generator")
 
 
 def multinomial(p, num_samples, replacement=False, *, generator=None):
