@@ -199,3 +199,24 @@ def test_a_test_run_prints_a_line_per_file_and_removes_its_cache(tmp_path):
     assert "(3/3 tests done)" in done.stdout
     cache = told.read_text()
     assert cache.startswith(tempfile.gettempdir()) and not os.path.exists(cache)
+
+
+_LINALG_INV = """
+import contextlib, sys, torch, eagerc
+if sys.argv[1] == "unfiltered":
+    import eagerc.compile.inductor_wrapper as wrapper
+    wrapper._quiet_proxy_executor = contextlib.nullcontext
+eagerc.enable("cpu")
+torch.linalg.inv(torch.randn(4, 4) + 4 * torch.eye(4))
+"""
+
+
+@pytest.mark.slow  # two processes compile linalg_inv's kernel
+@pytest.mark.parametrize("mode", ["filtered", "unfiltered"])
+def test_no_proxy_executor_warning_reaches_a_user_of_enable_cpu(tmp_path, mode):
+    done = subprocess.run([sys.executable, "-c", _LINALG_INV, mode], capture_output=True, text=True,
+                          timeout=600, env={**os.environ, "EAGERC_CACHE_DIR": str(tmp_path / "c")})
+    assert done.returncode == 0, done.stderr[-3000:]
+    # linalg_inv_ex calls an ATen kernel Inductor's C shim lacks: Inductor warns while
+    # eagerc compiles it, unless eagerc filters the note (the unfiltered run shows it does).
+    assert ("missing a c-shim implementation" in done.stderr) == (mode == "unfiltered"), done.stderr[-3000:]
