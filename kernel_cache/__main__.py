@@ -68,8 +68,9 @@ def _stores(args) -> list[DiskStore]:
 
 def _no_kernel(metadata: dict) -> bool:
     """A record that holds no kernel: a remembered fallback, or a marker sending a
-    signature to kernels specialized on its scalar values."""
-    return "fallback" in metadata or "specialize_values" in metadata
+    signature elsewhere (to kernels specialized on its scalar values, or compiled to run on
+    host aliases)."""
+    return any(name in metadata for name in ("fallback", "specialize_values", "needs_host_aliases"))
 
 
 def cmd_info(args) -> int:
@@ -90,8 +91,8 @@ def cmd_info(args) -> int:
     if totals["variants"] > totals["kernels"]:
         others = totals["variants"] - totals["kernels"]
         print(f"({others} {'entry holds' if others == 1 else 'entries hold'} no kernel: an op that runs "
-              "its fallback, or a signature whose kernels are specialized on its scalar values; "
-              "`list` names them)")
+              "its fallback, or a signature whose kernels are specialized on its scalar values "
+              "or run on host aliases; `list` names them)")
     return 0
 
 
