@@ -2,9 +2,7 @@
 // GPU memory from PyTorch's CUDA caching allocator (EAGERC_BACKING=cuda: eagerc:N's
 // memory on cuda:N, the current device's), tagged with the eagerc device either way. Nothing here needs CUDA headers: the CUDA allocator and copies
 // are reached through c10's device-generic registries.
-#include <ATen/core/CachingHostAllocator.h>
 #include <ATen/core/Tensor.h>
-#include <ATen/detail/CUDAHooksInterface.h>
 #include <ATen/ops/from_blob.h>
 #include <c10/core/CachingDeviceAllocator.h>
 #include <c10/core/DeviceGuard.h>
@@ -33,22 +31,13 @@ bool on_gpu() {
 
 using c10::CachingAllocator::Stat;
 using c10::CachingAllocator::StatArray;
+using device::decrease;  // one Stat's (runtime.h), next to the StatArray overloads below
+using device::increase;
 using c10::CachingAllocator::StatType;
 using c10::CachingDeviceAllocator::DeviceStats;
 
 // Blocks up to this size count in the small pool, as in CUDA's caching allocator.
 constexpr size_t kSmallBlock = size_t{1} << 20;
-
-void increase(Stat& stat, size_t amount) {
-  stat.current += static_cast<int64_t>(amount);
-  stat.peak = std::max(stat.peak, stat.current);
-  stat.allocated += static_cast<int64_t>(amount);
-}
-
-void decrease(Stat& stat, size_t amount) {
-  stat.current -= static_cast<int64_t>(amount);
-  stat.freed += static_cast<int64_t>(amount);
-}
 
 // The aggregate entry and the block's pool (small or large), as CUDA's statistics are kept.
 void increase(StatArray& stats, size_t amount, size_t block) {
@@ -358,146 +347,6 @@ class EagercAllocator final : public c10::DeviceAllocator {
 
 EagercAllocator g_allocator;
 
-// Pinned host memory: what Tensor.pin_memory() and DataLoader(pin_memory=True) allocate
-// for the device, and what is_pinned() answers True for (torch asks the accelerator's
-// hooks: hooks.cpp). Where a CUDA GPU is present (always on GPU memory) it is CUDA's
-// page-locked memory from CUDA's caching host allocator, so a copy from it to the device
-// with non_blocking=True is asynchronous on the current stream. Without one, the device's
-// memory is host memory that its kernels read directly: pinned memory is then a separate
-// 64-byte-aligned host block, kept apart from the device's own memory (it is a CPU tensor
-// and counts in no device statistics), and pinned exactly while it lives.
-bool cuda_pinned() {
-  static const bool cuda = on_gpu() || at::detail::getCUDAHooks().hasCUDA();
-  return cuda;
-}
-
-at::HostAllocator* cuda_host_allocator() {
-  return at::getHostAllocator(c10::DeviceType::CUDA);
-}
-
-class PinnedBlocks {
- public:
-  void add(void* data, size_t bytes) {
-    std::lock_guard<std::mutex> lock(mu_);
-    blocks_.emplace(data, bytes);
-    increase(stats_.allocations, 1);
-    increase(stats_.active_requests, 1);
-    increase(stats_.allocated_bytes, bytes);
-    increase(stats_.active_bytes, bytes);
-    stats_.num_host_alloc += 1;
-  }
-
-  void remove(void* data) {
-    std::lock_guard<std::mutex> lock(mu_);
-    auto it = blocks_.find(data);
-    if (it == blocks_.end()) return;
-    decrease(stats_.allocations, 1);
-    decrease(stats_.active_requests, 1);
-    decrease(stats_.allocated_bytes, it->second);
-    decrease(stats_.active_bytes, it->second);
-    stats_.num_host_free += 1;
-    blocks_.erase(it);
-  }
-
-  bool contains(const void* data) {
-    std::lock_guard<std::mutex> lock(mu_);
-    return blocks_.count(const_cast<void*>(data)) != 0;
-  }
-
-  at::HostStats stats() {
-    std::lock_guard<std::mutex> lock(mu_);
-    return stats_;
-  }
-
-  void reset_peak() {
-    std::lock_guard<std::mutex> lock(mu_);
-    for (Stat* s : {&stats_.allocations, &stats_.active_requests, &stats_.allocated_bytes, &stats_.active_bytes}) {
-      s->peak = s->current;
-    }
-  }
-
-  void reset_accumulated() {
-    std::lock_guard<std::mutex> lock(mu_);
-    for (Stat* s : {&stats_.allocations, &stats_.active_requests, &stats_.allocated_bytes, &stats_.active_bytes}) {
-      s->allocated = s->freed = 0;
-    }
-    stats_.num_host_alloc = 0;
-    stats_.num_host_free = 0;
-  }
-
- private:
-  std::mutex mu_;
-  std::unordered_map<void*, size_t> blocks_;  // data -> bytes
-  at::HostStats stats_;
-};
-
-// Never destroyed: pinned tensors may be freed during interpreter shutdown.
-PinnedBlocks& pinned_blocks() {
-  static auto* blocks = new PinnedBlocks();
-  return *blocks;
-}
-
-void free_pinned(void* data) {
-  if (data == nullptr) return;
-  pinned_blocks().remove(data);
-  std::free(data);
-}
-
-class PinnedAllocator final : public at::HostAllocator {
- public:
-  c10::DataPtr allocate(size_t nbytes) override {
-    if (cuda_pinned()) return cuda_host_allocator()->allocate(nbytes);
-    const c10::Device cpu(c10::DeviceType::CPU);
-    if (nbytes == 0) return {nullptr, nullptr, &free_pinned, cpu};
-    const size_t rounded = (nbytes + kAlignment - 1) / kAlignment * kAlignment;
-    void* data = std::aligned_alloc(kAlignment, rounded);
-    TORCH_CHECK_WITH(OutOfMemoryError, data != nullptr, "eagerc: out of host memory pinning ", nbytes, " bytes");
-    pinned_blocks().add(data, rounded);
-    return {data, data, &free_pinned, cpu};
-  }
-
-  c10::DeleterFnPtr raw_deleter() const override {
-    return cuda_pinned() ? cuda_host_allocator()->raw_deleter() : &free_pinned;
-  }
-
-  void copy_data(void* dest, const void* src, std::size_t count) const override {
-    std::memcpy(dest, src, count);
-  }
-
-  // A copy on host memory has finished when it returns: no event to wait for.
-  bool record_event(void* ptr, void* ctx, c10::Stream stream) override {
-    if (!cuda_pinned()) return pinned_blocks().contains(ptr);
-    return cuda_host_allocator()->record_event(
-        ptr, ctx, stream.device_type() == kDeviceType ? cuda_stream(stream) : stream);
-  }
-
-  // Without a GPU nothing is cached: a pinned block goes back to malloc when freed.
-  void empty_cache() override {
-    if (cuda_pinned()) cuda_host_allocator()->empty_cache();
-  }
-
-  at::HostStats get_stats() override {
-    return cuda_pinned() ? cuda_host_allocator()->get_stats() : pinned_blocks().stats();
-  }
-
-  void reset_accumulated_stats() override {
-    if (cuda_pinned()) {
-      cuda_host_allocator()->reset_accumulated_stats();
-    } else {
-      pinned_blocks().reset_accumulated();
-    }
-  }
-
-  void reset_peak_stats() override {
-    if (cuda_pinned()) {
-      cuda_host_allocator()->reset_peak_stats();
-    } else {
-      pinned_blocks().reset_peak();
-    }
-  }
-};
-
-PinnedAllocator g_pinned_allocator;
 
 }  // namespace
 
@@ -550,18 +399,9 @@ c10::DeviceAllocator* host_allocator() {
   return &g_allocator;
 }
 
-at::HostAllocator* pinned_allocator() {
-  return &g_pinned_allocator;
-}
-
-bool is_pinned(const void* data) {
-  if (cuda_pinned()) return at::detail::getCUDAHooks().isPinnedPtr(data);
-  return data != nullptr && pinned_blocks().contains(data);
-}
-
 void register_allocator() {
   c10::SetAllocator(kDeviceType, &g_allocator);
-  at::setHostAllocator(kDeviceType, &g_pinned_allocator);
+  at::setHostAllocator(kDeviceType, pinned_allocator());
 }
 
 }  // namespace eagerc::device

@@ -3,6 +3,7 @@
 // device_bindings.cpp calls the register_* functions once, in order.
 #pragma once
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -26,11 +27,6 @@ c10::DeviceType backing();
 // The device's allocator, whatever its backing: a c10::DeviceAllocator, whose statistics
 // (torch.accelerator.memory_stats) are its host memory's, or on GPU memory cuda:N's.
 c10::DeviceAllocator* host_allocator();
-// Pinned host memory for the device (torch's host allocator for it): CUDA's page-locked
-// memory where a CUDA GPU is present, else host blocks of its own; is_pinned() answers for
-// either (false for other host memory).
-at::HostAllocator* pinned_allocator();
-bool is_pinned(const void* data);
 // Within the device's memory; on GPU memory, a copy by `index`'s GPU (-1: the current one).
 void copy_bytes(void* dest, const void* src, size_t count, c10::DeviceIndex index = -1);
 // Host memory: freed blocks are kept by size for reuse (bounded). empty_cache() returns them
@@ -39,7 +35,24 @@ void copy_bytes(void* dest, const void* src, size_t count, c10::DeviceIndex inde
 size_t empty_cache();
 size_t cached_bytes();
 void set_cache_limit(size_t bytes);  // 0: keep none (empties the cache)
-void register_allocator();
+void register_allocator();  // the device's allocator and its pinned host allocator
+
+// A statistic grows or shrinks as CUDA's caching allocators count it.
+inline void increase(c10::CachingAllocator::Stat& stat, size_t amount) {
+  stat.current += static_cast<int64_t>(amount);
+  stat.peak = std::max(stat.peak, stat.current);
+  stat.allocated += static_cast<int64_t>(amount);
+}
+inline void decrease(c10::CachingAllocator::Stat& stat, size_t amount) {
+  stat.current -= static_cast<int64_t>(amount);
+  stat.freed += static_cast<int64_t>(amount);
+}
+
+// pinned_memory.cpp: pinned host memory for the device (torch's host allocator for it):
+// CUDA's page-locked memory where a CUDA GPU is present, else host blocks of its own;
+// is_pinned() answers for either (false for other host memory).
+at::HostAllocator* pinned_allocator();
+bool is_pinned(const void* data);
 
 // guard.cpp: the device's indices. Host memory: one device, index 0, synchronous. GPU
 // memory: one per CUDA GPU (eagerc:N on cuda:N), the current one being CUDA's current device.
