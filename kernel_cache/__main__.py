@@ -82,12 +82,12 @@ def cmd_info(args) -> int:
         stats["kernels"] = sum(1 for _, records in store.items() for record in records
                                if not _no_kernel(record["metadata"]))
         print(_describe(args.dir, store.digest) + (" (read-only)" if store.read_only else ""))
-        print(f"  kernels {stats['kernels']}, keys {stats['keys']}, variants {stats['variants']}, "
-              f"artifact bytes {stats['artifact_bytes']}")
+        print(f"  keys {stats['keys']}, variants {stats['variants']}, "
+              f"artifact bytes {stats['artifact_bytes']} ({stats['kernels']} kernels)")
         for name in totals:
             totals[name] += stats[name]
-    print(f"total: {len(stores)} namespaces, {totals['kernels']} kernels, {totals['keys']} keys, "
-          f"{totals['variants']} variants, {totals['artifact_bytes']} bytes")
+    print(f"total: {len(stores)} namespaces, {totals['keys']} keys, {totals['variants']} "
+          f"variants, {totals['artifact_bytes']} bytes ({totals['kernels']} kernels)")
     if totals["variants"] > totals["kernels"]:
         others = totals["variants"] - totals["kernels"]
         print(f"({others} {'entry holds' if others == 1 else 'entries hold'} no kernel: an op that runs "

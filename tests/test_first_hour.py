@@ -44,8 +44,8 @@ def test_info_counts_kernels_apart_from_entries_without_one(tmp_path):
     _cache_with_a_marker(tmp_path / "c")
     done = cli("kernel_cache", "info", "--dir", str(tmp_path / "c"))
     assert done.returncode == 0, done.stderr
-    assert "kernels 1, keys 3, variants 3" in done.stdout
-    assert "total: 1 namespaces, 1 kernels, 3 keys" in done.stdout
+    assert "keys 3, variants 3, artifact bytes 100 (1 kernels)" in done.stdout
+    assert "total: 1 namespaces, 3 keys, 3 variants, 100 bytes (1 kernels)" in done.stdout
     assert "2 entries hold no kernel" in done.stdout
 
 
