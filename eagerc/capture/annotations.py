@@ -366,6 +366,12 @@ import builtins  # noqa: E402
 import importlib  # noqa: E402
 
 _annotate([builtins.__import__, importlib.import_module], PURE_REF)
+# By name too: a program that replaced builtins.__import__ with an import hook before this
+# table was built (an import tracker, a lazy-import shim) calls the native one from its hook,
+# which the monitor follows as Python code.
+_BY_NAME[("builtins", "__import__")] = PURE_REF
+_BY_NAME[("importlib._bootstrap", "__import__")] = PURE_REF
+_BY_NAME[("importlib", "import_module")] = PURE_REF
 
 # Warnings: reports, not state the program reads back; a mock does not repeat them (the
 # default filter shows a warning once per place anyway).

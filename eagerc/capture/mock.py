@@ -25,6 +25,13 @@ _IMMUTABLE = (int, float, bool, str, bytes, complex, type(None), torch.dtype, to
               types.MethodDescriptorType, types.WrapperDescriptorType)
 
 
+def _tuple_source(items):
+    """Source of a tuple display of the expressions `items`: `()`, `(a,)`, `(a, b)`."""
+    if len(items) == 1:
+        return f"({items[0]},)"
+    return f"({', '.join(items)})"
+
+
 class CannotMock(Exception):
     """The final state holds something the mock cannot rebuild."""
 
@@ -115,9 +122,10 @@ class MockBuilder:
             raise CannotMock(f"object from outside without a guard path: {type(obj).__name__}")
         refs = node.versions[-1].refs
         if isinstance(obj, tuple):
-            items = ", ".join(self.value(refs[Relation("item", i)]) for i in range(len(obj)))
-            expr = f"({items},)" if type(obj) is tuple else \
-                f"{self.consts.add(tuple.__new__)}({self.consts.add(type(obj))}, ({items},))"
+            items = _tuple_source([self.value(refs[Relation("item", i)])
+                                   for i in range(len(obj))])
+            expr = items if type(obj) is tuple else \
+                f"{self.consts.add(tuple.__new__)}({self.consts.add(type(obj))}, {items})"
             name = f"n{node.node_id}"
             self.lines.append(f"{name} = {expr}")
             self.memo[node.node_id] = name
@@ -222,7 +230,7 @@ class MockBuilder:
             if type(obj) is set:  # e.g. a "warned once" registry
                 vals = [self.value(child) for child in last.values()]
                 self.lines.append(f"{slot}.clear()")
-                self.lines.append(f"{slot}.update(({', '.join(vals)}{',' if vals else ''}))")
+                self.lines.append(f"{slot}.update({_tuple_source(vals)})")
                 return
             if isinstance(obj, dict):
                 base = _builtin_base(type(obj))

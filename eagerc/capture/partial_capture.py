@@ -141,7 +141,8 @@ def _module_of(fn):
 
 def _called_children(module):
     """Child modules a forward calls: direct children; containers without a forward of
-    their own (ModuleList, ModuleDict) stand for their children."""
+    their own (ModuleList, ModuleDict) stand for their children. TorchScript children are
+    not split off: they run inside the eager call as they are."""
     import torch
     seen, out = {id(module)}, []
     stack = list(module.children())[::-1]
@@ -150,6 +151,8 @@ def _called_children(module):
         if id(child) in seen:
             continue
         seen.add(id(child))
+        if isinstance(child, torch.jit.ScriptModule):
+            continue  # TorchScript: its forward is compiled code (run as part of the call)
         if type(child).forward is torch.nn.Module.forward:  # no forward: a container
             stack.extend(list(child.children())[::-1])
         else:
