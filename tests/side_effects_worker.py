@@ -3,10 +3,11 @@
     python -W always tests/side_effects_worker.py OUT.json WITH_EAGERC SCENARIO [SCENARIO ...]
 
 WITH_EAGERC is 1 (``import eagerc`` first, as a user who imports it for another reason)
-or 0. Each scenario uses the CPU only and returns what it computed; OUT.json gets, per
-scenario, its results (every float as its exact bits) and the warnings it raised
-(category and message). The test runs the same scenarios with and without eagerc and
-compares.
+or 0. Each scenario returns what it computed; OUT.json gets, per scenario, its results
+(every float as its exact bits; a scenario that raised: its traceback) and the warnings
+it raised (category and message). The test runs the CPU scenarios with and without
+eagerc and compares; tests/test_frameworks_on_device.py runs ``trainer_on_accelerator``
+with ``ACCELERATE_TORCH_DEVICE=eagerc`` against ``trainer``.
 """
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ import traceback
 import warnings
 
 _SEEN: list = []
+_FRAMEWORKS = ("accelerate", "lightning", "transformers")
 
 
 def _record(message, category, filename, lineno, file=None, line=None):
@@ -146,6 +148,24 @@ def dataloader(tmp: str) -> dict:
     return batches
 
 
+def saving(tmp: str) -> dict:
+    """torch.save/torch.load, and torch.distributed.checkpoint's save, async_save and load
+    (one process, no group) of a CPU state dict."""
+    import torch
+    import torch.distributed.checkpoint as dcp
+
+    state = dict(_tiny_mlp().state_dict())
+    torch.save(state, os.path.join(tmp, "state.pt"))
+    loaded = torch.load(os.path.join(tmp, "state.pt"))
+    dcp.save(state, checkpoint_id=os.path.join(tmp, "sync"))
+    dcp.async_save(state, checkpoint_id=os.path.join(tmp, "async")).result()
+    restored = {}
+    for kind in ("sync", "async"):
+        restored[kind] = {k: torch.zeros_like(v) for k, v in state.items()}
+        dcp.load(restored[kind], checkpoint_id=os.path.join(tmp, kind))
+    return {"torch.load": loaded, **restored}
+
+
 def compile_eager(tmp: str) -> dict:
     """torch.compile(backend="eager") training a CPU model."""
     import torch
@@ -201,7 +221,9 @@ def _trainer(tmp: str, use_cpu: bool) -> dict:
     from transformers import GPT2Config, GPT2LMHeadModel, Trainer, TrainingArguments
 
     torch.manual_seed(0)
-    config = GPT2Config(n_layer=2, n_head=2, n_embd=32, vocab_size=64, n_positions=16)
+    # No dropout: the device's compiled random ops draw other numbers than the CPU's.
+    config = GPT2Config(n_layer=2, n_head=2, n_embd=32, vocab_size=64, n_positions=16,
+                        resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0)
     model = GPT2LMHeadModel(config)
     generator = torch.Generator().manual_seed(4)
     ids = torch.randint(0, 64, (8, 12), generator=generator)
@@ -223,7 +245,9 @@ def main() -> None:
     warnings.showwarning = _record
     if with_eagerc == "1":
         import eagerc  # noqa: F401
-    report = {"import": {"result": None, "warnings": sorted(set(_SEEN))}}
+    # What import eagerc imported of the frameworks (none: eagerc imports none of them).
+    frameworks = sorted(m for m in _FRAMEWORKS if m in sys.modules)
+    report = {"import": {"result": frameworks, "warnings": sorted(set(_SEEN))}}
     for name in scenarios:
         del _SEEN[:]
         with tempfile.TemporaryDirectory() as tmp:

@@ -11,6 +11,7 @@ import subprocess
 import sys
 
 import pytest
+import torch
 import torch.distributed as dist
 
 import eagerc  # noqa: F401
@@ -18,7 +19,7 @@ import eagerc  # noqa: F401
 WORKER = os.path.join(os.path.dirname(__file__), "side_effects_worker.py")
 
 # Each group of scenarios is one pair of processes (with and without eagerc, at once).
-FAST = ("process_group", "gloo_ddp", "autocast", "checkpoint", "dataloader")
+FAST = ("process_group", "gloo_ddp", "autocast", "checkpoint", "dataloader", "saving")
 
 
 def _run_both(scenarios, tmp_path) -> tuple[dict, dict]:
@@ -58,6 +59,13 @@ def test_cpu_workflow_unchanged(scenario, fast_reports):
     _assert_unchanged(scenario, *fast_reports)
 
 
+def test_import_eagerc_imports_no_framework(fast_reports):
+    # eagerc/device/lightning.py is imported by Lightning's user, never by eagerc.
+    plain, with_eagerc = fast_reports
+    assert plain["import"]["result"] == with_eagerc["import"]["result"] == []
+
+
+@pytest.mark.skipif(not hasattr(torch, "eagerc"), reason="the eagerc device is not registered")
 def test_default_process_group_keeps_cpu():
     # init_process_group() with no backend: the CPU keeps gloo, and the device is added.
     config = dist.distributed_c10d.BackendConfig(dist.Backend(dist.Backend.UNDEFINED))
