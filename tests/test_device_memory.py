@@ -166,3 +166,16 @@ def test_dataloader_pins_batches_for_the_device():
         torch.testing.assert_close(torch.cat([b[0] for b in batches]), data.tensors[0])
         moved = batches[0][0].to("eagerc", non_blocking=True)
         torch.testing.assert_close(moved.cpu(), data.tensors[0][:5])
+
+
+def test_a_failed_allocation_is_retried_then_counted_as_oom():
+    kept = torch.empty(1000, device="eagerc"); del kept
+    before = torch.eagerc.memory_stats()
+    with pytest.raises(torch.OutOfMemoryError, match="out of host memory"):
+        torch.empty(1 << 58, dtype=torch.uint8, device="eagerc")
+    stats = torch.eagerc.memory_stats()
+    assert stats["num_alloc_retries"] == before["num_alloc_retries"] + 1
+    assert stats["num_ooms"] == before["num_ooms"] + 1
+    assert stats["allocated_bytes.all.current"] == before["allocated_bytes.all.current"]
+    assert stats["allocation.all.current"] == before["allocation.all.current"]
+    assert _C._device_cached_bytes() == 0  # the retry returned the kept blocks first
