@@ -118,3 +118,52 @@ def test_script_module_children_run():
     stats = _calls(Net(), [X, X, X])
     assert stats["stop_reasons"] == {"impure call: builtins.print": 1}, stats
     assert stats["split"]["children"] == 1 and stats["split"]["hits"] >= 1, stats
+
+
+class _Tagger(torch.nn.Module):
+    """A sequence tagger: embeddings of token ids, a 2-layer LSTM, a GRU, a linear head."""
+
+    def __init__(self):
+        super().__init__()
+        self.emb = torch.nn.Embedding(20, 16)
+        self.lstm = torch.nn.LSTM(16, 32, 2, batch_first=True)
+        self.gru = torch.nn.GRU(32, 8, batch_first=True)
+        self.head = torch.nn.Linear(8, 5)
+
+    def forward(self, ids):
+        h, _ = self.lstm(self.emb(ids))
+        h, _ = self.gru(torch.relu(h))
+        return self.head(h)
+
+
+def test_rnn_training_step_is_not_traced_step_by_step(monkeypatch):
+    """A training record of a graph with whole-sequence RNN ops runs as recorded with eager
+    autograd (as torch.compile leaves RNN modules to eager): AOTAutograd, which traced the
+    LSTM's decomposition and backward time step by step (26-240 s records), is not called.
+    Losses and every gradient equal eager's; one record, one training graph."""
+    import torch._functorch.aot_autograd as aot
+    traced = []
+    real = aot.aot_module_simplified
+    monkeypatch.setattr(aot, "aot_module_simplified",
+                        lambda *a, **k: traced.append(1) or real(*a, **k))
+    torch.manual_seed(0)
+    model = _Tagger()
+    ref = _Tagger()
+    ref.load_state_dict(model.state_dict())
+    captured = capture(model, backend="eager")
+    for seed in range(3):
+        ids = torch.randint(0, 20, (4, 7), generator=torch.Generator().manual_seed(seed))
+        target = torch.randint(0, 5, (4, 7), generator=torch.Generator().manual_seed(seed))
+        for m, f in ((model, captured), (ref, ref)):
+            m.zero_grad()
+            loss = torch.nn.functional.cross_entropy(f(ids).flatten(0, 1), target.flatten())
+            loss.backward()
+            if m is model:
+                got = loss
+        assert_close(got, loss)
+        for (name, p), q in zip(model.named_parameters(), ref.parameters()):
+            assert_close(p.grad, q.grad, msg=name)
+    stats = capture_stats(captured)
+    assert stats["graphs"] == 1 and stats["training_graphs"] == 1 and stats["hits"] == 2, stats
+    assert stats["stop_reasons"] == {} and stats["eager_runs"] == 0, stats
+    assert traced == []

@@ -47,10 +47,10 @@ class GraphCompiler:
         """fn(*inputs) -> outputs. With grad mode on and an input requiring grad: forward
         and backward through AOTAutograd, each graph compiled by `compile_static`."""
         from .second_order import twice_differentiable
-        from .training import compile_joint, needs_autograd
+        from .training import compile_joint, has_rnn, needs_autograd
         if needs_autograd(example_inputs):
             self.stats["training_graphs"] += 1
-            if self.eager_autograd:
+            if self.eager_autograd or has_rnn(gm):
                 return gm
             try:
                 compiled = compile_joint(gm, example_inputs, self.compile_static, self.inductor)

@@ -66,6 +66,21 @@ def compile_joint(gm, example_inputs, compile_graph, inductor):
                                      keep_inference_input_mutations=True)
 
 
+# Recurrent layers whose whole sequence is one ATen call. AOTAutograd decomposes them into
+# per-time-step cells and traces their backward step by step (a 2-layer nn.LSTM over 10
+# steps: ~1,600 traced ops, 10-25 s on the dev machine, growing with the sequence), so a
+# training graph holding one runs as recorded with eager autograd instead, as torch.compile
+# leaves RNN modules to eager (Dynamo's allow_rnn=False).
+_RNN_OPS = frozenset({"lstm", "gru", "rnn_tanh", "rnn_relu"})
+
+
+def has_rnn(gm):
+    """Whether the recorded graph calls a whole-sequence recurrent op (see _RNN_OPS)."""
+    return any(node.op == "call_function" and
+               getattr(node.target, "__name__", None) in _RNN_OPS
+               for node in gm.graph.nodes)
+
+
 def _no_mkldnn_lstm(gm):
     """PyTorch's LSTM decomposition takes oneDNN's inference kernel (`mkldnn_rnn_layer`,
     train=False) when the LSTM's input does not require grad, even where its weights do
