@@ -167,3 +167,23 @@ def test_rnn_training_step_is_not_traced_step_by_step(monkeypatch):
     assert stats["graphs"] == 1 and stats["training_graphs"] == 1 and stats["hits"] == 2, stats
     assert stats["stop_reasons"] == {} and stats["eager_runs"] == 0, stats
     assert traced == []
+
+
+class _LegacyInit(torch.nn.Module):
+    """Pre-1.0 idioms still in research code: legacy constructors for buffers and index
+    lists, `.type(torch.FloatTensor)` casts."""
+
+    def forward(self, x):
+        n, d = x.size()
+        noise = torch.FloatTensor(x.size()).zero_()
+        bias = torch.Tensor(d).fill_(0.5)
+        idx = torch.LongTensor([i for i in range(n)][::-1])
+        mask = torch.FloatTensor(n, d).fill_(1.0)
+        y = (x + noise + bias)[idx] * mask
+        return y.type(torch.FloatTensor) + (x > 0).type(torch.LongTensor)
+
+
+def test_legacy_constructors_and_type_casts():
+    """torch.FloatTensor(sizes), torch.Tensor(n), torch.LongTensor(list), x.type(tensortype)
+    are recorded ("cannot put a tensortype into the operator graph" before)."""
+    _whole(_calls(_LegacyInit(), [X, X, X]), calls=3)

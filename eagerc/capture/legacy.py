@@ -1,4 +1,5 @@
-"""Legacy tensor constructors (`torch.FloatTensor([...])`, `torch.LongTensor(2, 3)`): calls
+"""Legacy tensor constructors (`torch.FloatTensor([...])`, `torch.LongTensor(2, 3)`,
+`torch.FloatTensor(x.size())`, `torch.Tensor(n)` in the default dtype): calls
 of tensor types, which no TorchFunctionMode sees. Recorded as the factory each stands for:
 data from Python numbers -> `torch.tensor(data, dtype=...)` (a constant of the record: the
 numbers are the guard's or the code's), sizes -> `torch.empty(sizes, dtype=...)`
@@ -24,10 +25,15 @@ def _numbers(value, depth=8):
 def legacy_factory(fn, args, kw_values):
     """(factory, fx args, fx kwargs, random) for `fn(*args)` a legacy constructor call this
     module records, else None."""
-    dtype = _DTYPES.get(fn) if isinstance(fn, type) else None
+    if fn is torch.Tensor:  # torch.Tensor(n), torch.Tensor([...]): the default dtype
+        dtype = torch.get_default_dtype()
+    else:
+        dtype = _DTYPES.get(fn) if isinstance(fn, type) else None
     if dtype is None or kw_values:
         return None
-    if len(args) == 1 and type(args[0]) in (list, tuple) and _numbers(args[0]):
+    if len(args) == 1 and type(args[0]) is torch.Size:  # torch.FloatTensor(x.size())
+        args = tuple(args[0])
+    elif len(args) == 1 and type(args[0]) in (list, tuple) and _numbers(args[0]):
         return torch.tensor, (args[0],), {"dtype": dtype}, False
     if all(type(a) is int for a in args):  # sizes (none: an empty tensor)
         return torch.empty, (tuple(args),), {"dtype": dtype}, True

@@ -35,6 +35,9 @@ from .torch_calls import (_BOOL_QUERIES, _CONST_READS, _CONSTANTS, _META, _METAD
 _DIFFERENTIATE = {torch.autograd.grad: 4, torch.autograd.backward: 3, torch.Tensor.backward: 3}
 
 
+# The metaclass of legacy tensor types (torch.FloatTensor, torch.cuda.LongTensor).
+_TENSOR_TYPE = type(torch.FloatTensor)
+
 class CaptureStop(Exception):
     """Raised inside the recorder to say capture must stop; never escapes to the user."""
 
@@ -319,6 +322,8 @@ class OpRecorder(TorchFunctionMode):
         if isinstance(value, slice):
             return slice(self._to_fx(value.start), self._to_fx(value.stop),
                          self._to_fx(value.step))
+        if isinstance(value, _TENSOR_TYPE):  # x.type(torch.FloatTensor): its name says as much
+            return f"{value.__module__}.{value.__name__}"
         raise CaptureStop(f"cannot put a {type(value).__name__} into the operator graph")
 
     def _placeholder(self, tensor):
