@@ -71,7 +71,8 @@ def _train(model, steps: int = 3, forward=None):
 
 
 def process_group(tmp: str) -> dict:
-    """The default process group (no backend named, world size 1) and DDP on the CPU."""
+    """The default process group (no backend named, world size 1): collectives, DDP and a
+    DTensor on the CPU."""
     import torch
     import torch.distributed as dist
 
@@ -87,9 +88,22 @@ def process_group(tmp: str) -> dict:
         model = _tiny_mlp()
         ddp = torch.nn.parallel.DistributedDataParallel(model)
         trained = _train(model, forward=ddp)
-        return {"all_reduce": x, "objects": gathered, "backend": dist.get_backend(), **trained}
+        return {"all_reduce": x, "objects": gathered, "backend": dist.get_backend(),
+                "dtensor": _dtensor_matmul(), **trained}
     finally:
         dist.destroy_process_group()
+
+
+def _dtensor_matmul():
+    """A CPU DeviceMesh over the default group: a sharded DTensor matmul."""
+    import torch
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.tensor import Replicate, Shard, distribute_tensor
+
+    mesh = init_device_mesh("cpu", (1,))
+    torch.manual_seed(5)
+    a, b = torch.randn(4, 6), torch.randn(6, 3)
+    return (distribute_tensor(a, mesh, [Shard(0)]) @ distribute_tensor(b, mesh, [Replicate()])).full_tensor()
 
 
 def gloo_ddp(tmp: str) -> dict:

@@ -41,9 +41,15 @@ def _run_both(scenarios, tmp_path) -> tuple[dict, dict]:
 
 def _assert_unchanged(scenario: str, plain: dict, with_eagerc: dict) -> None:
     before, after = plain[scenario], with_eagerc[scenario]
-    for name, report in (("without", before), ("with", after)):
-        error = report["result"].get("error") if isinstance(report["result"], dict) else None
-        assert error is None, f"{scenario} failed {name} import eagerc:\n{error}"
+    errors = [report["result"].get("error") if isinstance(report["result"], dict) else None
+              for report in (before, after)]
+    if errors[0] is not None and torch.cuda.is_available():
+        # On a GPU machine torch's init_process_group() serves CUDA alone: CPU collectives
+        # fail there without eagerc too.
+        pytest.skip(f"{scenario} fails without import eagerc on this machine: "
+                    f"{errors[0].splitlines()[-1]}")
+    assert errors[0] is None, f"{scenario} failed without import eagerc:\n{errors[0]}"
+    assert errors[1] is None, f"{scenario} failed with import eagerc:\n{errors[1]}"
     new = sorted(set(after["warnings"]) - set(before["warnings"]))
     assert not new, f"{scenario}: warnings only with import eagerc: {new}"
     assert after["result"] == before["result"], f"{scenario}: results differ with import eagerc"
