@@ -80,6 +80,8 @@ class _Eagerc:
 
     @staticmethod
     def is_available() -> bool:
+        """Whether ``import eagerc`` registered the device (where torch sees a CUDA GPU it
+        does so only with ``EAGERC_BACKING=cuda`` or ``EAGERC_DEVICE=1``)."""
         return hasattr(torch, eagerc.device.NAME)
 
     @staticmethod
@@ -108,10 +110,9 @@ class EagercFabricAccelerator(_Eagerc, _FabricAccelerator):
     """``lightning.fabric.Fabric(accelerator="eagerc")``."""
 
 
-eagerc.device.register()
 EagercAccelerator.register_accelerators(_TRAINER_REGISTRY)
 EagercFabricAccelerator.register_accelerators(_FABRIC_REGISTRY)
 for _registry, _strategy in ((_TRAINER_STRATEGIES, _TrainerSingleDevice),
                              (_FABRIC_STRATEGIES, _FabricSingleDevice)):
     _registry.register(SINGLE_DEVICE, _strategy, description=f"{_strategy.__name__} on eagerc",
-                       override=True, device=torch.device(eagerc.device.NAME, 0))
+                       override=True, device=f"{eagerc.device.NAME}:0")  # parsed when used
