@@ -217,3 +217,18 @@ def test_profiler_lists_the_device_ops():
     assert ("aten::mm", [[5, 7], [7, 3]]) in on_device
     assert ("aten::relu_", [[5, 3]]) in on_device
     assert [name for name, _ in on_device] == [name for name, _ in _profiled_ops("cpu")]
+
+
+@pytest.mark.skipif(os.environ.get("EAGERC_BACKING", "cpu").lower() != "cuda" or not torch.cuda.is_available(),
+                    reason="the device on GPU memory (EAGERC_BACKING=cuda, a CUDA GPU)")
+def test_profiler_shows_the_device_kernels_on_gpu_memory():
+    # On GPU memory the compiled kernels run on CUDA streams: CUPTI records them.
+    from torch.profiler import ProfilerActivity, profile
+
+    a = torch.randn(64, 64, device="eagerc")
+    (a * 2).relu_()
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+        (a * 2).relu_()
+        torch.eagerc.synchronize()
+    kernels = [e for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA]
+    assert kernels, [e.name for e in prof.events()]
