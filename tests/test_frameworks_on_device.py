@@ -19,7 +19,8 @@ WORKER = os.path.join(os.path.dirname(__file__), "side_effects_worker.py")
 
 # Where torch sees a CUDA GPU, import eagerc registers the device only when asked
 # (EAGERC_BACKING=cuda or EAGERC_DEVICE=1).
-pytestmark = pytest.mark.skipif(not hasattr(torch, "eagerc"), reason="the eagerc device is not registered")
+pytestmark = pytest.mark.skipif(not hasattr(torch, "eagerc"),
+                                reason="the eagerc device is not registered")
 
 
 def _tiny_mlp():
@@ -219,7 +220,8 @@ def test_profiler_lists_the_device_ops():
     assert [name for name, _ in on_device] == [name for name, _ in _profiled_ops("cpu")]
 
 
-@pytest.mark.skipif(os.environ.get("EAGERC_BACKING", "cpu").lower() != "cuda" or not torch.cuda.is_available(),
+@pytest.mark.skipif(os.environ.get("EAGERC_BACKING", "cpu").lower() != "cuda"
+                    or not torch.cuda.is_available(),
                     reason="the device on GPU memory (EAGERC_BACKING=cuda, a CUDA GPU)")
 def test_profiler_shows_the_device_kernels_on_gpu_memory():
     # On GPU memory the compiled kernels run on CUDA streams: CUPTI records them.
