@@ -103,7 +103,8 @@ def _dtensor_matmul():
     mesh = init_device_mesh("cpu", (1,))
     torch.manual_seed(5)
     a, b = torch.randn(4, 6), torch.randn(6, 3)
-    return (distribute_tensor(a, mesh, [Shard(0)]) @ distribute_tensor(b, mesh, [Replicate()])).full_tensor()
+    product = distribute_tensor(a, mesh, [Shard(0)]) @ distribute_tensor(b, mesh, [Replicate()])
+    return product.full_tensor()
 
 
 def gloo_ddp(tmp: str) -> dict:
