@@ -187,3 +187,63 @@ def test_legacy_constructors_and_type_casts():
     """torch.FloatTensor(sizes), torch.Tensor(n), torch.LongTensor(list), x.type(tensortype)
     are recorded ("cannot put a tensortype into the operator graph" before)."""
     _whole(_calls(_LegacyInit(), [X, X, X]), calls=3)
+
+
+class _Warmup(torch.nn.Module):
+    """Module state that changes per call: a buffer cached on first use, a step counter
+    deciding a warm-up branch (GAN and schedule code)."""
+
+    def __init__(self):
+        super().__init__()
+        self.step = 0
+        self.scale = None
+        self.lin = torch.nn.Linear(3, 3)
+
+    def forward(self, x):
+        if self.scale is None:
+            self.scale = torch.ones(3) * 0.5
+        self.step += 1
+        if self.step < 3:  # warm-up
+            return self.lin(x) * self.scale
+        return self.lin(x)
+
+
+def test_a_re_record_names_what_changed():
+    """Each call's state differs (a cache filled on first use, a counter deciding a
+    warm-up branch): a call records again, and each re-record says why: the failing
+    check, the value the call has now and the line where the program read it."""
+    import copy
+    module = _Warmup()
+    ref = copy.deepcopy(module)
+    captured = capture(module, backend="eager")
+    with torch.no_grad():
+        for _ in range(4):
+            assert_close(captured(X), ref(X))
+    stats = capture_stats(captured)
+    assert stats["stop_reasons"] == {} and stats["graphs"] == 4, stats
+    here = os.path.basename(__file__)
+    lines = open(__file__).read().splitlines()
+    read_scale = f"{here}:{lines.index('        if self.scale is None:') + 1}"
+    read_step = f"{here}:{lines.index('        self.step += 1') + 1}"
+    assert stats["guard_failures"] == {
+        f"self.scale is not None (now a Tensor; read at {read_scale})": 1,
+        f"type(self.step) is not int or self.step != 1 (now 2; read at {read_step})": 1,
+        f"type(self.step) is not int or self.step != 2 (now 3; read at {read_step})": 1,
+    }, stats
+
+
+def test_stops_name_the_line():
+    """Stops say where the program stopped (`stop_sites`: reason -> file:line -> count)."""
+    class Logger(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = torch.nn.Linear(3, 3)
+
+        def forward(self, x):
+            y = self.lin(x)
+            print(end="")  # a progress print
+            return y
+    stats = _calls(Logger(), [X, X])
+    here = os.path.basename(__file__)
+    line = open(__file__).read().splitlines().index('            print(end="")  # a progress print') + 1
+    assert stats["stop_sites"] == {"impure call: builtins.print": {f"{here}:{line}": 1}}, stats

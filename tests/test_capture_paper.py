@@ -149,7 +149,7 @@ def test_figure3_super_forward():
         "hits": 1, "misses": 2, "graphs": 2, "graphs_from_disk": 0, "eager_runs": 0,
         "split_runs": 0, "segment_graphs": 0, "segment_runs": 0, "segment_ops": 0,
         "segment_divergences": 0, "value_misses": 0, "stop_reasons": {}, "records": 2,
-        "training_graphs": 0}
+        "training_graphs": 0, "stop_sites": {}}
 
 
 class SideEffect(torch.nn.Module):

@@ -53,13 +53,15 @@ def capture_stats(captured):
     op stream), value_misses (calls whose tensor values, read by Python and checked after
     the graph, matched no record's), stop_reasons (reason -> count; internal
     faults of capture count as "internal error in <stage>", a call the program ended with
-    an exception as "program raised: <type>") and guard_failures (per miss while records
-    exist: the first failing check of the most recently matched record's guard, its
-    variables spelled as access paths -> count).
+    an exception as "program raised: <type>"), stop_sites (reason -> {"file:line" of the
+    program's instruction where capture stopped: count}) and guard_failures (per miss while
+    records exist: the first failing check of the most recently matched record's guard, its
+    variables spelled as access paths, with the value the call has now and where the
+    program read it -> count).
 
     >>> import eagerc
     >>> sorted(eagerc.capture_stats(eagerc.capture(abs)))
-    ['eager_runs', 'graphs', 'graphs_from_disk', 'guard_failures', 'hits', 'misses', 'records', 'segment_divergences', 'segment_graphs', 'segment_ops', 'segment_runs', 'split_runs', 'stop_reasons', 'training_graphs', 'value_misses']
+    ['eager_runs', 'graphs', 'graphs_from_disk', 'guard_failures', 'hits', 'misses', 'records', 'segment_divergences', 'segment_graphs', 'segment_ops', 'segment_runs', 'split_runs', 'stop_reasons', 'stop_sites', 'training_graphs', 'value_misses']
     """
     from eagerc.capture import api
 

@@ -21,6 +21,7 @@ def capture_stats(captured):
     out = dict(captured.stats)
     out["stop_reasons"] = dict(out["stop_reasons"])
     out["guard_failures"] = dict(out["guard_failures"])
+    out["stop_sites"] = {k: dict(v) for k, v in out["stop_sites"].items()}
     out["records"] = len(captured.cache)
     if out["split_runs"]:
         out["split"] = dict(captured.split_stats())

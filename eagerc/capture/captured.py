@@ -46,6 +46,8 @@ class Captured:
                       # calls whose tensor values matched no record's (speculate.py)
                       "value_misses": 0,
                       "stop_reasons": collections.Counter(),
+                      # reason -> {"file:line" of the program where it stopped: count}
+                      "stop_sites": {},
                       # per miss while records exist: the failing check of the most
                       # recently matched record's guard (Record.why_not)
                       "guard_failures": collections.Counter()}

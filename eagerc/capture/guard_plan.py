@@ -30,6 +30,7 @@ class GuardPlan:
         self.origin = {}  # node_id -> "arg" | "static"
         self.dynamic = {}  # guard variable of a symbolic graph input -> its symbolic dims
         self.shape_line = None  # the check of the compiled graph's shape guards
+        self.sites = {}  # guard variable -> "file:line" where the run first read it, or None
 
 
 def plan_guard(mon, nodes, consts, rp):
@@ -85,6 +86,7 @@ def plan_guard(mon, nodes, consts, rp):
                             plan.fast.append(line)
                 continue
             var = plan.var_of[child.node_id] = f"s{child.node_id}"
+            plan.sites[var] = g.sites.get((holder.node_id, rel))  # for guard_failures
             kind = "arg" if rel.kind in ("args", "kw") or origin[holder.node_id] == "arg" \
                 else "static"
             origin[child.node_id] = kind

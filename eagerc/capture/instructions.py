@@ -68,6 +68,7 @@ class FrameWatch:
             if self.tags:
                 replayed_updates.escape_all(self)
             return self.safe_trace
+        mon.frame = frame  # where the program is (Monitor.site)
         idx = frame.f_lasti >> 1
         top = self.tops[idx]
         if self.tags and top is not None:

@@ -12,6 +12,7 @@ monitor records the reason and stops watching: the program finishes normally, so
 result is correct, and the record made from it runs the function eagerly.
 """
 import functools
+import os
 import types
 
 import torch
@@ -60,6 +61,9 @@ class Monitor:
                        if lift and type(v) is float}
         self.graph = RefGraph()
         self.graph.on_external = self._on_external
+        self.graph.site_of = self.site
+        self.frame = None  # the watched frame of the last instruction handled (site())
+        self.stop_site = None  # site() when capture stopped
         self.recorder = OpRecorder(self, symbolic)
         self.stopped = None  # the reason capture stopped, or None
         self.sdp_flags = torch_settings.sdp_flags()  # (torch_settings.py)
@@ -114,10 +118,22 @@ class Monitor:
                 return self.result
         finally:
             _running.monitor = outer
+            if not self.finished and self.stop_site is None:
+                self.stop_site = self.site()  # where the program raised
+            self.frame = None  # (a finished frame keeps its locals alive)
 
     def stop(self, reason):
         if self.stopped is None:
             self.stopped = reason
+            self.stop_site = self.site()
+
+    def site(self):
+        """`file:line` of the program's instruction being run (its last watched frame), or
+        None before the program's first instruction."""
+        frame = self.frame
+        if frame is None:
+            return None
+        return f"{os.path.basename(frame.f_code.co_filename)}:{frame.f_lineno}"
 
     def _call_event(self, frame, event, arg):
         if self.suspend or self.stopped is not None:

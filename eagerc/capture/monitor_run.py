@@ -36,6 +36,7 @@ def run(cap, args, kwargs):
                 reason = f"program raised: {type(e).__name__}"
                 if add_eager_record(cap, mon, reason, raised=True):
                     cap.stats["stop_reasons"][reason] += 1
+                    _count_site(cap, reason, mon.stop_site)
             raise
         # Our tear-down failed after the program returned: its result is eager's.
         cap.faults.internal_error("monitor", e)
@@ -70,6 +71,7 @@ def _record(cap, mon, result, symbolic, lift_stop):
     if mon.stopped == lift_stop:
         cap.lift_after = None  # the floats feed Python code: keep them as constants
         cap.stats["stop_reasons"][lift_stop] += 1
+        _count_site(cap, lift_stop, mon.stop_site)
         return  # no record: the next call with these values records them
     try:
         record = build_record(mon, result, cap.compiler, symbolic=symbolic)
@@ -89,5 +91,13 @@ def _record(cap, mon, result, symbolic, lift_stop):
     if record.eager:
         cap.stats["eager_runs"] += 1
         cap.stats["stop_reasons"][record.stop_reason] += 1
+        _count_site(cap, record.stop_reason, mon.stop_site)
     elif record.graph_module is not None:
         cap.stats["graphs"] += 1
+
+
+def _count_site(cap, reason, site):
+    """`capture_stats`' stop_sites: where in the program (file:line) each reason stopped."""
+    if site is not None:
+        sites = cap.stats["stop_sites"].setdefault(reason, {})
+        sites[site] = sites.get(site, 0) + 1

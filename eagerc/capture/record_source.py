@@ -49,5 +49,22 @@ def make_record(mon, plan, out_slots, consts, mock_lines, gm, written):
                                env["versioned_dicts"],
                                enabled=not volatile and dict_version is not None)
     record = Record(guard, env.get("mock"), gm, mon.stopped, src)
-    record._full = (full, env)
+    record._full = (full, env, _explain_names(mon, env), plan.sites)
     return record
+
+
+def _explain_names(mon, env):
+    """Constants of the guard as a report spells them: the called module (or the module
+    of a called bound method) as `self`, classes by name."""
+    called = getattr(mon.fn, "__self__", mon.fn)
+    names = {}
+    for name, obj in env.items():
+        if not name.startswith("_c"):
+            continue
+        if obj is called:
+            names[name] = "self"
+        elif isinstance(obj, type):
+            names[name] = obj.__qualname__
+        elif obj is None or type(obj) in (bool, int, str):
+            names[name] = repr(obj)
+    return names

@@ -77,6 +77,8 @@ class RefGraph:
         self.sn = [ShadowNode(0, None, new=False)]
         self._by_obj = {}
         self.on_external = None  # called with each node made for state from outside
+        self.site_of = None  # () -> "file:line" of the program's current instruction
+        self.sites = {}  # (holder node_id, Relation) from outside -> where it was first read
 
     @property
     def root(self):
@@ -113,11 +115,14 @@ class RefGraph:
             node = self._make(obj, new=holder.new)
             if not node.new and self.on_external is not None:
                 self.on_external(node)
+
             if not node.new and expand and expandable(obj):
                 for r, item in contents(obj):
                     self.read(node, r, item)
         if rel in holder.written:
             return node  # the reference was made by this run: it is no external read
+        if not holder.new and self.site_of is not None:
+            self.sites.setdefault((holder.node_id, rel), self.site_of())
         for version in holder.versions:
             version.refs.setdefault(rel, node)
         return node
