@@ -247,3 +247,106 @@ def test_stops_name_the_line():
     here = os.path.basename(__file__)
     line = open(__file__).read().splitlines().index('            print(end="")  # a progress print') + 1
     assert stats["stop_sites"] == {"impure call: builtins.print": {f"{here}:{line}": 1}}, stats
+
+
+class _PairFeatures(torch.nn.Module):
+    """Pairwise feature products over index combinations, a thread-safe lazy cache, tagged
+    outputs (`out.volatile = False` from pre-0.4 code, `out.info = ...`)."""
+
+    def __init__(self):
+        super().__init__()
+        import threading
+        self._lock = threading.RLock()
+
+    def forward(self, x):
+        import itertools
+        import threading
+        with self._lock, threading.Lock():
+            pairs = list(itertools.combinations(range(x.shape[1]), 2))
+        skip = list(itertools.dropwhile(lambda i: i < 1, range(3)))
+        feats = [x[:, i] * x[:, j] for i, j in pairs]
+        out = torch.stack(feats, 1) * len(skip)
+        out.volatile = False
+        out.info = "pairs"
+        return out
+
+
+def test_itertools_locks_and_tensor_flags_are_captured():
+    """itertools.combinations / dropwhile, threading locks made or taken inside the call,
+    `Tensor.volatile` writes (no effect in torch) and plain tensor attributes: one graph."""
+    import warnings
+    module = _PairFeatures()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        _whole(_calls(module, [X, X, X]), calls=3)
+        out = capture(module, backend="eager")(X)
+    assert out.info == "pairs"
+
+
+def _stops(module, line_text):
+    """Calls `module` captured twice (equal to eager); (stop_reasons, the stop's site,
+    the line of `line_text` in this file)."""
+    stats = _calls(module, [X, X])
+    lines = open(__file__).read().splitlines()
+    line = f"{os.path.basename(__file__)}:{lines.index(line_text) + 1}"
+    (reason, sites), = stats["stop_sites"].items()
+    assert stats["stop_reasons"] == {reason: 1} and stats["graphs"] == 0, stats
+    return reason, sites, line
+
+
+def test_file_writes_stop_with_the_line(tmp_path):
+    class Dump(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.log = open(tmp_path / "log.txt", "w")
+
+        def forward(self, x):
+            self.log.write(f"{x.shape}\n")
+            return x + 1
+    module = Dump()
+    reason, sites, line = _stops(module, '            self.log.write(f"{x.shape}\\n")')
+    module.log.close()
+    assert reason == "impure call: type.TextIOWrapper.write" and sites == {line: 1}
+    assert (tmp_path / "log.txt").read_text().count("torch.Size([2, 3])") == 4
+
+
+def test_host_random_numbers_stop_with_the_line():
+    """random.random / numpy.random draws: values no graph can replay; the stop names the
+    call and the line."""
+    import random
+
+    import numpy as np
+
+    class Augment(torch.nn.Module):
+        def forward(self, x):
+            if random.random() < 2.0:
+                x = x.flip(0)
+            return x
+
+    class Jitter(torch.nn.Module):
+        def forward(self, x):
+            return x * float(np.random.uniform(1.0, 1.0))
+    random.seed(0)
+    reason, sites, line = _stops(Augment(), "            if random.random() < 2.0:")
+    assert reason == "impure call: Random.Random.random" and sites == {line: 1}
+    reason, sites, line = _stops(
+        Jitter(), "            return x * float(np.random.uniform(1.0, 1.0))")
+    assert reason.startswith("impure call:") and "uniform" in reason and sites == {line: 1}
+
+
+def test_numpy_on_outside_arrays_stops_with_the_line():
+    """numpy on an array the module holds (`np.tile(self.table, ...)`): its contents are no
+    guard's; the stop names the numpy call and the line."""
+    import numpy as np
+
+    class Table(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.table = np.arange(6, dtype=np.float32).reshape(3, 2)
+
+        def forward(self, x):
+            t = np.tile(self.table, (1, 1)).transpose(1, 0)
+            return x + torch.from_numpy(np.ascontiguousarray(t))
+    reason, sites, line = _stops(
+        Table(), "            t = np.tile(self.table, (1, 1)).transpose(1, 0)")
+    assert reason == "numpy call on an array from outside: numpy.tile" and sites == {line: 1}

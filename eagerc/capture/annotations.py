@@ -80,7 +80,11 @@ _annotate([tuple, list, dict, set, frozenset, enumerate, zip, map, filter, rever
            collections.namedtuple, types.SimpleNamespace, functools.partial,
            itertools.chain, itertools.product, itertools.repeat, itertools.islice,
            itertools.accumulate, itertools.zip_longest, itertools.starmap,
-           functools.reduce], PURE_REF)
+           itertools.combinations, itertools.combinations_with_replacement,
+           itertools.permutations, itertools.compress, itertools.dropwhile,
+           itertools.takewhile, itertools.filterfalse, itertools.groupby, itertools.count,
+           itertools.cycle, functools.reduce]
+          + ([itertools.pairwise] if hasattr(itertools, "pairwise") else []), PURE_REF)
 # next() advances an iterator: in place on it.
 _annotate([next], Annotation(inplace=(0,)))
 _annotate([getattr], Annotation(relation="getattr"))
@@ -94,6 +98,19 @@ import _abc  # noqa: E402
 
 _annotate([id, _abc._abc_instancecheck, _abc._abc_subclasscheck, _abc._get_dump], PURE_REF)
 _annotate([print, input, open, globals, locals, exec, eval, compile, breakpoint], IMPURE)
+# Locks made or taken inside a call (a thread-safe cache): no state the program reads back
+# (a lock is released by the time the call returns).
+import _thread  # noqa: E402
+
+_annotate([_thread.allocate_lock, _thread.RLock], PURE_REF)
+_all_methods(_thread.LockType, PURE_REF)
+_all_methods(_thread.RLock, PURE_REF)
+# Files: writing a log or a dump is I/O the mock cannot repeat.
+import io as _io  # noqa: E402
+
+for _cls in (_io.TextIOWrapper, _io.BufferedWriter, _io.BufferedReader, _io.BufferedRandom,
+             _io.FileIO):
+    _all_methods(_cls, IMPURE)
 # Impure: randomness outside torch's generators, clocks, the OS, I/O.
 import os as _os  # noqa: E402
 import random as _random  # noqa: E402

@@ -122,7 +122,8 @@ class OpRecorder(TorchFunctionMode):
         if name in ("__set__", "__delete__"):
             if _noop_flag_write(func, name, args):
                 return call(args, kwargs)
-            self.monitor.stop("tensor attribute write")
+            attr = getattr(getattr(func, "__self__", None), "__name__", "?")
+            self.monitor.stop(f"tensor attribute write: {attr}")
             return call(args, kwargs)
         as_detach = is_getter and name == "data"
         if as_detach:  # `t.data` under no_grad: a detached alias, recorded as detach()

@@ -113,11 +113,15 @@ def _symbolic_in(value, depth=4):
 
 
 def _noop_flag_write(func, name, args):
-    """`t.requires_grad = False` on a tensor that does not require grad: nothing changes
+    """`t.requires_grad = False` on a tensor that does not require grad, `t.volatile = ...`
+    (no effect since torch 0.4 but a warning): nothing changes
     (other tensor attribute writes stop capture; a plain Python attribute such as
     `t.some_attr` is not a descriptor write and is followed as any object's)."""
     desc = getattr(func, "__self__", None)
-    return name == "__set__" and getattr(desc, "__name__", "") == "requires_grad" and \
+    attr = getattr(desc, "__name__", "")
+    if attr == "volatile":  # removed from torch: setting it only warns
+        return name == "__set__"
+    return name == "__set__" and attr == "requires_grad" and \
         len(args) == 2 and isinstance(args[0], torch.Tensor) and args[1] is False and \
         not args[0].requires_grad
 
