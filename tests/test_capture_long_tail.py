@@ -350,3 +350,25 @@ def test_numpy_on_outside_arrays_stops_with_the_line():
     reason, sites, line = _stops(
         Table(), "            t = np.tile(self.table, (1, 1)).transpose(1, 0)")
     assert reason == "numpy call on an array from outside: numpy.tile" and sites == {line: 1}
+
+
+def test_new_parameter_made_in_forward():
+    """`nn.Parameter(t)` made inside forward and used there is recorded as an alias of t
+    (one graph); one stored on the module outlives the call, which no mock can make: a
+    stop naming it (found when the record is built: no line), and the next call, which
+    finds the parameter registered, says so."""
+    class Scale(torch.nn.Module):
+        def forward(self, x):
+            w = torch.nn.Parameter(torch.ones(x.shape[1]) * 2)
+            return x * w
+
+    class Store(torch.nn.Module):
+        def forward(self, x):
+            self.w = torch.nn.Parameter(torch.ones(x.shape[1]))
+            return x * self.w
+    _whole(_calls(Scale(), [X, X]))
+    stats = _calls(Store(), [X, X])
+    assert stats["stop_reasons"] == {"cannot mock: a new nn.Parameter outlives the run": 2}
+    (why,) = stats["guard_failures"]
+    assert why.startswith("type(self._parameters) is not dict or len(self._parameters) != 0 "
+                          "(now a dict of length 1; read at "), why

@@ -68,6 +68,8 @@ def explainer(full, env, names=None, sites=None):
 
 
 def _short(value):
+    if isinstance(value, (list, tuple, dict, set)):
+        return f"a {type(value).__qualname__} of length {len(value)}"
     if value is not None and type(value) not in (bool, int, float, str):
         return f"a {type(value).__qualname__}"
     text = repr(value)
