@@ -4,6 +4,8 @@ model files from many small public research repositories (issue 47).
     python tools/capture_longtail.py extract                 # copy the files from the snapshots
     python tools/capture_longtail.py probe --rows /tmp/probe.jsonl    # eager: build, inputs
     python tools/capture_longtail.py run --probe /tmp/probe.jsonl --rows /tmp/lt.jsonl > t.md
+    python tools/capture_longtail.py save --probe /tmp/probe.jsonl   # the probe into the manifest
+    python tools/capture_longtail.py run --probe none --rows /tmp/lt.jsonl    # the manifest's classes
     python tools/capture_longtail.py table --probe /tmp/probe.jsonl --rows /tmp/lt.jsonl
     python tools/capture_longtail.py run --only pygcn,MADE -v     # files or classes matching
 
@@ -403,7 +405,8 @@ def _quiet():
 def _forked(conn, index, task, timeout, probe_file, only, memory_gb):
     capture_corpus.limit_memory(memory_gb)
     key = file_key(load_manifest()[index])
-    probe = [p for p in read_rows(probe_file) if p["file"] == key] if task != "probe" else []
+    probe = [p for p in probe_rows(probe_file, load_manifest()) if p["file"] == key] \
+        if task != "probe" else []
     try:
         child(index, task, timeout, probe, only, lambda row: conn.send(json.dumps(row, default=str)))
     finally:
@@ -439,6 +442,25 @@ def _spawn(index, task, timeout, probe_file, only, budget, memory_gb):
     if proc.exitcode not in (0, None) and not err:
         err = f"exit code {proc.exitcode}"
     return rows, err
+
+
+def save_probe(entries, probe):
+    """The probe's classes that run in eager, into the manifest's `probed` (how each is
+    built and called): `run` uses them where no --probe file exists."""
+    for e in entries:
+        e["probed"] = {p["cls"]: {k: v for k, v in p.items() if k not in ("file", "cls", "stubbed")}
+                       for p in probe if p["file"] == file_key(e) and "fail" not in p}
+    with open(MANIFEST, "w") as f:
+        json.dump({"entries": entries}, f, indent=1)
+        f.write("\n")
+
+
+def probe_rows(path, entries):
+    """The probe's rows: from the --probe file, else from the manifest's `probed`."""
+    if path and os.path.exists(path):
+        return read_rows(path)
+    return [dict(how, file=file_key(e), cls=c) for e in entries
+            for c, how in e.get("probed", {}).items()]
 
 
 def read_rows(paths):
@@ -525,7 +547,7 @@ def table(probe, rows, every=False):
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("task", choices=["extract", "probe", "run", "table"])
+    ap.add_argument("task", choices=["extract", "probe", "save", "run", "table"])
     ap.add_argument("--mirrors", default="/work/.mirror")
     ap.add_argument("--probe", default="/tmp/longtail-probe.jsonl",
                     help="JSON lines of the probe (written by probe, read by run and table)")
@@ -564,7 +586,10 @@ def main(argv=None):
             print(f"# {key}: " + ", ".join(f"{r['cls']}: {'ok' if 'fail' not in r else r['fail'][:60]}"
                                            for r in rows), file=sys.stderr, flush=True)
         return
-    probe = read_rows(args.probe)
+    probe = probe_rows(args.probe, entries)
+    if args.task == "save":
+        save_probe(entries, probe)
+        return
     modes = ["inference", "training"] if args.mode == "both" else [args.mode]
     done = {(r["file"], r["cls"], r["mode"]): r for r in read_rows(args.rows)}
     if args.task == "run":
