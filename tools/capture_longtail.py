@@ -101,6 +101,8 @@ class _Missing:
         self._name = name
 
     def __getattr__(self, k):
+        if k.startswith("__"):  # no __file__, __spec__ ...: module scans skip it
+            raise AttributeError(k)
         return _Missing(f"{self._name}.{k}")
 
     def __call__(self, *a, **k):
@@ -110,10 +112,15 @@ class _Missing:
         return (object,)
 
 
+def _no_attribute(k):
+    raise AttributeError(k)
+
+
 def _stub(name):
     mod = types.ModuleType(name)
     mod.__path__ = []
-    mod.__getattr__ = lambda k: _Missing(f"{name}.{k}")
+    mod.__getattr__ = lambda k: _Missing(f"{name}.{k}") if not k.startswith("__") else \
+        _no_attribute(k)
     sys.modules[name] = mod
     return mod
 
