@@ -310,28 +310,55 @@ def test_file_writes_stop_with_the_line(tmp_path):
     assert (tmp_path / "log.txt").read_text().count("torch.Size([2, 3])") == 4
 
 
-def test_host_random_numbers_stop_with_the_line():
-    """random.random / numpy.random draws: values no graph can replay; the stop names the
-    call and the line."""
+def test_host_random_numbers_are_drawn_by_the_mock():
+    """random.random / random.uniform / numpy.random / a numpy Generator's draws feeding
+    tensor ops: graph inputs the mock draws again with the same arguments, so each call
+    gets new numbers and the streams advance exactly as in eager (one graph, hits). A draw
+    Python branches on stops, naming the stream's class and the line."""
     import random
 
     import numpy as np
 
+    class Jitter(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.rng = np.random.default_rng(0)
+
+        def forward(self, x):
+            scale = float(np.random.uniform(0.5, 1.5))
+            np.random.rand()  # a draw whose value is unused still advances the stream
+            noise = random.gauss(0.0, 0.1) + x * 0
+            return x * scale + noise * random.random() + self.rng.normal(0.0, 1.0)
+
     class Augment(torch.nn.Module):
         def forward(self, x):
-            if random.random() < 2.0:
+            if random.random() < 0.5:  # flip half of the time
                 x = x.flip(0)
             return x
 
-    class Jitter(torch.nn.Module):
-        def forward(self, x):
-            return x * float(np.random.uniform(1.0, 1.0))
-    random.seed(0)
-    reason, sites, line = _stops(Augment(), "            if random.random() < 2.0:")
-    assert reason == "impure call: Random.Random.random" and sites == {line: 1}
-    reason, sites, line = _stops(
-        Jitter(), "            return x * float(np.random.uniform(1.0, 1.0))")
-    assert reason.startswith("impure call:") and "uniform" in reason and sites == {line: 1}
+    def run(module, calls=4):
+        random.seed(0)
+        np.random.seed(0)
+        captured = capture(module(), backend="eager")
+        with torch.no_grad():
+            got = [captured(X) for _ in range(calls)]
+        after = random.random(), np.random.rand()
+        random.seed(0)
+        np.random.seed(0)
+        eager = module()
+        want = [eager(X) for _ in range(calls)]
+        assert (random.random(), np.random.rand()) == after
+        for g, w in zip(got, want):
+            assert_close(g, w)
+        assert not all(torch.equal(got[0], g) for g in got[1:])
+        return capture_stats(captured)
+    _whole(run(Jitter), calls=4)
+    stats = run(Augment)
+    lines = open(__file__).read().splitlines()
+    line = f"{os.path.basename(__file__)}:" \
+        f"{lines.index('            if random.random() < 0.5:  # flip half of the time') + 1}"
+    assert stats["stop_sites"] == {
+        "host random number used by Python code: Random.Random.random": {line: 1}}, stats
 
 
 def test_numpy_on_outside_arrays_stops_with_the_line():
@@ -372,3 +399,119 @@ def test_new_parameter_made_in_forward():
     (why,) = stats["guard_failures"]
     assert why.startswith("type(self._parameters) is not dict or len(self._parameters) != 0 "
                           "(now a dict of length 1; read at "), why
+
+
+class _StateOnFirstUse(torch.nn.Module):
+    """State research code changes per call without it reaching the graph: a call counter,
+    a flag set on first use, a dict cache of position tables and a list of buffers filled
+    on the first call."""
+
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(3, 3)
+        self.num_calls = 0
+        self.initialized = False
+        self._pos_cache = {}
+        self._bufs = []
+
+    def forward(self, x):
+        self.num_calls += 1
+        if not self.initialized:
+            self.initialized = True
+        n = x.shape[1]
+        if n not in self._pos_cache:
+            self._pos_cache[n] = torch.arange(n, dtype=torch.float32)
+        if not self._bufs:
+            self._bufs.append(torch.ones(n))
+        return self.lin(x) + self._pos_cache[n] * self._bufs[0]
+
+
+def test_state_set_on_first_use_records_twice_then_hits():
+    """The counter is replayed by the mock (guarded by type only); the flag and the
+    caches change once: the second call records again, later calls hit."""
+    import copy
+    module = _StateOnFirstUse()
+    ref = copy.deepcopy(module)
+    stats = _calls(module, [X] * 5)
+    for _ in range(5):
+        ref(X)
+    assert stats["stop_reasons"] == {} and stats["eager_runs"] == 0, stats
+    assert stats["graphs"] == 2 and stats["hits"] == 3, stats
+    assert module.num_calls == 10 and module.initialized, module.num_calls
+    assert list(module._pos_cache) == [3] and len(module._bufs) == 1
+    assert module._pos_cache[3] is not None and ref.num_calls == 5
+
+
+class _Alternate(torch.nn.Module):
+    """A step counter deciding a branch on every call (a GAN's `if step % k == 0`)."""
+
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(3, 3)
+        self.step = 0
+
+    def forward(self, x):
+        self.step += 1  # the step counter, first read here
+        if self.step % 3 == 0:
+            return self.lin(x) * 2
+        return self.lin(x)
+
+
+def test_a_value_that_changes_every_call_stops_re_recording():
+    """Each call has another step, and the branch reads it: after MAX_RERECORDS re-records
+    caused by it the function runs eagerly (its children still captured), with a stop
+    naming the value and the line; results stay eager's."""
+    import copy
+
+    from eagerc.capture.captured import MAX_RERECORDS
+    module = _Alternate()
+    ref = copy.deepcopy(module)
+    captured = capture(module, backend="eager")
+    calls = MAX_RERECORDS + 6
+    with torch.no_grad():
+        for _ in range(calls):
+            assert_close(captured(X), ref(X))
+    assert module.step == ref.step == calls
+    stats = capture_stats(captured)
+    here = os.path.basename(__file__)
+    lines = open(__file__).read().splitlines()
+    line = f"{here}:{lines.index('        self.step += 1  # the step counter, first read here') + 1}"
+    assert stats["graphs"] == MAX_RERECORDS + 1, stats
+    assert stats["eager_runs"] == calls - MAX_RERECORDS - 1, stats
+    (reason, sites), = stats["stop_sites"].items()
+    assert reason.startswith(f"re-recorded {MAX_RERECORDS} times: self.step changes every "
+                             "call (read at "), reason
+    assert reason.endswith(f"(read at {line})") and sites == {line: 1}, stats
+    assert stats["stop_reasons"] == {reason: 1}, stats
+    assert len(stats["guard_failures"]) == MAX_RERECORDS, stats
+    assert stats["split"]["children"] == 1, stats
+
+
+def test_dir_and_tensor_flags():
+    """`dir(self)` (registries that look up layers by name) reads the instance dict, whose
+    keys the guard then checks; a flag set on a tensor made in forward and one set on the
+    input tensor are set again by the mock."""
+    class ByName(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.layer_a = torch.nn.Linear(3, 3)
+            self.scale = 2.0
+
+        def forward(self, x):
+            names = sorted(n for n in dir(self) if n.startswith("layer_"))
+            y = getattr(self, names[0])(x) * self.scale
+            y.is_feature = True
+            x.seen_by_model = True
+            return y
+    module = ByName()
+    _whole(_calls(module, [X, X, X]), calls=3)
+    captured = capture(module, backend="eager")
+    with torch.no_grad():
+        for _ in range(2):
+            x = torch.randn(2, 3)
+            y = captured(x)
+            assert x.seen_by_model is True and y.is_feature is True
+        module.layer_b = torch.nn.Linear(3, 3)  # the name list may change: recorded again
+        assert_close(captured(X), module(X))
+    stats = capture_stats(captured)
+    assert stats["graphs"] == 2 and stats["hits"] == 1 and stats["stop_reasons"] == {}, stats

@@ -92,6 +92,9 @@ _annotate([hasattr], Annotation(relation="hasattr"))
 _annotate([setattr], Annotation(relation="setattr", value_read=False))
 _annotate([delattr], Annotation(relation="delattr"))
 _annotate([vars], Annotation(relation="vars"))
+# dir(obj): the names of its class (classes are not mutated) and of its instance __dict__,
+# which the guard then checks key by key; a Python __dir__ (nn.Module's) runs watched.
+_annotate([dir], Annotation(relation="dir"))
 # id() only serves as an identity key (memo dicts in inspect, caches); the objects whose
 # identity matters are guarded by identity.
 import _abc  # noqa: E402
@@ -283,8 +286,56 @@ _BY_NAME.update({("logging", f"Logger.{name}"): PURE_REF for name in (
     "isEnabledFor", "getEffectiveLevel")})
 
 
+# Draws of host random numbers: the monitor replays them at mock time (Monitor._draw).
+DRAW = Annotation(relation="draw")
+_DRAW_METHODS = {
+    "random.Random": {"random", "uniform", "gauss", "normalvariate", "triangular",
+                      "betavariate", "expovariate", "gammavariate", "lognormvariate",
+                      "vonmisesvariate", "paretovariate", "weibullvariate"},
+    "numpy.random.mtrand.RandomState": {"rand", "randn", "random", "random_sample", "uniform",
+                                        "normal", "standard_normal", "beta", "exponential",
+                                        "gamma", "lognormal", "laplace"},
+    "numpy.random._generator.Generator": {"random", "uniform", "normal", "standard_normal",
+                                          "beta", "exponential", "gamma", "lognormal",
+                                          "laplace"},
+}
+
+
+def _draws_of(owner):
+    for k in type(owner).__mro__:
+        names = _DRAW_METHODS.get(f"{k.__module__}.{k.__qualname__}")
+        if names is not None:
+            return names
+    return ()
+
+
+def draw_stream(fn, args=()):
+    """The random stream object (a `random.Random`, numpy `RandomState` or `Generator`)
+    when calling `fn` with `args` draws floats from it: the bound method
+    (`random.random`, `np.random.rand`) or the class's method with the stream first
+    (`rng.normal(...)` as the interpreter calls it); else None."""
+    try:
+        owner = getattr(fn, "__self__", None)
+        if owner is not None and not isinstance(owner, (type, types.ModuleType)):
+            return owner if fn.__name__ in _draws_of(owner) else None
+        if args and not isinstance(args[0], (type, types.ModuleType)):
+            name = getattr(fn, "__name__", None)
+            if name in _draws_of(args[0]) and \
+                    getattr(type(args[0]), name, None) is fn:
+                return args[0]
+    except Exception:  # noqa: BLE001 - an object whose attributes fail: not a draw
+        pass
+    return None
+
+
+_annotate([f for f in vars(_random.Random).values() if isinstance(f, types.FunctionType)
+           and f.__name__ in _DRAW_METHODS["random.Random"]], DRAW)
+
+
 def lookup(fn):
     """The annotation of callable `fn`, FOLLOW for Python code, None when unknown."""
+    if type(fn) is types.MethodType and draw_stream(fn) is not None:
+        return DRAW
     ann = _lookup(fn)
     if ann is None:
         t = type(fn)

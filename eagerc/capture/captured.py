@@ -14,6 +14,10 @@ from .graph_compiler import GraphCompiler
 from .record_cache import RecordCache
 from .speculate import ValueMiss
 
+# Misses caused by one changed value (a counter the program branches on) that record again;
+# later ones run eagerly.
+MAX_RERECORDS = 4
+
 UNSUPPORTED_PYTHON = "this Python's frame layout is not supported by the monitor"
 
 _state = threading.local()  # .active: a monitor run or a mock is in progress on this thread
@@ -59,6 +63,9 @@ class Captured:
         self.speculate = True
         self.split = split  # partial capture of child modules when a record stops
         self._children = None  # [(child module, its Captured forward)], made on first need
+        # (path, "file:line") of a value read by the program -> misses it caused (see
+        # _changes_every_call)
+        self._rerecords = {}
         self.__wrapped__ = fn
 
     @property
@@ -118,7 +125,11 @@ class Captured:
                     return self.fn(*args, **kwargs)
             self.stats["misses"] += 1
             if len(self.cache) and record is None:
-                self._note_guard_failure(args, kwargs)
+                why, changed = self._guard_failure(args, kwargs)
+                if changed is not None and self._changes_every_call(changed):
+                    self.stats["eager_runs"] += 1
+                    return self.run_eagerly(args, kwargs)
+                self.stats["guard_failures"][why] += 1
             return monitor_run.run(self, args, kwargs)
         finally:
             _state.active = False
@@ -127,14 +138,34 @@ class Captured:
         """The call runs eagerly, with partial capture (partial_capture.py)."""
         return partial_capture.run(self, _state, args, kwargs, record)
 
-    def _note_guard_failure(self, args, kwargs):
+    def _guard_failure(self, args, kwargs):
         """Why the most recently matched record missed (a miss costs a monitor run: this
-        is cheap beside it). Never fails the call."""
+        is cheap beside it), and the changed value it names (Record.changed_value) or
+        None. Never fails the call."""
         try:
             why = self.cache.records[0].why_not(args, kwargs)
+            changed = self.cache.records[0].changed_value()
         except Exception as e:  # noqa: BLE001 - a report only
-            why = f"(not explained: {type(e).__name__})"
-        self.stats["guard_failures"][why or "(passes now)"] += 1
+            why, changed = f"(not explained: {type(e).__name__})", None
+        return why or "(passes now)", changed
+
+    def _changes_every_call(self, changed):
+        """A miss because a value the program read changed (`changed`: its access path and
+        where it was read): whether that value has made MAX_RERECORDS records already. A
+        counter deciding a branch on every call would record on every call; after the
+        bound its misses run eagerly (with partial capture), counted once as a stop that
+        names the value and the line."""
+        n = self._rerecords[changed] = self._rerecords.get(changed, 0) + 1
+        if n <= MAX_RERECORDS:
+            return False
+        if n == MAX_RERECORDS + 1:
+            path, site = changed
+            reason = (f"re-recorded {MAX_RERECORDS} times: {path} changes every call "
+                      f"(read at {site})")
+            self.stats["stop_reasons"][reason] += 1
+            sites = self.stats["stop_sites"].setdefault(reason, {})
+            sites[site] = sites.get(site, 0) + 1
+        return True
 
     def mock_failed(self, record, error):
         """The mock raised. Its compiled graph runs first and writes nothing back before it

@@ -52,18 +52,23 @@ def explainer(full, env, names=None, sites=None):
     exec(compile(src, "<eagerc.capture guard explanation>", "exec"), ns)
 
     def explain(args, kwargs):
+        explain.changed = None
         why = ns["explain"](args, kwargs)
         if isinstance(why, tuple) and isinstance(why[1], dict):  # a value check failed
             at, local = why
             var = _VALUE_CHECK.search(full[at])[1]
             now = local.get(var)
             site = sites.get(var) if var != "_v" else None
+            if site:  # (the value's path, where the program read it)
+                explain.changed = (re.sub(r"\b_c\d+\b", lambda v: names.get(v[0], v[0]),
+                                          paths.get(var, var)), site)
             text = f"{spell(full[at])} (now {_short(now)}"
             return text + (f"; read at {site})" if site else ")")
         if isinstance(why, tuple):  # the check raised: an attribute or key is gone
             name, at = why
             return f"{name} in: {spell(full[at]) if at >= 0 else '?'}"
         return why
+    explain.changed = None  # of the last call: (path, "file:line") of a changed value
     return explain
 
 

@@ -87,6 +87,12 @@ class Monitor:
         self.started = self.finished = False
         self.result = None
         self.replays = Replays()  # counters and appends the mock recomputes (replayed_updates.py)
+        # Host random draws (`random.random()`, `np.random.rand()`, a Generator's
+        # `normal`): [(bound method, arguments, result)] in the run's order, drawn again by
+        # the mock with the same arguments (the stream advances as in eager); id of a float
+        # drawn -> its method. The floats are graph inputs, as lifted ones.
+        self.draws = []
+        self.drawn = {}
 
     # -- running --------------------------------------------------------------------------
     def prepare(self):
@@ -160,7 +166,9 @@ class Monitor:
             return  # an operator on a tensor: the op recorder takes the scalar
         for v in values:
             if type(v) is float and id(v) in self.lifted:
-                self.stop(LIFT_STOP)
+                draw = self.drawn.get(id(v))
+                self.stop(LIFT_STOP if draw is None else
+                          f"host random number used by Python code: {_qualname(draw)}")
                 return
 
     def from_args(self, node):
@@ -298,14 +306,19 @@ class Monitor:
             if same is False and not torch_settings.is_sdp_setter(fn):
                 self.stop(f"torch setting changed: {_qualname(fn)}")
             return None
+        stream = annotations.draw_stream(fn, args)
+        if stream is not None:
+            if self.lifted:
+                self.check_lifted(args)
+            return self._draw(fn, stream, args, kw_values)
         ann = annotations.lookup(fn)
         if ann is None:
             self.stop(f"unannotated native call: {_qualname(fn)}")
             return None
         if ann is annotations.FOLLOW:
             return None
-        if self.lifted and not ann.as_op:
-            self.check_lifted(args)
+        if self.lifted and not ann.as_op and not (fn is float and len(args) == 1):
+            self.check_lifted(args)  # (float() of a float is that float)
         if self.symbolic and not ann.as_op and not _keeps_references(fn):
             bake_all(args)  # a native computes with the value: it leaves the graph
             bake_all(kw_values)
@@ -358,6 +371,32 @@ class Monitor:
                 _plain_values(list(kw_values)):
             return self._cached_result
         return None
+
+    def _draw(self, fn, stream, args, kw_values):
+        """A host random draw (annotations.DRAW). The mock calls `fn` with the same
+        arguments (constants of the record) before its graph; a float result is a graph
+        input like a lifted float (Python code using it stops: check_lifted). The stream's
+        object is guarded by identity."""
+        if args and args[0] is stream:  # (the method's object comes first)
+            args = args[1:]
+        fn = getattr(stream, fn.__name__)  # the bound method, called by the mock
+        if kw_values or not _plain_values(list(args)) or \
+                any(id(a) in self.lifted for a in args):
+            self.stop(f"host random numbers with computed or keyword arguments: "
+                      f"{_qualname(fn)}")
+            return None
+        holder = self.holder(stream)
+        if holder is not None:
+            self.snapshots[holder.node_id] = ("is", stream)
+
+        def after(out):
+            if type(out) is not float:
+                self.stop(f"host random numbers as a {type(out).__name__}: {_qualname(fn)}")
+                return
+            self.draws.append((fn, tuple(args), out))
+            self.drawn[id(out)] = fn
+            self.lifted[id(out)] = out
+        return after
 
     def _cached_result(self, out):
         """After an `lru_cache` call on plain values (numbers, strings, dtypes, devices):
@@ -446,8 +485,26 @@ class Monitor:
         if relation == "vars" and args:
             obj = args[0]
             return lambda out: self.read_attr(obj, "__dict__", out)
+        if relation == "dir":  # dir() without arguments: the caller's local names
+            return (lambda out: self._dir_read(args[0])) if args else None
         self.stop(f"relation call with unexpected arguments: {relation}")
         return None
+
+    def _dir_read(self, obj):
+        """`dir(obj)` returned: its names come from the class (not mutated) and the
+        instance `__dict__`, guarded whole (its keys). A Python `__dir__` ran watched."""
+        d = getattr(obj, "__dict__", None)
+        if isinstance(obj, types.ModuleType):
+            if self.holder(obj) is not None:
+                self.expand_lazy(self.const_node(d))
+            return
+        if isinstance(obj, type) or not isinstance(d, dict) or \
+                isinstance(type(obj).__dir__, types.FunctionType):
+            return
+        self.read_attr(obj, "__dict__", d)
+        node = self.graph.get_node_by_var(d)
+        if node is not None and node.node_id in self.lazy:
+            self.expand_lazy(node)
 
     def new_function(self, fn):
         self._new_funcs[id(fn)] = fn

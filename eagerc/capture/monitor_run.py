@@ -78,7 +78,7 @@ def _record(cap, mon, result, symbolic, lift_stop):
         if getattr(mon, "symbolic_failed", False):
             cap.symbolic_after = None
     except Exception as e:
-        if not mon.lifted:
+        if not mon.lifted or mon.draws:
             raise
         # an op wants a Python number: keep floats constant. No record: the next such
         # call records again, and says why here

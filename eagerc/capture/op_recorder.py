@@ -15,6 +15,8 @@ In a symbolic run (§6.2.1) size reads of tensors whose sizes may vary give `Sym
 import operator
 import weakref
 
+from typing import NamedTuple
+
 import torch
 import torch.fx as fx
 from torch.overrides import TorchFunctionMode
@@ -328,8 +330,11 @@ class OpRecorder(TorchFunctionMode):
         raise CaptureStop(f"cannot put a {type(value).__name__} into the operator graph")
 
     def _placeholder(self, tensor):
-        """A graph input for an outside tensor (or a lifted float, passed as a 0-d tensor)."""
-        sn = self.monitor.external_node(tensor)
+        """A graph input for an outside tensor (or a lifted float, passed as a 0-d tensor;
+        or a host random draw, drawn again by the mock: a DrawInput)."""
+        draw = self.monitor.drawn.get(id(tensor)) if type(tensor) is float else None
+        sn = self.monitor.external_node(tensor) if draw is None else DrawInput(
+            tensor, [d[2] for d in self.monitor.draws].index(tensor))
         if sn is None:
             raise CaptureStop("tensor of unknown origin (not read from outside, not an op "
                               "result)")
@@ -445,6 +450,16 @@ class _RealCall:
 
 def _identity(x):
     return x
+
+
+class DrawInput(NamedTuple):
+    """A graph input that is the `index`-th host random draw of the run (Monitor._draw)."""
+    obj: float
+    index: int
+
+    @property
+    def node_id(self):  # no RefGraph node: never a guard variable
+        return -1 - self.index
 
 
 def build_module(graph, outputs):

@@ -13,7 +13,8 @@ from . import replayed_updates, speculate
 from .guard_plan import plan_guard
 from .guards import Consts
 from .mock import CannotMock, MockBuilder, materialize_final
-from .op_recorder import build_module
+from .object_facts import _qualname
+from .op_recorder import DrawInput, build_module
 from .record_source import make_record
 from .refgraph import Relation
 from .symbolic import bake_all
@@ -43,6 +44,8 @@ def build_record(mon, result, compiler, symbolic=False):
             materialize_final(g)
         except CannotMock as e:
             mon.stop(f"cannot mock: {e}")
+    if mon.stopped is None and mon.drawn:
+        _drawn_kept(mon)
         if mon.symbolic:
             # SymbolicInts in the final state (the return value, state stored outside) are
             # rebuilt by the mock as the constants they were: their values get guarded.
@@ -68,7 +71,8 @@ def build_record(mon, result, compiler, symbolic=False):
     builder = MockBuilder(g, mon.recorder, slot_of, consts, rp)
     written = set()
     try:
-        inputs = [f"_scalar({slot_of(sn.node_id)})" if type(sn.obj) is float
+        inputs = [f"_scalar(D[{sn.index}])" if isinstance(sn, DrawInput)
+                  else f"_scalar({slot_of(sn.node_id)})" if type(sn.obj) is float
                   else slot_of(sn.node_id) for sn, _ in mon.recorder.placeholders]
         for node in g.mock_nodes():
             if node.node_id in returned:
@@ -91,7 +95,8 @@ def build_record(mon, result, compiler, symbolic=False):
         examples = [_scalar(sn.obj) if type(sn.obj) is float else sn.obj
                     for sn, _ in mon.recorder.placeholders]
         consts.env["_scalar"] = _scalar
-        dims = _dynamic_dims(mon, plan) if symbolic else None
+        # (a symbolic record's shape check runs in the guard, before the mock draws)
+        dims = _dynamic_dims(mon, plan) if symbolic and not mon.draws else None
         with torch.set_grad_enabled(mon.grad_mode):
             if dims and needs_autograd(examples):
                 dims = None  # training records are compiled for static shapes
@@ -123,8 +128,29 @@ def build_record(mon, result, compiler, symbolic=False):
                             f"{rec.random})",
                             f"O = _checked_run(_run, {', '.join(inputs + ['undo=U'])})",
                             "_check_values(O, _expected, U)"]
-    mock_lines = builder.prelude + run_line + builder.lines + [f"return {ret}"]
+    draw_line = [_draw_line(mon, consts)] if mon.draws else []
+    mock_lines = draw_line + builder.prelude + run_line + builder.lines + [f"return {ret}"]
     return make_record(mon, plan, out_slots, consts, mock_lines, gm, written)
+
+
+def _draw_line(mon, consts):
+    """The mock's first line: the run's host random draws again, in its order, with the
+    same arguments (`D = (_c3(), _c4(0.5, 1.5))`): the stream advances as in eager and
+    the graph takes the new numbers (Monitor._draw)."""
+    calls = [f"{consts.add(fn)}({''.join(consts.add(a) + ', ' for a in args)})"
+             for fn, args, _ in mon.draws]
+    return f"D = ({''.join(c + ', ' for c in calls)})"
+
+
+def _drawn_kept(mon):
+    """A drawn number left in the final state (returned, stored on a module) would be
+    the mock's constant: capture stops there."""
+    for node in mon.graph.sn:
+        for child in node.versions[-1].refs.values():
+            fn = mon.drawn.get(id(child.obj)) if type(child.obj) is float else None
+            if fn is not None:
+                mon.stop(f"host random number kept after the call: {_qualname(fn)}")
+                return
 
 
 def _dynamic_dims(mon, plan):

@@ -31,6 +31,11 @@ class Record:
             self._why_not = explainer(*self._full)
         return self._why_not(args, kwargs)
 
+    def changed_value(self):
+        """After `why_not`: (access path, "file:line" where the program read it) when its
+        first failing check was of a value the program read, else None."""
+        return getattr(self._why_not, "changed", None)
+
     @property
     def eager(self):
         return self.mock is None
