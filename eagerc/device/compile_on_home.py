@@ -159,7 +159,10 @@ def _wrap_compile_fx(module) -> None:
         if not _active or args or not any(_is_device_tensor(x) for x in example_inputs_):
             return original(model_, example_inputs_, *args, **kwargs)
         inner = kwargs.pop("inner_compile", module.compile_fx_inner)
-        return original(model_, example_inputs_, inner_compile=_inner_compile(inner), **kwargs)
+        # AOTAutograd's own cache would store the home graph's compiled code under the
+        # device graph's key, and a later process would call it without the aliases.
+        with torch._functorch.config.patch(enable_autograd_cache=False):
+            return original(model_, example_inputs_, inner_compile=_inner_compile(inner), **kwargs)
 
     compile_fx._eagerc_on_home = True
     module.compile_fx = compile_fx
