@@ -1,0 +1,90 @@
+"""TorchCTS manifest for the eagerc device: what the device claims to support.
+
+TorchCTS (``pip install torchcts``) reads a ``manifest.py`` from its working directory;
+``tools/conformance.py`` runs it from a scratch directory whose ``manifest.py`` loads this
+file. A capability set to False is declined: TorchCTS files its tests under structured
+filtered accounting instead of running them. Each declined capability says why below;
+docs/conformance.md has the pass rates per level.
+"""
+import torch
+
+manifest = {
+    "manifest_version": 1,
+    "device_name": "eagerc",
+    "backend_import": "eagerc",
+    "supported_dtypes": {
+        torch.float16: True,
+        torch.float32: True,
+        torch.float64: True,
+        torch.bfloat16: True,
+        torch.int8: True,
+        torch.int16: True,
+        torch.int32: True,
+        torch.int64: True,
+        torch.uint8: True,
+        torch.bool: True,
+        torch.complex64: True,
+        torch.complex128: True,
+    },
+    "device_count": 1,
+    "ieee754_seed": 67,
+    "max_samples": 3,
+    "max_samples_ieee754": 1,
+    "semantic_level": 7,
+    "hardware": {
+        "memory_model": "discrete",
+        "device_memory_gb": "auto",
+        "system_memory_gb": "auto",
+        "oom_recoverable": True,
+    },
+    "resource_limits": {
+        "max_device_memory_mb": None,
+        "max_system_memory_mb": None,
+        "max_tensor_size_mb": None,
+        "cleanup_threshold_pct": 80,
+    },
+    "capabilities": {
+        "inference": True,
+        "training": True,
+        "serialization": True,
+        "rng": True,
+        "device_generator": True,
+        "rng_distributions": True,
+        "double_backward": True,
+        "gradcheck": True,
+        "gradient_checkpointing": True,
+        "autocast": True,
+        "fused_optimizer": True,
+        "dataloader": True,
+        "module_hooks": True,
+        "channels_last": True,
+        # Sparse (COO/CSR/...) and nested tensors: the device has no SparsePrivateUse1 or
+        # NestedTensorPrivateUse1 kernels, so such tensors cannot be created on it.
+        "sparse": False,
+        "nested": False,
+        # torch 2.13 has no named tensors (torch.empty(names=...) is a TypeError on CPU).
+        "named_tensor": False,
+        "foreach": True,
+        # Quantized tensors: no QuantizedPrivateUse1 kernels (empty_quantized raises).
+        # float8 is not claimed: TorchCTS's fp8 tests have not been run against the device.
+        "fp8": False,
+        "quantized_container_plumbing": False,
+        "native_quantization": False,
+        "custom_quantized_decode": False,
+        "compile": True,
+        "pinned_memory": True,
+        "streams": True,
+        "events": True,
+        "deterministic": True,
+        "guard_alloc": True,
+        "device_api": True,
+        # The device has one index (device_count() == 1).
+        "multi_device": False,
+        "ieee754": True,
+    },
+    "skip_ops": [],
+    "tolerance_overrides": {},
+    "supported_container_formats": {},
+    "custom_container_decoders": {},
+    "custom_test_dirs": [],
+}

@@ -1,0 +1,75 @@
+"""TorchCTS on the eagerc device: tools/conformance.py's accounting, and one small level-1
+selection run through TorchCTS (slow; skipped where torchcts is not installed)."""
+from __future__ import annotations
+
+import importlib.util
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO / "tools"))
+import conformance  # noqa: E402
+
+needs_torchcts = pytest.mark.skipif(
+    importlib.util.find_spec("torchcts") is None,
+    reason="torchcts is not installed (python3 -m pip install --no-deps torchcts==0.4.1)")
+
+
+def _artifact(statuses, skips, completed=True):
+    return {"metadata": {"session_completed": completed},
+            "results": {f"t{i}": {"status": s, "message": f"boom {i}"} for i, s in enumerate(statuses)},
+            "skips": {f"s{i}": dict(s) for i, s in enumerate(skips)}}
+
+
+def test_count_splits_outcomes_and_keeps_other_levels_out():
+    artifact = _artifact(
+        ["PASS", "PASS", "PASS", "FAIL", "ERROR", "SKIP"],
+        [{"semantic_level": 2, "skip_reason": "capability_not_declared"},
+         {"semantic_level": 2, "skip_reason": "coverage_strategy_pending"},
+         {"semantic_level": 3, "skip_reason": "capability_not_declared"},
+         {"semantic_level": 4, "skip_reason": "semantic_level_out_of_range",
+          "semantic_skip_reason": "semantic_level_out_of_range"}])
+    row = conformance.count(artifact, 2)
+    assert row == {"tests": 8, "passed": 3, "failed": 2, "skipped": 1, "declined": 1,
+                   "filtered": 1, "pass_rate": 0.6, "complete": True}
+    text = conformance.table([{"level": 2, **row}])
+    assert "| 2 | 8 | 3 | 2 | 1 | 1 | 1 | 60.0% |" in text
+    assert conformance.failures(artifact) == ["FAIL t3: boom 3", "ERROR t4: boom 4"]
+
+
+def test_table_marks_partial_and_empty_levels():
+    row = conformance.count(_artifact([], [], completed=False), 5)
+    assert row["pass_rate"] is None
+    assert "| 5 (partial) | 0 | 0 | 0 | 0 | 0 | 0 | n/a |" in conformance.table([{"level": 5, **row}])
+
+
+def test_parse_levels():
+    assert conformance.parse_levels("1-3,5") == [1, 2, 3, 5]
+    assert conformance.parse_levels("7") == [7]
+
+
+def test_manifest_is_valid_for_torchcts():
+    schema = pytest.importorskip("torchcts.core.manifest_schema")
+    manifest = conformance.load_manifest()
+    result = schema.validate_manifest(manifest)
+    assert not result.errors, result.errors
+    assert manifest["device_name"] == "eagerc"
+
+
+@needs_torchcts
+@pytest.mark.slow
+def test_level1_selection_passes(tmp_path):
+    """A few level-1 elementwise ops through TorchCTS: every one runs and passes."""
+    proc = subprocess.run(
+        [sys.executable, str(REPO / "tools" / "conformance.py"), "--levels", "1",
+         "--paths", "generated/test_functional_variants.py", "-k", "abs or absolute or add",
+         "--limit", "4", "--out", str(tmp_path)],
+        capture_output=True, text=True, timeout=1800)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    (row,) = json.loads((tmp_path / "table.json").read_text())
+    assert row["passed"] >= 3, row
+    assert row["failed"] == 0, (tmp_path / "failures.txt").read_text()

@@ -1,0 +1,225 @@
+"""Run TorchCTS (the PrivateUse1 conformance suite, ``pip install torchcts``) on the eagerc
+device, one semantic level at a time, and write a pass-rate table per level.
+
+    python tools/conformance.py                          # levels 1-7, whole suite
+    python tools/conformance.py --levels 1-3 --jobs 16   # pytest-xdist workers
+    python tools/conformance.py --levels 2 --paths operators/test_unary.py --limit 200
+
+Each level runs ``python -m torchcts run --device eagerc --level-exact N`` in a scratch
+directory (``--out``, default build/conformance) whose ``manifest.py`` loads
+eagerc/device/cts_manifest.py, the device's declared dtypes and capabilities. Its counts
+come from TorchCTS's own result artifact: passed, failed (FAIL, ERROR, CRASH, TIMEOUT),
+skipped (skipped at run time), declined (filtered by the manifest: a capability or dtype
+set to False, one device) and filtered (filtered by TorchCTS itself: its pending cases, ops
+gated to another device, dtypes the CPU reference does not run). The pass rate is
+passed / (passed + failed); "(partial)" marks a level whose run was interrupted. ``--out``/table.md gets the table, ``--out``/failures.txt
+each failing node id with its message.
+
+Imported as a pytest plugin (``PYTEST_PLUGINS=conformance``, set by the runner) it
+replaces torch.testing's ``extract_test_fn``, which builds ``inspect.stack()`` (source
+lines of every frame) for each OpInfo sample: TorchCTS generates samples while collecting,
+and this walk of bare frames gives the same answer in a fraction of the time. It also
+memoizes one quadratic metadata lookup of TorchCTS's (below). Without both, collecting the
+suite took over 20 minutes of one core.
+
+EAGERC_BACKING=cuda in the environment runs the device on GPU memory; EAGERC_CACHE_DIR
+keeps the compiled kernels between runs.
+"""
+from __future__ import annotations
+
+import argparse
+import glob
+import json
+import os
+import subprocess
+import sys
+import time
+import unittest
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+MANIFEST = REPO / "eagerc" / "device" / "cts_manifest.py"
+FAILED = ("FAIL", "ERROR", "CRASH", "TIMEOUT", "XPASS_STRICT")
+# Skip reasons that come from the manifest (what the device declines).
+MANIFEST_DECLINES = ("capability_not_declared", "dtype_not_listed", "device_count",
+                     "resource_limit", "op_excluded", "container_format_not_supported")
+# TorchCTS files tests of other levels under these reasons: not part of this level.
+OTHER_LEVEL = ("semantic_level_out_of_range", "semantic_level_gt_requested")
+
+
+# --- pytest plugin ---------------------------------------------------------------------
+
+def _extract_test_fn():
+    """torch.testing's extract_test_fn without inspect.stack(): the test method of the
+    innermost unittest.TestCase frame, or None."""
+    frame = sys._getframe(1)
+    while frame is not None:
+        self_val = frame.f_locals.get("self")
+        if isinstance(self_val, unittest.TestCase):
+            *_, cls_name, test_name = self_val.id().rsplit(".", 2)
+            if cls_name == type(self_val).__name__ and test_name.startswith("test"):
+                return getattr(self_val, test_name).__func__
+        frame = frame.f_back
+    return None
+
+
+def pytest_configure(config):
+    from torch.testing._internal import common_utils
+    from torch.testing._internal.opinfo import core
+
+    common_utils.extract_test_fn = _extract_test_fn
+    core.extract_test_fn = _extract_test_fn
+    _memoize_validation_metadata()
+
+
+def _memoize_validation_metadata():
+    """TorchCTS's op_metadata._validation_metadata scans every op's versions on each
+    lookup of one op's schema (quadratic over collection); its answer only depends on the
+    metadata it is given, so it is computed once per metadata object."""
+    from torchcts import op_metadata
+
+    compute = op_metadata._validation_metadata
+    memo: dict = {}
+
+    def validation_metadata(metadata=None):
+        data = metadata if metadata is not None else op_metadata.load_op_metadata()
+        if id(data) not in memo:
+            memo[id(data)] = (data, compute(data))
+        return memo[id(data)][1]
+
+    op_metadata._validation_metadata = validation_metadata
+
+
+# --- runner ----------------------------------------------------------------------------
+
+def load_manifest() -> dict:
+    """The eagerc device's TorchCTS manifest (eagerc/device/cts_manifest.py)."""
+    import runpy
+
+    return runpy.run_path(str(MANIFEST))["manifest"]
+
+
+def parse_levels(text: str) -> list[int]:
+    """'1-3,5' -> [1, 2, 3, 5]"""
+    levels = []
+    for part in text.split(","):
+        lo, _, hi = part.partition("-")
+        levels.extend(range(int(lo), int(hi or lo) + 1))
+    return levels
+
+
+def _load_artifact(results_dir: Path) -> dict:
+    from torchcts.core.result_artifacts import load_result_artifact
+
+    # A finished run's artifact is under *_history; an interrupted one left only *_latest.
+    runs = sorted(glob.glob(str(results_dir / "*_history" / "*.json")))
+    runs = runs or glob.glob(str(results_dir / "*_latest.json"))
+    if not runs:
+        raise RuntimeError(f"TorchCTS wrote no result artifact under {results_dir}")
+    return load_result_artifact(runs[-1])
+
+
+def count(artifact: dict, level: int) -> dict:
+    """Counts of one level's run from TorchCTS's result artifact."""
+    status = [r.get("status", "") for r in artifact.get("results", {}).values()]
+    reasons = [s.get("skip_reason") for s in artifact.get("skips", {}).values()
+               if s.get("semantic_level") == level and s.get("semantic_skip_reason") not in OTHER_LEVEL]
+    declined = sum(r in MANIFEST_DECLINES for r in reasons)
+    passed = sum(s == "PASS" for s in status)
+    failed = sum(s in FAILED for s in status)
+    runnable = passed + failed
+    return {"tests": len(status) + len(reasons), "passed": passed, "failed": failed,
+            "skipped": len(status) - runnable, "declined": declined,
+            "filtered": len(reasons) - declined,
+            "pass_rate": passed / runnable if runnable else None,
+            "complete": bool(artifact.get("metadata", {}).get("session_completed"))}
+
+
+def failures(artifact: dict) -> list[str]:
+    lines = []
+    for node, record in sorted(artifact.get("results", {}).items()):
+        if record.get("status") in FAILED:
+            message = str(record.get("error") or record.get("message") or "")
+            lines.append(f"{record['status']} {node}: {message.splitlines()[-1] if message else ''}")
+    return lines
+
+
+def run_level(level: int, args, workdir: Path) -> dict:
+    import torchcts
+
+    package = Path(torchcts.__file__).parent
+    results_dir = workdir / f"level{level}"
+    cmd = [sys.executable, "-m", "torchcts", "run", "--device", "eagerc",
+           "--level-exact", str(level), "--non-interactive", "--results-dir", str(results_dir),
+           "--rootdir", str(package), "--adaptive-isolation", "off", "-q", "-rN"]
+    if args.jobs > 1:
+        cmd += ["-n", str(args.jobs)]
+    if args.limit:
+        cmd += ["--limit-selected", str(args.limit)]
+    if args.test_timeout:
+        cmd += ["--timeout", str(args.test_timeout)]
+    if args.k:
+        cmd += ["-k", args.k]
+    cmd += [str(package / p) for p in args.paths]
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(Path(__file__).parent), env.get("PYTHONPATH")]))
+    env["PYTEST_PLUGINS"] = "conformance"
+    env.setdefault("TORCHCTS_NON_INTERACTIVE", "1")
+    start = time.monotonic()
+    with open(workdir / f"level{level}.log", "w") as log:
+        subprocess.run(cmd, cwd=workdir, env=env, stdout=log, stderr=subprocess.STDOUT, check=False)
+    artifact = _load_artifact(results_dir)
+    row = {"level": level, **count(artifact, level), "seconds": round(time.monotonic() - start)}
+    with open(workdir / "failures.txt", "a") as out:
+        out.writelines(f"L{level} {line}\n" for line in failures(artifact))
+    return row
+
+
+def table(rows: list[dict]) -> str:
+    lines = ["| level | tests | passed | failed | skipped | declined | filtered | pass rate |",
+             "|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for r in rows:
+        rate = "n/a" if r["pass_rate"] is None else f"{100 * r['pass_rate']:.1f}%"
+        level = r["level"] if r["complete"] else f"{r['level']} (partial)"
+        lines.append(f"| {level} | {r['tests']} | {r['passed']} | {r['failed']} | {r['skipped']} | "
+                     f"{r['declined']} | {r['filtered']} | {rate} |")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--levels", default="1-7", help="levels to run, e.g. 1-7 or 1,3 (default 1-7)")
+    parser.add_argument("--jobs", type=int, default=1, help="pytest-xdist workers (default 1)")
+    parser.add_argument("--paths", nargs="*", default=[],
+                        help="TorchCTS test paths relative to its package (default: all suites)")
+    parser.add_argument("--limit", type=int, help="run at most this many selected tests per level")
+    parser.add_argument("-k", help="pytest -k expression")
+    parser.add_argument("--test-timeout", type=int, default=900, help="seconds per test (pytest-timeout)")
+    parser.add_argument("--out", default=str(REPO / "build" / "conformance"))
+    parser.add_argument("--min-rate", type=float, default=0.99,
+                        help="exit 1 when a level's pass rate is below this (default 0.99)")
+    args = parser.parse_args(argv)
+    try:
+        import torchcts  # noqa: F401
+    except ImportError:
+        print("torchcts is not installed: python3 -m pip install --no-deps torchcts==0.4.1")
+        return 2
+    workdir = Path(args.out)
+    workdir.mkdir(parents=True, exist_ok=True)
+    (workdir / "manifest.py").write_text(
+        f"import runpy\nmanifest = runpy.run_path({str(MANIFEST)!r})['manifest']\n")
+    (workdir / "failures.txt").write_text("")
+    rows = []
+    for level in parse_levels(args.levels):
+        rows.append(run_level(level, args, workdir))
+        print(table(rows[-1:]).splitlines()[-1], f"({rows[-1]['seconds']} s)", flush=True)
+    text = table(rows)
+    (workdir / "table.md").write_text(text)
+    (workdir / "table.json").write_text(json.dumps(rows, indent=1))
+    print(text)
+    low = [r for r in rows if r["pass_rate"] is not None and r["pass_rate"] < args.min_rate]
+    return 1 if low else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
