@@ -50,7 +50,7 @@ class GraphCompiler:
         from .training import compile_joint, has_rnn, needs_autograd
         if needs_autograd(example_inputs):
             self.stats["training_graphs"] += 1
-            if self.eager_autograd or has_rnn(gm):
+            if self.eager_autograd or has_rnn(gm) or order_dependent(gm):
                 return gm
             try:
                 compiled = compile_joint(gm, example_inputs, self.compile_static, self.inductor)
@@ -67,6 +67,8 @@ class GraphCompiler:
 
     def compile_static(self, gm, example_inputs):
         """fn(*inputs) -> outputs, for inputs of exactly these shapes."""
+        if order_dependent(gm):
+            return gm
         return self._compile(gm, example_inputs, None)[0]
 
     def compile_symbolic(self, gm, example_inputs, dynamic_dims):
@@ -88,6 +90,14 @@ class GraphCompiler:
                 raise ValueError(f"unknown capture backend {backend!r}: use 'inductor', "
                                  f"'eager' or a callable (gm, example_inputs) -> fn") from None
         return backend
+
+
+def order_dependent(gm):
+    """Whether the recorded graph writes into memory it reads through another view
+    (`x[:, 1:] = x[:, :-1]`): eager's result depends on its kernel's loop order, which a
+    functional compilation (AOTAutograd, Inductor) does not keep, so the graph runs as
+    recorded (torch_calls.order_dependent_write)."""
+    return any(n.meta.get("eagerc_order_dependent") for n in gm.graph.nodes)
 
 
 def compile_graph(gm, example_inputs, dynamic_dims=None, backend=None):

@@ -30,7 +30,8 @@ from .torch_calls import (_BOOL_QUERIES, _CONST_READS, _CONSTANTS, _META, _METAD
                           _METADATA_RESULTS, _NONDETERMINISTIC, _SIZE_READS, _STRIDE_META,
                           _SYMBOLIC_READS, _VALUE_READS, _VIEW_ATTRS, _fx_nodes, _noop_flag_write,
                           _UNINITIALIZED, _norm_stats_written, _storage, _symbolic_in, _tensors_in,
-                          _written_tensor, func_name, value_shaped)
+                          _written_tensor, func_name, order_dependent_write,
+                          value_shaped)
 
 
 # Calls that differentiate, and the position of their create_graph argument.
@@ -232,6 +233,8 @@ class OpRecorder(TorchFunctionMode):
             # Kept by dead-code elimination even when its result is unused: the write into
             # an input is the point (build_module).
             node.meta["eagerc_writes"] = True
+            if order_dependent_write(name, plain(args), plain(kwargs), written):
+                node.meta["eagerc_order_dependent"] = True  # runs as recorded
             self.monitor.note_tensor_write(written)
             if node not in self.const:
                 # No constant any more: the written tensor and every view of its memory.

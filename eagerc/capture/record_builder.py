@@ -10,6 +10,7 @@ monitoring it again.
 import torch
 
 from . import replayed_updates, speculate
+from .graph_compiler import order_dependent
 from .guard_plan import plan_guard
 from .guards import Consts
 from .mock import CannotMock, MockBuilder, materialize_final
@@ -98,8 +99,8 @@ def build_record(mon, result, compiler, symbolic=False):
         # (a symbolic record's shape check runs in the guard, before the mock draws)
         dims = _dynamic_dims(mon, plan) if symbolic and not mon.draws else None
         with torch.set_grad_enabled(mon.grad_mode):
-            if dims and needs_autograd(examples):
-                dims = None  # training records are compiled for static shapes
+            if dims and (needs_autograd(examples) or order_dependent(gm)):
+                dims = None  # training records (and graphs run as recorded) are static
             if dims and any(dims):
                 try:
                     consts.env["_run"], consts.env["_shape_ok"] = compiler.compile_symbolic(

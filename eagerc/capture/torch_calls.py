@@ -177,3 +177,60 @@ def _written_tensor(name, args, kwargs):
             or name in _INPLACE_DUNDERS or name == "__setitem__":
         return args[0] if args and isinstance(args[0], torch.Tensor) else None
     return None
+
+
+def _basic_index(index):
+    """Whether a __setitem__ index selects a view (ints, slices, None, Ellipsis)."""
+    items = index if type(index) is tuple else (index,)
+    return all(i is None or i is Ellipsis or type(i) in (int, bool, slice) for i in items)
+
+
+def _addresses(t):
+    """The storage offsets (in elements) of `t`'s elements."""
+    n = t.untyped_storage().nbytes() // t.element_size()
+    return torch.as_strided(torch.arange(n), t.size(), t.stride(), t.storage_offset()).reshape(-1)
+
+
+def order_dependent_write(name, args, kwargs, written):
+    """Whether a call writing into `written` reads memory it also writes through another
+    view (`x[:, 1:] = x[:, :-1]`, `x.add_(x.t())`): eager's kernel reads some elements
+    after writing them (the result depends on its loop order; TensorIterator only refuses
+    overlaps it can prove from dense layouts), while a graph compiled functionally
+    (AOTAutograd, Inductor) reads every input before writing. Such a graph runs as
+    recorded (graph_compiler.py)."""
+    try:
+        return _order_dependent(name, args, kwargs, written)
+    except Exception:  # noqa: BLE001 - a layout not understood: run as recorded, to be safe
+        return True
+
+
+def _order_dependent(name, args, kwargs, written):
+    dst, srcs = written, [t for t in _tensors_in((args, kwargs)) if t is not written]
+    if kwargs.get("out") is not written:
+        srcs = [t for t in _tensors_in((args[1:], kwargs))]
+        if name == "__setitem__" and len(args) > 2:
+            index = args[1]
+            # (advanced indexing writes through index_put_: the whole tensor, to be safe)
+            if _basic_index(index):
+                dst = written[index]
+            srcs = [t for t in _tensors_in(args[2])]
+    if not isinstance(dst, torch.Tensor) or not dst.numel():
+        return False
+    storage = _storage(dst)
+    for s in srcs:
+        if s is dst or not s.numel() or storage is None or _storage(s) != storage:
+            continue
+        if (s.data_ptr(), s.size(), s.stride(), s.dtype) == \
+                (dst.data_ptr(), dst.size(), dst.stride(), dst.dtype):
+            continue  # the same elements: each read before its own write
+        lo = [t.data_ptr() + sum(min(0, (k - 1) * st) for k, st in zip(t.size(), t.stride()))
+              * t.element_size() for t in (dst, s)]
+        hi = [t.data_ptr() + (sum(max(0, (k - 1) * st) for k, st in zip(t.size(), t.stride()))
+                              + 1) * t.element_size() for t in (dst, s)]
+        if hi[0] <= lo[1] or hi[1] <= lo[0]:
+            continue  # disjoint ranges
+        if s.dtype != dst.dtype or dst.untyped_storage().nbytes() > 1 << 26:
+            return True  # (not worth counting elements: run as recorded)
+        if torch.isin(_addresses(s), _addresses(dst)).any():
+            return True
+    return False
