@@ -361,22 +361,62 @@ def test_host_random_numbers_are_drawn_by_the_mock():
         "host random number used by Python code: Random.Random.random": {line: 1}}, stats
 
 
-def test_numpy_on_outside_arrays_stops_with_the_line():
-    """numpy on an array the module holds (`np.tile(self.table, ...)`): its contents are no
-    guard's; the stop names the numpy call and the line."""
+class _NumpyTables(torch.nn.Module):
+    """numpy arrays a module holds: a permutation as an index (pytorch-flows' Reverse), a
+    table through numpy (`np.tile(self.table, ...)`), a weight through torch.from_numpy and
+    torch.tensor."""
+
+    def __init__(self):
+        super().__init__()
+        import numpy as np
+        self.perm = np.array(np.arange(0, 3)[::-1])
+        self.table = np.arange(6, dtype=np.float32).reshape(3, 2)
+        self.w = np.full((3, 2), 0.5)
+
+    def forward(self, x):
+        import numpy as np
+        t = np.tile(self.table, (1, 1)).transpose(1, 0)
+        y = x[:, self.perm] + torch.from_numpy(np.ascontiguousarray(t))[0]
+        return y @ torch.from_numpy(self.w).float() + torch.tensor(self.table[1]).sum()
+
+
+def test_outside_numpy_arrays_are_guarded_by_value_and_folded():
+    """Outside ndarrays are guarded by dtype, shape and contents, and folded into the graph
+    as torch converts them: one graph, hits, equal to eager; a changed element makes the
+    next call record again (the failure names the array), never a stale constant."""
+    module = _NumpyTables()
+    stats = _calls(module, [X, X * 2, X + 1])
+    _whole(stats, calls=3)
+    module.perm[0], module.perm[2] = module.perm[2], module.perm[0]
+    module.table[0, 0] = 7.0
+    stats = _calls(module, [X, X * 2])
+    assert stats["graphs"] == 1 and stats["hits"] == 1, stats
+    captured = capture(module, backend="eager")
+    assert_close(captured(X), module(X))
+    module.w[1, 1] = -1.0
+    assert_close(captured(X), module(X))
+    assert_close(captured(X), module(X))
+    stats = capture_stats(captured)
+    assert stats["graphs"] == 2 and stats["hits"] == 1 and stats["stop_reasons"] == {}, stats
+    assert stats["guard_failures"] == {
+        "array_differs(self.w, its values when recorded)": 1}, stats
+
+
+def test_large_outside_numpy_array_stops_with_the_line():
+    """An outside array larger than guards.ARRAY_VALUE_LIMIT is guarded by type only: numpy
+    on it stops, naming the call and the line."""
     import numpy as np
 
-    class Table(torch.nn.Module):
+    class Big(torch.nn.Module):
         def __init__(self):
             super().__init__()
-            self.table = np.arange(6, dtype=np.float32).reshape(3, 2)
+            self.table = np.zeros((300, 300), dtype=np.float32)
 
         def forward(self, x):
-            t = np.tile(self.table, (1, 1)).transpose(1, 0)
+            t = np.tile(self.table[:2, :3], (1, 1))
             return x + torch.from_numpy(np.ascontiguousarray(t))
-    reason, sites, line = _stops(
-        Table(), "            t = np.tile(self.table, (1, 1)).transpose(1, 0)")
-    assert reason == "numpy call on an array from outside: numpy.tile" and sites == {line: 1}
+    reason, sites, line = _stops(Big(), "            t = np.tile(self.table[:2, :3], (1, 1))")
+    assert reason.startswith("numpy call on an array from outside") and sites == {line: 1}
 
 
 def test_new_parameter_made_in_forward():
@@ -562,3 +602,23 @@ def test_a_write_from_an_overlapping_view_runs_as_recorded():
         assert stats["hits"] == 2 and stats["stop_reasons"] == {}, stats
         with torch.no_grad():
             _whole(_calls(model, [x, x * 2], grad=False))
+
+
+def test_numpy_array_written_after_from_numpy_stops():
+    """torch.from_numpy shares the array's memory: a folded array written during the call
+    (after the tensor was made) stops capture instead of serving its stale values."""
+    import numpy as np
+
+    def shared(x):
+        arr = np.zeros(3, dtype=np.float32)
+        t = torch.from_numpy(arr)
+        y = (t + x).sin()
+        arr[0] = 5.0
+        return (t + 1) * y
+    x = torch.randn(3)
+    captured = capture(shared, backend="eager")
+    for _ in range(3):
+        assert_close(captured(x), shared(x))
+    stats = capture_stats(captured)
+    assert stats["stop_reasons"] == {
+        "numpy array sharing memory with a tensor written during the call": 1}, stats

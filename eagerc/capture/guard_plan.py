@@ -114,7 +114,7 @@ def plan_guard(mon, nodes, consts, rp):
             cond = check_source(var, snap, consts, plan.strides)
             if cond is not None:
                 plan.full.append(f"if {cond}: return None")
-                if kind == "arg":
+                if kind == "arg" or snap[0] == "array":  # (no dict version covers contents)
                     plan.fast.append(f"if {cond}: return None")
             else:
                 plan.tensors.append((var, snap[1]))

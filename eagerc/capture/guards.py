@@ -28,7 +28,8 @@ _BY_IDENTITY = (types.ModuleType, types.FunctionType, types.BuiltinFunctionType,
 
 def snapshot(obj):
     """What a guard checks of `obj`: ('tensor', t), ('eq', type, v), ('is', obj),
-    ('len', type, n), ('keys', type, keys) or ('type', type)."""
+    ('len', type, n), ('keys', type, keys), ('array', dtype, shape, bytes) or
+    ('type', type)."""
     t = type(obj)
     if isinstance(obj, torch.Tensor):
         return ("tensor", obj)
@@ -42,7 +43,23 @@ def snapshot(obj):
         return ("keys", t, tuple(dict.keys(obj)))
     if isinstance(obj, (set, frozenset)):
         return ("eq", t, t(obj))
+    if t.__name__ == "ndarray" and t.__module__ == "numpy" and obj.dtype.kind in "biufc" \
+            and obj.size <= ARRAY_VALUE_LIMIT:
+        # numpy arrays a module holds (a permutation, a table): guarded by value, so numpy
+        # on them and the graph constants made of them are the record's (numpy_ops.py)
+        return ("array", obj.dtype, obj.shape, obj.tobytes())
     return ("type", t)
+
+
+# Outside numpy arrays up to this many elements are guarded by value (larger: by type).
+ARRAY_VALUE_LIMIT = 1 << 16
+
+
+def array_differs(a, snap):
+    """Whether `a` is not the array of an ("array", dtype, shape, bytes) snapshot."""
+    import numpy as np
+    return type(a) is not np.ndarray or a.dtype != snap[1] or a.shape != snap[2] or \
+        a.tobytes() != snap[3]
 
 
 def access(expr, rel, holder_obj, child_obj, consts):
@@ -112,6 +129,8 @@ def check_source(slot, snap, consts, strides):
         return f"type({slot}) is not {consts.add(t)} or {slot} != {lit}"
     if kind == "len":
         return f"type({slot}) is not {consts.add(snap[1])} or len({slot}) != {snap[2]}"
+    if kind == "array":
+        return f"{consts.add(array_differs)}({slot}, {consts.add(snap)})"
     if kind == "keys":
         cond = f"type({slot}) is not {consts.add(snap[1])} or len({slot}) != {len(snap[2])}"
         if len(snap[2]) > 1:  # the order is what iteration sees

@@ -87,6 +87,12 @@ def to_tensor(t, dtype=None, device=None, copy=True):
     return out.clone() if copy and out is t else out
 
 
+def array_constant(values, dtype, shape):
+    """A numpy array the record folded (guarded by value, or made by numpy on Python
+    numbers), as torch converts it: its elements (flat), torch dtype and shape."""
+    return torch.tensor(values, dtype=dtype).reshape(shape)
+
+
 # -- the monitor run's side --------------------------------------------------------------
 def _monitor():
     """The monitor run recording on this thread, None when none is (or ours runs)."""
@@ -114,6 +120,56 @@ class _Unwatched:
         if self.mon is not None:
             self.mon.suspend -= 1
             self.mon.opaque -= 1
+
+
+def is_plain_array(value):
+    return np is not None and type(value) is np.ndarray
+
+
+def _fold_refusal(mon, arr):
+    """Why `arr` (a plain ndarray) cannot be a constant of the record, or None: an array
+    from outside must be guarded by value (guards.snapshot), one the run made is numpy on
+    guarded values."""
+    from .guards import ARRAY_VALUE_LIMIT
+    if arr.dtype.kind not in "biufc":
+        return f"a numpy array of dtype {arr.dtype} in the operator graph"
+    if arr.size > ARRAY_VALUE_LIMIT:
+        return f"a numpy array of {arr.size} elements in the operator graph (too large to fold)"
+    if mon.unguarded_array(arr):
+        return "a numpy array from outside not guarded by value"
+    return None
+
+
+def array_node(rec, arr):
+    """A graph node for plain ndarray `arr`: its values folded as a constant tensor (the
+    dtype and shape torch.as_tensor gives). Raises CaptureStop when it cannot be."""
+    from .op_recorder import CaptureStop
+    why = _fold_refusal(rec.monitor, arr)
+    if why is not None:
+        raise CaptureStop(why)
+    with _Unwatched(None):
+        dtype = torch.from_numpy(np.empty(0, arr.dtype)).dtype
+        values = tuple(np.ravel(arr).tolist())
+    node = rec.graph.call_function(array_constant, (values, dtype, tuple(arr.shape)))
+    rec.const.add(node)
+    return node
+
+
+def _note_alias(rec, arr):
+    """`arr` was folded where torch shares its memory (torch.from_numpy, as_tensor): the
+    folded values are the record's only while nothing writes the array (or the tensor)
+    during the call; `aliases_changed` checks that at the end of the run."""
+    rec.__dict__.setdefault("numpy_aliases", []).append((arr, arr.tobytes()))
+
+
+def aliases_changed(rec):
+    """A stop reason when an array folded where torch shares its memory was written during
+    the run (`arr[0] = 5` after `t = torch.from_numpy(arr)`), else None."""
+    for arr, data in rec.__dict__.get("numpy_aliases", ()):
+        with _Unwatched(None):
+            if arr.tobytes() != data:
+                return "numpy array sharing memory with a tensor written during the call"
+    return None
 
 
 def _table(rec):
@@ -157,6 +213,8 @@ def _to_fx(rec, value):
             raise _Stop("numpy array derived from tensor data by an untraced operation")
         return entry[1]
     if isinstance(value, np.ndarray):
+        if type(value) is np.ndarray and _fold_refusal(rec.monitor, value) is None:
+            return array_node(rec, value)
         raise _Stop("numpy call mixing tensor data with another ndarray")
     if isinstance(value, np.generic):
         return value.item()
@@ -183,6 +241,8 @@ def _real_args(rec, value):
     """The graph arguments' values in this run: each traced array's data as a tensor."""
     if isinstance(value, TracedArray):
         return torch.from_numpy(np.ascontiguousarray(_as_plain(value)))
+    if type(value) is np.ndarray:  # a folded array (array_node)
+        return torch.from_numpy(np.ascontiguousarray(value))
     if type(value) in (list, tuple):
         return type(value)(_real_args(rec, v) for v in value)
     if type(value) is dict:
@@ -365,21 +425,32 @@ def record_torch_call(rec, name, args, kwargs, call):
             mon.stop(str(e))
             return out
         return _bind(rec, out, rec.graph.call_method("detach", (src,)))
+    if is_plain_array(args[0]):
+        why = _fold_refusal(mon, args[0])
+        if why is not None:
+            mon.stop(why)
+            with _Unwatched(None):
+                return call(args, kwargs)
+        return _tensor_from(rec, name, args, kwargs, call, plain=True)
     if not isinstance(args[0], TracedArray):
         return NOT_TRACED
     return _tensor_from(rec, name, args, kwargs, call)
 
 
-def _tensor_from(rec, name, args, kwargs, call):
+def _tensor_from(rec, name, args, kwargs, call, plain=False):
     mon = rec.monitor
     with _Unwatched(None):  # torch reads the array itself: not the program's read
         out = call(args, kwargs)
-    entry = _table(rec).get(id(args[0]))
+    entry = (args[0], None) if plain else _table(rec).get(id(args[0]))
     extra = set(kwargs) - {"dtype", "device", "copy"}
     if entry is None or entry[0] is not args[0] or len(args) > 1 or extra or \
             not isinstance(out, torch.Tensor) or out.requires_grad:
-        mon.stop(f"torch.{name} of a numpy array from tensor data with these arguments")
+        mon.stop(f"torch.{name} of a numpy array with these arguments")
         return out
+    if plain:
+        entry = (args[0], array_node(rec, args[0]))
+        if name != "tensor":
+            _note_alias(rec, args[0])
     copy = name == "tensor" or bool(kwargs.get("copy"))
     dtype, device = kwargs.get("dtype"), kwargs.get("device")
     node = rec.graph.call_function(to_tensor, (entry[1],), {
@@ -400,9 +471,23 @@ def from_numpy_call(mon, fn, args):
     see): a post-call action binding its result to `a`'s node, or None when `a` is not a
     traced array."""
     if np is None or fn is not torch.from_numpy or len(args) != 1 or \
-            not isinstance(args[0], TracedArray):
+            not isinstance(args[0], np.ndarray):
         return None
     arr, rec = args[0], mon.recorder
+    if type(arr) is np.ndarray:  # folded as a constant: a tensor of its values
+        why = _fold_refusal(mon, arr)
+        if why is not None:
+            mon.stop(why)
+            return None
+
+        def folded(out):
+            if isinstance(out, torch.Tensor):
+                rec._bind(out, rec.graph.call_function(to_tensor, (array_node(rec, arr),),
+                                                       {"copy": False}))
+                _note_alias(rec, arr)
+        return folded
+    if not isinstance(arr, TracedArray):
+        return None
 
     def after(out):
         entry = _table(rec).get(id(arr))

@@ -325,6 +325,8 @@ class OpRecorder(TorchFunctionMode):
         ok, const = as_graph_constant(value)
         if ok:
             return const
+        if numpy_ops.is_plain_array(value):  # (an index, a table): folded, by value
+            return numpy_ops.array_node(self, value)
         if isinstance(value, slice):
             return slice(self._to_fx(value.start), self._to_fx(value.stop),
                          self._to_fx(value.step))

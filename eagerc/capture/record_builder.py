@@ -9,7 +9,7 @@ monitoring it again.
 """
 import torch
 
-from . import replayed_updates, speculate
+from . import numpy_ops, replayed_updates, speculate
 from .graph_compiler import order_dependent
 from .guard_plan import plan_guard
 from .guards import Consts
@@ -34,6 +34,8 @@ def build_record(mon, result, compiler, symbolic=False):
     g = mon.graph
     spec = mon.recorder.speculated
     rec = mon.recorder
+    if mon.stopped is None and numpy_ops.aliases_changed(rec):
+        mon.stop(numpy_ops.aliases_changed(rec))
     undo = speculate.undo_inputs(rec) if rec.outside_write or rec.random else []
     if spec and mon.stopped is None and undo is None:
         # the graph would write or draw before the values are checked, in a way the mock

@@ -67,4 +67,8 @@ def _explain_names(mon, env):
             names[name] = obj.__qualname__
         elif obj is None or type(obj) in (bool, int, str):
             names[name] = repr(obj)
+        elif type(obj) is tuple and obj and obj[0] == "array":  # guards.array_differs'
+            names[name] = "its values when recorded"
+        elif type(obj).__name__ == "function":
+            names[name] = obj.__name__
     return names
