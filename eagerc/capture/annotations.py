@@ -454,9 +454,10 @@ import weakref  # noqa: E402
 _annotate([weakref.ref, weakref.proxy, weakref.getweakrefcount], PURE_REF)
 WEAKREF_CALL = Annotation(relation="weakref", value_read=False)
 
-# numpy on Python numbers (np.sqrt(d), np.prod(shape), np.array of numbers, np.float64(x)):
-# pure. On arrays from outside the run (whose contents no guard checks) or on tensors,
-# capture stops (monitor.before_call); np.random is impure.
+# numpy on Python numbers (np.sqrt(d), np.prod(shape), np.array of numbers, np.float64(x))
+# and on arrays from outside guarded by value (guards.snapshot): pure. On larger arrays from
+# outside (whose contents no guard checks) or on tensors, capture stops
+# (monitor.before_call); np.random is impure.
 NUMPY = Annotation(numbers_only=True)
 
 

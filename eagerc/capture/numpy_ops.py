@@ -21,7 +21,16 @@ one (`a.sum()` gives np.float32), an in-place write (`a[0] = 1`, `out=`), a func
 node), a numpy native other than a dispatched function or ufunc (`np.asarray(a)` would
 hand out an untraced ndarray), symbolic runs (sizes read from an array would be baked).
 numpy on values that are not tensor-derived is unchanged (annotations.NUMPY: pure on
-Python numbers, a stop on arrays from outside).
+Python numbers and on arrays from outside guarded by value; a stop on larger outside
+arrays, which are guarded by type only).
+
+Plain ndarrays reaching the graph (an index `x[:, self.perm]`, `torch.from_numpy(a)`,
+`torch.tensor(a)`, an argument next to a traced array) are folded: `array_node` puts their
+elements into the graph's code as a constant of the dtype torch.as_tensor gives. An array
+from outside is foldable when guards.snapshot guards it by value (dtype, shape, contents:
+up to guards.ARRAY_VALUE_LIMIT elements); one the run made comes from numpy on guarded
+values. Where torch would share the array's memory (from_numpy, as_tensor), a write into
+the array or the tensor during the call stops capture at the end of the run.
 """
 import threading
 
