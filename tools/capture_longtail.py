@@ -140,7 +140,7 @@ def import_file(e):
     name = e["path"][:-3].replace("/", ".").replace("-", "_")
     sys.argv = [path]  # a script that parses arguments at import sees none
     stubbed = []
-    dotted = all(part.isidentifier() for part in name.split("."))
+    dotted = all(part.isidentifier() for part in e["path"][:-3].split("/"))  # (vip-mlp.py: no)
     for _ in range(8):
         before = set(sys.modules)
         try:
@@ -372,7 +372,13 @@ def child(index, task, timeout, probe_rows, only, emit):
     try:
         mod = import_file(e)
     except BaseException as ex:  # noqa: BLE001 - reported as the file's failure
-        emit({"file": key, "cls": "*", "fail": f"import: {type(ex).__name__}: {str(ex)[:150]}"})
+        why = f"import: {type(ex).__name__}: {str(ex)[:150]}"
+        if task == "probe":
+            emit({"file": key, "cls": "*", "fail": why})
+        for p in probe_rows if task != "probe" else ():
+            if "fail" not in p and (not only or any(o in key or o == p["cls"] for o in only)):
+                for mode in task.split(","):
+                    emit({"file": key, "cls": p["cls"], "mode": mode, "skip": why})
         return
     specs = e.get("classes", {})
     if task == "probe":
@@ -623,6 +629,7 @@ def main(argv=None):
             rows, err = _spawn(i, ",".join(modes), args.timeout, args.probe,
                                only or [p["cls"] for p in todo],
                                60 + 3 * args.timeout * len(todo) * len(modes), args.memory_gb)
+            rows = [r for r in rows if "mode" in r]
             got = {(r["file"], r["cls"], r["mode"]) for r in rows}
             for p in todo:
                 for m in modes:
