@@ -21,7 +21,7 @@ needs_torchcts = pytest.mark.skipif(
 
 def _artifact(statuses, skips, completed=True):
     return {"metadata": {"session_completed": completed},
-            "results": {f"t{i}": {"status": s, "message": f"boom {i}"} for i, s in enumerate(statuses)},
+            "results": {f"t{i}": {"status": s, "error_message": f"boom {i}\n  File x"} for i, s in enumerate(statuses)},
             "skips": {f"s{i}": dict(s) for i, s in enumerate(skips)}}
 
 

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import glob
+import importlib.util
 import json
 import os
 import subprocess
@@ -139,8 +140,8 @@ def failures(artifact: dict) -> list[str]:
     lines = []
     for node, record in sorted(artifact.get("results", {}).items()):
         if record.get("status") in FAILED:
-            message = str(record.get("error") or record.get("message") or "")
-            lines.append(f"{record['status']} {node}: {message.splitlines()[-1] if message else ''}")
+            message = str(record.get("error_message") or record.get("message") or "")
+            lines.append(f"{record['status']} {node}: {message.splitlines()[0] if message else ''}")
     return lines
 
 
@@ -156,7 +157,7 @@ def run_level(level: int, args, workdir: Path) -> dict:
         cmd += ["-n", str(args.jobs)]
     if args.limit:
         cmd += ["--limit-selected", str(args.limit)]
-    if args.test_timeout:
+    if args.test_timeout and importlib.util.find_spec("pytest_timeout"):
         cmd += ["--timeout", str(args.test_timeout)]
     if args.k:
         cmd += ["-k", args.k]
