@@ -408,13 +408,20 @@ def child(index, task, timeout, probe_rows, only, emit):
             row.update(file=key, cls=p["cls"], mode=mode,
                        seconds=round(time.perf_counter() - t0, 1))
             if "skip" not in row:
-                graphs = row.get("graphs") if mode == "inference" else row.get("training_graphs")
-                row["capture_strict"] = bool(row.get("capture_whole")) and graphs == 1
+                row["capture_strict"] = capture_strict(row)
                 row["dynamo_graphs"] = counters["stats"]["unique_graphs"]
                 row["dynamo_strict"] = bool(row.get("dynamo_whole")) and \
                     row["dynamo_graphs"] == 1
             row.pop("stop_sites", None)
             emit(row)
+
+
+def capture_strict(row):
+    """No stop, no eager run, and one graph for the calls (one record and no graph where
+    the module runs no op: an Identity returns its input)."""
+    graphs = row.get("graphs") if row["mode"] == "inference" else row.get("training_graphs")
+    return bool(row.get("capture_whole")) and (
+        graphs == 1 or graphs == 0 and row.get("records") == 1 and not row.get("ops_eager"))
 
 
 def _quiet():
@@ -509,6 +516,9 @@ def table(probe, rows, every=False):
     lines += ["Not run (" + ", ".join(f"{k}: {n}" for k, n in fails.most_common()) + ")", ""]
     lines += ["| | eagerc.capture | Dynamo (fullgraph, eager backend) |", "|---|---|---|"]
     modes = [m for m in ("inference", "training") if any(r["mode"] == m for r in rows)]
+    for r in rows:
+        if "skip" not in r:
+            r["capture_strict"] = capture_strict(r)
     for m in modes:
         done = [r for r in rows if r["mode"] == m and "skip" not in r]
         skipped = len([r for r in rows if r["mode"] == m]) - len(done)
