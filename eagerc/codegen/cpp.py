@@ -69,11 +69,12 @@ class CppCodegen(Codegen):
         return cpu_arch()
 
     def compiler_settings(self) -> dict:
-        from eagerc.compile import settings
+        from eagerc.compile import cpu_decompositions, settings
 
         # "threads": parallel kernels take the thread count at run time (compile/op.py);
         # kernels stored before that must not be loaded.
-        return {"cxx": settings.cxx_compiler(), "threads": "dynamic"}
+        return {"cxx": settings.cxx_compiler(), "threads": "dynamic",
+                "decompositions": cpu_decompositions.VERSION}
 
     def decompositions(self) -> dict:
         from eagerc.compile.cpu_decompositions import CPU_DECOMPOSITIONS

@@ -33,17 +33,35 @@ index) compute the same results but load every tap once per chain behind a mask.
 native on the dev machine): 0.93-0.99x native in five runs, against 1.15-1.37x for three
 chains; in the quietest pair, 25.7 us against 34.3 us (native 26.3-26.6). Other dtypes and
 larger windows keep Inductor's decomposition.
+
+floor_divide and div(rounding_mode="floor") of floating point: ATen's div_floor
+(c10::div_floor_floating, its CPU kernel's vector form alike): the quotient of a - fmod(a, b)
+by b, less one where the remainder's sign is not b's, floored (rounded up past .5), a zero
+quotient signed as a / b, and a / b itself where b is 0. Inductor floors a / b, which differs
+for infinite a (ATen: NaN, from fmod), finite a over infinite b (-5 // inf: ATen -1, Inductor
+-0) and where a / b rounds up to an integer (1 // 0.1: ATen 9, Inductor 10). float32 and
+float64 compute in their own dtype as ATen does. float16 and bfloat16 compute in float32 and
+round once where b is one value (a Python number or a one-element tensor): ATen takes the
+divisor as float there (`iter.is_scalar(2)`). Otherwise ATen computes in the half type and
+rounds its intermediate steps (its vector and scalar loops differently), which no float32
+kernel reproduces: compile/known_wrong.py refuses those calls. Integer dtypes keep
+Inductor's decomposition (exact; a zero divisor runs eager's kernel, which raises).
 """
 from __future__ import annotations
 
 import torch
-from torch._inductor import inductor_prims
 
 aten = torch.ops.aten
+
+# Changes whenever a decomposition here changes the code it produces: the C++ code
+# generator's compiler settings hold it (eagerc/codegen/cpp.py), so kernels built with an
+# older one are not hits. Importing this module does not import Inductor.
+VERSION = "2"
 
 
 def _softmax_times_reciprocal(x, dim: int, half_to_float: bool):
     from torch._decomp.decompositions import _softmax_unbacked_safe_amax
+    from torch._inductor import inductor_prims
 
     x = x.contiguous()  # eager's softmax output is contiguous
     low_precision = x.dtype in (torch.float16, torch.bfloat16)
@@ -121,7 +139,60 @@ def _pair(v) -> list:
     return [v[0], v[0]] if len(v) == 1 else list(v)
 
 
+_HALF_TYPES = (torch.float16, torch.bfloat16)
+
+
+def divisor_is_one_value(b) -> bool:
+    """ATen's CPU div_floor takes the divisor as one float (`iter.is_scalar(2)`): a number,
+    or a tensor every output element reads the same element of."""
+    return not isinstance(b, torch.Tensor) or b.numel() == 1
+
+
+def _div_floor(a, b):
+    """ATen's div_floor of floating point (module docstring), or None where it is not
+    computed here (integer dtypes, a half type over a divisor of many values)."""
+    dtype = torch.result_type(a, b)
+    if not dtype.is_floating_point:
+        return None
+    compute = dtype
+    if dtype in _HALF_TYPES:
+        if not divisor_is_one_value(b):
+            return None
+        compute = torch.float32
+    like = a if isinstance(a, torch.Tensor) else b
+    a, b = (x.to(compute) if isinstance(x, torch.Tensor)
+            else torch.scalar_tensor(x, dtype=compute, device=like.device) for x in (a, b))
+    quotient = a / b
+    mod = torch.fmod(a, b)
+    # ATen's vector form: where a / b overflows (a finite), a itself stands for a - mod
+    # (Sleef's vector fmod, which Inductor's vector code calls too, is wrong there).
+    div = torch.where(torch.isinf(quotient) & ~torch.isinf(a), a, a - mod) / b
+    div = torch.where((mod != 0) & ((b < 0) != (mod < 0)), div - 1, div)
+    floordiv = torch.floor(div)
+    floordiv = torch.where(div - floordiv > 0.5, floordiv + 1, floordiv)
+    floordiv = torch.where(div == 0, torch.copysign(torch.zeros_like(quotient), quotient), floordiv)
+    return torch.where(b == 0, quotient, floordiv).to(dtype)
+
+
+def _floor_divide_as_atens(a, b):
+    result = _div_floor(a, b)
+    if result is None:
+        from torch._inductor.decomposition import select_decomp_table
+
+        return select_decomp_table()[aten.floor_divide.default](a, b)
+    return result
+
+
+def _div_mode_as_atens(a, b, *, rounding_mode=None):
+    result = _div_floor(a, b) if rounding_mode == "floor" else None
+    return NotImplemented if result is None else result  # None: Inductor's lowering
+
+
 CPU_DECOMPOSITIONS = {
     aten._softmax.default: _softmax_times_reciprocal,
     aten.max_pool2d_with_indices.default: _max_pool2d_as_atens_loop,
+    aten.floor_divide.default: _floor_divide_as_atens,
+    aten.floor_divide.Scalar: _floor_divide_as_atens,
+    aten.div.Tensor_mode: _div_mode_as_atens,
+    aten.div.Scalar_mode: _div_mode_as_atens,
 }

@@ -4,10 +4,29 @@ Each entry was found by comparing with eager (python -m eagerc.coverage, OpInfo 
 and reproduced with torch.compile itself, so it is Inductor's, not eagerc's. A refused
 call runs eager's kernel (natively in override mode, on aliases on a host-memory device).
 Re-check the entries with each torch release.
+
+VERSION changes whenever an entry is added or a predicate widens: the cache key holds it
+(per_op_patches.RECIPE), so a kernel compiled before its call was refused is not served.
 """
 from __future__ import annotations
 
 import torch
+
+VERSION = "2"
+
+_HALF_TYPES = (torch.float16, torch.bfloat16)
+
+
+def _half(args) -> bool:
+    return isinstance(args[0], torch.Tensor) and args[0].dtype in _HALF_TYPES
+
+
+def _half_div_floor(a, b) -> bool:
+    """A float16/bfloat16 floor division whose divisor has many values: ATen rounds each
+    step to the half type (cpu_decompositions.py computes the one-value case exactly)."""
+    from eagerc.compile.cpu_decompositions import divisor_is_one_value
+
+    return torch.result_type(a, b) in _HALF_TYPES and not divisor_is_one_value(b)
 
 
 def _has_scales(args, first_scale: int) -> bool:
@@ -57,6 +76,24 @@ _WRONG = {
     **{name: (lambda args: isinstance(args[0], torch.Tensor) and args[0].numel() == 0,
               "Inductor's mean of an empty reduction is 0, eager's nan")
        for name in ("var_mean", "std_mean")},
+    # Inductor computes float16/bfloat16 in float32 and rounds the result: nextafter's
+    # float32 neighbour rounds back to x (nextafter(1, -inf) in float16 gave 1, eager
+    # 0.99951171875; from 65504 toward inf gave inf, eager 65504).
+    **{name: (_half, "Inductor computes a float16/bfloat16 nextafter in float32")
+       for name in ("nextafter", "nextafter_")},
+    # ATen clamps a float16/bfloat16 logit to [eps, 1 - eps] computed in the half type
+    # (1 - 1e-6 rounds to 1: logit(1) is inf), Inductor in float32 (gave 13.80).
+    **{name: (lambda args: _half(args) and len(args) > 1 and args[1] is not None,
+              "Inductor clamps a float16/bfloat16 logit to 1 - eps in float32")
+       for name in ("logit", "logit_")},
+    # Half-type floor division by a divisor of many values (cpu_decompositions.py).
+    **{name: (lambda args: _half_div_floor(args[0], args[1]),
+              "ATen rounds each step of a float16/bfloat16 floor division to the half type")
+       for name in ("floor_divide", "floor_divide_")},
+    **{name: (lambda args: len(args) > 2 and args[2] == "floor" and _half_div_floor(args[0], args[1]),
+              "ATen rounds each step of a float16/bfloat16 floor division to the half type")
+       for name in ("div.Tensor_mode", "div.Scalar_mode", "div.out_mode", "div.Scalar_mode_out",
+                    "div_.Tensor_mode", "div_.Scalar_mode")},
 }
 
 

@@ -6,6 +6,8 @@ older rule would keep its older kernels).
 """
 from __future__ import annotations
 
+from eagerc.compile import known_wrong
+
 # Ops whose vectorized Inductor kernel is slower than its scalar loop: a strided window
 # becomes per-lane masked gathers through a stack buffer (max_pool2d_with_indices 3x3/2 on
 # 2x16x16x16, 1 thread, a timing loop of the op: 106 us vectorized, 33 us scalar, 25 us ATen).
@@ -26,8 +28,10 @@ EVAL_BATCH_NORMS = {"aten::native_batch_norm": 5, "aten::_native_batch_norm_legi
 # forward on GPU memory run past 100 s on an H100.
 EVAL_BATCH_NORM_PATCHES = {"combo_kernels": True, "combo_kernels_autotune": 0, "triton.max_tiles": 1}
 
+# With the calls refused as known to compile wrongly (compile/known_wrong.py's VERSION): a
+# kernel compiled before its call was refused must not be a hit.
 RECIPE = repr((sorted(SCALAR_LOOPS), SCALAR_LOOP_PATCHES, sorted(EVAL_BATCH_NORMS.items()),
-               EVAL_BATCH_NORM_PATCHES))
+               EVAL_BATCH_NORM_PATCHES, known_wrong.VERSION))
 
 
 def is_eval_batch_norm(op_qualname: str, args) -> bool:

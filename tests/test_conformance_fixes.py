@@ -1,0 +1,223 @@
+"""Ops TorchCTS found computing other values than eager (docs/conformance.md), on the
+inputs where they did: infinities, NaN, signed zeros, float16's largest value, clamp
+bounds. Each call runs on the eagerc device and in override mode (enable("cpu")) and is
+compared with CPU eager exactly (signed zeros included) where eager's kernel is exact.
+
+Where Inductor can compute ATen's values (floor_divide in float32/float64, and in a half
+type over a one-value divisor: compile/cpu_decompositions.py) the compiled kernel must
+serve; where it cannot (compile/known_wrong.py) the call must run eager's kernel.
+"""
+from __future__ import annotations
+
+import pytest
+import torch
+
+import eagerc
+from eagerc.testing import assert_close
+
+INF, NAN = float("inf"), float("nan")
+FLOATS = [torch.float16, torch.bfloat16, torch.float32, torch.float64]
+HALF = (torch.float16, torch.bfloat16)
+MODES = ["device", "override"]
+
+
+def _spread(values, dtype):
+    """The values repeated to 37 elements: the kernels' vector loops and their tails."""
+    t = torch.tensor(values, dtype=torch.float64).to(dtype)
+    return t.repeat(37 // t.numel() + 1)[:37]
+
+
+def run(mode, op_names, fn, *args):
+    """fn(*args) on the eagerc device or in override mode serving `op_names`, on CPU."""
+    eagerc.reset_stats()
+    if mode == "device":
+        out = fn(*[a.to("eagerc") if isinstance(a, torch.Tensor) else a for a in args])
+        assert out.device.type == "eagerc"
+        return out.cpu()
+    assert not eagerc._C._is_enabled("CPU"), "a previous test left eagerc enabled"
+    with eagerc.enabled("cpu", ops=op_names):
+        return fn(*args)
+
+
+def op_stats(mode, op):
+    key = f"aten::{op}@" + ("PrivateUse1" if mode == "device" else "CPU")
+    stats = eagerc.stats()["ops"].get(key)
+    assert stats is not None, f"{key} never reached eagerc: {sorted(eagerc.stats()['ops'])}"
+    return stats
+
+
+def assert_compiled(mode, op):
+    s = op_stats(mode, op)
+    assert s["fallbacks"] == 0, s["fallback_reasons"]
+    assert s.get("aliased", 0) == 0
+
+
+def assert_refused(mode, op, why):
+    s = op_stats(mode, op)
+    assert s["fallbacks"] > 0 and why in " ".join(s["fallback_reasons"]), s["fallback_reasons"]
+
+
+def assert_same(actual, expected):
+    """Exact as values: equal, NaN where NaN, and the same sign of every zero (a NaN's
+    sign is no value: ATen's bfloat16 conversion makes every NaN positive)."""
+    torch.testing.assert_close(actual, expected, rtol=0, atol=0, equal_nan=True)
+    numbers = ~torch.isnan(expected)
+    assert torch.equal(torch.signbit(actual[numbers]), torch.signbit(expected[numbers])), (actual, expected)
+
+
+# --------------------------------------------------------------------------- nextafter
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_nextafter(dtype, mode):
+    big = torch.finfo(dtype).max
+    x = _spread([1.0, big, -big, 0.0, -0.0, INF, -INF, NAN, 1.0, 2.0, -1.0], dtype)
+    y = _spread([-INF, INF, -INF, 1.0, -1.0, 0.0, 0.0, 1.0, NAN, 2.0, 0.0], dtype)
+    assert_same(run(mode, ["aten::nextafter"], torch.nextafter, x, y), torch.nextafter(x, y))
+    if dtype in HALF:
+        assert_refused(mode, "nextafter", "nextafter in float32")
+    else:
+        assert_compiled(mode, "nextafter")
+
+
+# --------------------------------------------------------------------------- logit
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_logit_with_eps(dtype, mode):
+    x = _spread([0.0, 1.0, 1 - 1e-7, 1e-7, 0.5, -1.0, 2.0, NAN, 0.25, 0.999], dtype)
+    fn = lambda t: torch.logit(t, 1e-6)  # noqa: E731
+    actual, expected = run(mode, ["aten::logit"], fn, x), fn(x)
+    assert torch.equal(torch.isinf(actual), torch.isinf(expected)), (actual, expected)
+    assert_close(actual, expected, equal_nan=True)
+    if dtype in HALF:
+        assert torch.isinf(actual[1]), "logit(1, eps=1e-6) is inf where 1 - eps rounds to 1"
+        assert_same(actual, expected)  # eager's own kernel served
+        assert_refused(mode, "logit", "logit to 1 - eps")
+    else:
+        assert_compiled(mode, "logit")
+
+
+# --------------------------------------------------------------------------- floor division
+
+_DIVIDENDS = [INF, -INF, NAN, 5.0, -5.0, 0.0, -0.0, 7.0, -7.0, 1.0, -1.0, 3.0, 60000.0, 0.3, 2049.7]
+_DIVISORS = [2.0, 2.0, 2.0, INF, INF, -3.0, 3.0, -INF, -INF, 0.1, 0.1, 0.0, 0.001, 0.1, -0.3]
+
+_FLOOR_DIVISIONS = {
+    "floor_divide": ("floor_divide", torch.floor_divide),
+    "div_floor": ("div.Tensor_mode", lambda a, b: torch.div(a, b, rounding_mode="floor")),
+    "floor_divide_": ("floor_divide_.Tensor", lambda a, b: a.clone().floor_divide_(b)),
+}
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("name", sorted(_FLOOR_DIVISIONS))
+def test_floor_divide_tensor(name, dtype, mode):
+    op, fn = _FLOOR_DIVISIONS[name]
+    a, b = _spread(_DIVIDENDS, dtype), _spread(_DIVISORS, dtype)
+    assert_same(run(mode, ["aten::" + op], fn, a, b), fn(a, b))
+    if dtype in HALF:
+        assert_refused(mode, op, "half type")
+    else:
+        assert_compiled(mode, op)
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("divisor", [2.0, -0.0, 0.1, INF, -3.0])
+def test_floor_divide_one_value(divisor, dtype, mode):
+    """A Python number (floor_divide.Scalar, or wrapped as floor_divide's Tensor) or a
+    one-element tensor as divisor: compiled in every dtype, half types computing in
+    float32 as ATen does."""
+    a = _spread(_DIVIDENDS, dtype)
+    scalar = lambda t: torch.ops.aten.floor_divide.Scalar(t, divisor)  # noqa: E731
+    assert_same(run(mode, ["aten::floor_divide.Scalar"], scalar, a), scalar(a))
+    assert_compiled(mode, "floor_divide.Scalar")
+    wrapped = lambda t: torch.floor_divide(t, divisor)  # noqa: E731
+    assert_same(run(mode, ["aten::floor_divide"], wrapped, a), wrapped(a))
+    assert_compiled(mode, "floor_divide")
+    b = torch.tensor([divisor], dtype=dtype)
+    assert_same(run(mode, ["aten::floor_divide"], torch.floor_divide, a, b), torch.floor_divide(a, b))
+    assert_compiled(mode, "floor_divide")
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_floor_divide_random_magnitudes(dtype):
+    """Quotients whose a / b rounds to or past an integer, overflows or underflows."""
+    g = torch.Generator().manual_seed(0)
+    n = 4099
+    a = torch.randn(n, generator=g, dtype=torch.float64) * torch.pow(10.0, torch.randint(-40, 40, (n,), generator=g))
+    b = torch.randn(n, generator=g, dtype=torch.float64) * torch.pow(10.0, torch.randint(-40, 40, (n,), generator=g))
+    a, b = a.to(dtype), b.to(dtype)
+    assert_same(run("device", None, torch.floor_divide, a, b), torch.floor_divide(a, b))
+    assert_compiled("device", "floor_divide")
+
+
+def test_integer_floor_divide_keeps_eager_errors():
+    a = torch.tensor([7, -7, 5])
+    assert torch.equal(run("device", None, torch.floor_divide, a, torch.tensor([2, 2, -3])),
+                       torch.floor_divide(a, torch.tensor([2, 2, -3])))
+    with pytest.raises(RuntimeError, match="ZeroDivisionError"):
+        torch.floor_divide(a.to("eagerc"), torch.tensor([2, 0, 1], device="eagerc"))
+
+
+# --------------------------------------------------------------------------- eager's own values
+
+# TorchCTS's i0, float_power.Tensor_Tensor and ldexp.Tensor failures hold against ATen's
+# CPU kernels too (docs/conformance.md): its references are mpmath's i0 (inf at inf, where
+# ATen's is NaN) and exact integer powers and exponent scalings of complex lanes. The
+# device's answer is eager's.
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_i0_is_eagers_at_infinities(dtype, mode):
+    x = _spread([INF, -INF, NAN, 0.0, -1.0, 3.0, 20.0, 89.0, 700.0, 1e4], dtype)
+    actual, expected = run(mode, ["aten::i0"], torch.i0, x), torch.i0(x)
+    assert torch.isnan(expected[0]), "ATen's i0(inf) is NaN"
+    assert torch.equal(torch.isnan(actual), torch.isnan(expected))
+    assert_close(actual, expected, equal_nan=True)
+    assert_compiled(mode, "i0")
+
+
+_COMPLEX = [complex(INF, 0), complex(INF, 1), complex(-INF, 2), complex(1, INF), complex(NAN, 0), 0j,
+            complex(2, 3), complex(0.5, -0.25)]
+
+
+@pytest.mark.parametrize("dtype", [torch.complex64, torch.complex128])
+def test_complex_float_power_and_ldexp_are_eagers(dtype):
+    base = torch.tensor(_COMPLEX, dtype=dtype)
+    exponent = torch.tensor([2, 3, 2, 2, 1, 0, 4, 5], dtype=dtype)
+    scale = torch.tensor([1, 2, 0, -1, 3, 10, 0, 0])
+    for fn, other in ((torch.float_power, exponent), (torch.ldexp, scale)):
+        actual = run("device", None, fn, base, other)
+        expected = fn(base, other)
+        torch.testing.assert_close(torch.view_as_real(actual), torch.view_as_real(expected),
+                                   rtol=0, atol=0, equal_nan=True)
+
+
+# --------------------------------------------------------------------------- cache key
+
+def test_refusals_and_decompositions_are_in_the_cache_key(monkeypatch):
+    """A kernel compiled before a call was refused, or before a decomposition changed, is
+    not a hit: each version bump changes the cache namespace."""
+    import importlib
+
+    from eagerc import targets
+    from eagerc.cache import CacheKey
+    from eagerc.compile import cpu_decompositions, known_wrong, per_op_patches
+
+    key = CacheKey(kind="op", target=targets.for_device("eagerc"), name="aten::nextafter", signature=b"")
+    before = key.namespace_components()
+    monkeypatch.setattr(cpu_decompositions, "VERSION", cpu_decompositions.VERSION + "+")
+    assert key.namespace_components() != before
+    monkeypatch.undo()
+    assert key.namespace_components() == before
+    monkeypatch.setattr(known_wrong, "VERSION", known_wrong.VERSION + "+")
+    try:
+        importlib.reload(per_op_patches)
+        assert key.namespace_components() != before
+    finally:
+        monkeypatch.undo()
+        importlib.reload(per_op_patches)
+    assert key.namespace_components() == before
