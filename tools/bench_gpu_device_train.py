@@ -5,9 +5,10 @@ step, and torch.compile's first forward and steady state.
     python tools/bench_gpu_device_train.py compile [--models ...] [--batch 1]
 
 train: forward, loss, backward and an AdamW step of the same model (dropout off, so both
-sides compute the same thing) on the device (EAGERC_BACKING=cuda) and on CUDA, one process,
-medians over alternating rounds; the parameters of both sides after all steps are
-compared. compile: torch.compile(model) on the device and on CUDA, the first forward in a
+sides compute the same thing) on the device (EAGERC_BACKING=cuda) and on CUDA, each side in
+processes of its own, alternating (native CUDA backward cannot run in a process where the
+device is registered: see _train_child); medians; the parameters of both sides after all
+steps are compared. compile: torch.compile(model) on the device and on CUDA, the first forward in a
 fresh process with empty Inductor and eagerc caches (two processes each, alternating),
 then the compiled forwards' steady state, alternating rounds in one process. TF32 off.
 """
@@ -70,37 +71,62 @@ def _alternate(a, b, rounds: int, inner: int):
     return statistics.median(ta), statistics.median(tb)
 
 
+def _train_child(args) -> None:
+    """One side's training steps (--device cuda or eagerc) in a process of its own: on a
+    CUDA machine a registered PrivateUse1 device is torch's accelerator, and the autograd
+    engine then has no stream for CUDA tensors (native CUDA backward fails in a process
+    where the device is registered). Prints the median step time; saves the parameters."""
+    model, inputs = build(args.models, args.batch, "cuda")
+    model = model.train().to(args.device)
+    inputs = {k: v.to(args.device) for k, v in inputs.items()}
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4, foreach=True)
+
+    def step():
+        opt.zero_grad(set_to_none=True)
+        _first(model(**inputs)).float().pow(2).mean().backward()
+        opt.step()
+
+    for _ in range(2):  # the device compiles what it misses
+        step()
+    compiles = eagerc.stats()["compiles"] if args.device == "eagerc" else 0
+    times = [_ms(step, args.inner) for _ in range(args.rounds)]
+    stats = eagerc.stats() if args.device == "eagerc" else None
+    fallbacks = sum(v["fallbacks"] for v in stats["ops"].values()) if stats else 0
+    torch.save([p.detach().to("cpu") for p in model.parameters()], args.save)
+    print(f"STEP {statistics.median(times):.3f} {compiles} {fallbacks} "
+          f"{(stats['compiles'] - compiles) if stats else 0}")
+
+
 def bench_train(args) -> None:
+    """Native CUDA and the device alternate by process (two each); parameters compared."""
     print(f"{'model':<10} {'batch':>5} {'native ms':>10} {'device ms':>10} {'ratio':>6} "
           f"{'param err':>9} {'compiles':>8} {'fallbacks':>9}")
     for name in args.models.split(","):
-        sides = {}
-        for device in ("cuda", "eagerc"):
-            model, inputs = build(name, args.batch, "cuda")
-            model = model.train().to(device)
-            inputs = {k: v.to(device) for k, v in inputs.items()}
-            opt = torch.optim.AdamW(model.parameters(), lr=1e-4, foreach=True)
-
-            def step(model=model, inputs=inputs, opt=opt):
-                opt.zero_grad(set_to_none=True)
-                _first(model(**inputs)).float().pow(2).mean().backward()
-                opt.step()
-
-            sides[device] = (model, step)
-        eagerc.reset_stats()
-        for _ in range(2):  # the device compiles what it misses
-            sides["cuda"][1]()
-            sides["eagerc"][1]()
-        compiles = eagerc.stats()["compiles"]
-        nat, dev = _alternate(sides["cuda"][1], sides["eagerc"][1], args.rounds, args.inner)
-        stats = eagerc.stats()
-        fallbacks = sum(v["fallbacks"] for v in stats["ops"].values())
-        err = max((p.detach() - q.detach().to("cuda")).abs().max().item()
-                  for p, q in zip(sides["cuda"][0].parameters(), sides["eagerc"][0].parameters()))
+        times = {"cuda": [], "eagerc": []}
+        extra = ""
+        with tempfile.TemporaryDirectory() as tmp:
+            for _ in range(2):
+                for device in ("cuda", "eagerc"):
+                    env = dict(os.environ, EAGERC_DEVICE="0" if device == "cuda" else "1")
+                    out = subprocess.run([sys.executable, __file__, "train-child", "--models", name,
+                                          "--batch", str(args.batch), "--device", device,
+                                          "--rounds", str(args.rounds), "--inner", str(args.inner),
+                                          "--save", f"{tmp}/{device}.pt"],
+                                         env=env, capture_output=True, text=True)
+                    line = [l for l in out.stdout.splitlines() if l.startswith("STEP")]
+                    if not line:
+                        print(f"{name}: training on {device} failed:\n{out.stderr[-3000:]}")
+                        return
+                    ms, compiles, fallbacks, late = line[0].split()[1:]
+                    times[device].append(float(ms))
+                    if device == "eagerc":
+                        extra = (compiles, fallbacks, late)
+            err = max((p - q).abs().max().item() for p, q in
+                      zip(torch.load(f"{tmp}/cuda.pt"), torch.load(f"{tmp}/eagerc.pt")))
+        nat, dev = statistics.median(times["cuda"]), statistics.median(times["eagerc"])
         print(f"{name:<10} {args.batch:>5} {nat:>10.2f} {dev:>10.2f} {dev / nat:>6.2f} {err:>9.1e} "
-              f"{compiles:>8} {fallbacks:>9}", flush=True)
-        if stats["compiles"] != compiles:
-            print(f"   {stats['compiles'] - compiles} compiles in the timed steps")
+              f"{extra[0]:>8} {extra[1]:>9}   (processes: native {times['cuda']}, device "
+              f"{times['eagerc']}; compiles in timed steps {extra[2]})", flush=True)
 
 
 def _first_forward_child(args) -> None:
@@ -153,19 +179,21 @@ def bench_compile(args) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("what", choices=["train", "compile", "first-forward"])
+    parser.add_argument("what", choices=["train", "compile", "first-forward", "train-child"])
     parser.add_argument("--models", default="bert,gpt2,resnet50")
     parser.add_argument("--batch", type=int, default=8)
     parser.add_argument("--rounds", type=int, default=11)
     parser.add_argument("--inner", type=int, default=3)
     parser.add_argument("--device", default="eagerc", help=argparse.SUPPRESS)
+    parser.add_argument("--save", help=argparse.SUPPRESS)
     args = parser.parse_args()
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
-    if args.what != "first-forward":
+    if args.what not in ("first-forward", "train-child"):
         print(f"torch {torch.__version__}, {torch.cuda.get_device_name(0)}, "
               f"EAGERC_BACKING={os.environ.get('EAGERC_BACKING')}")
-    {"train": bench_train, "compile": bench_compile, "first-forward": _first_forward_child}[args.what](args)
+    {"train": bench_train, "compile": bench_compile, "first-forward": _first_forward_child,
+     "train-child": _train_child}[args.what](args)
 
 
 if __name__ == "__main__":
