@@ -622,3 +622,51 @@ def test_numpy_array_written_after_from_numpy_stops():
     stats = capture_stats(captured)
     assert stats["stop_reasons"] == {
         "numpy array sharing memory with a tensor written during the call": 1}, stats
+
+
+@torch.jit.script
+def _fused_gate(a, b, n: int):
+    t = a + b
+    return torch.tanh(t[:, :n]) * torch.sigmoid(t[:, n:])
+
+
+@torch.jit.script
+def _scaled_in_place(a):
+    return a.mul_(2.0)
+
+
+class _ScriptGate(torch.nn.Module):
+    """vits' WaveNet block: a torch.jit.script function called from forward."""
+
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(3, 4)
+
+    def forward(self, x):
+        return _fused_gate(self.lin(x), self.lin(x * 2), 2)
+
+
+def test_torchscript_function_is_one_graph_node():
+    """A pure TorchScript function is one node of the graph (its interpreter's ops never
+    reach the op recorder): whole-graph, equal to eager, gradients too; one writing into
+    its input still stops."""
+    import copy
+    torch.manual_seed(0)
+    model = _ScriptGate()
+    _whole(_calls(model, [X, X * 2, X + 1]), calls=3)
+    ref = copy.deepcopy(model)
+    captured = capture(model, backend="eager")
+    for step in range(3):
+        for m, f in ((model, captured), (ref, ref)):
+            m.zero_grad()
+            f(X * step).pow(2).sum().backward()
+        for p, q in zip(model.parameters(), ref.parameters()):
+            assert_close(p.grad, q.grad)
+    stats = capture_stats(captured)
+    assert stats["training_graphs"] == 1 and stats["hits"] == 2, stats
+
+    def writes(x):
+        return _scaled_in_place(x * 1) + 1
+    stats = _calls(writes, [X, X])
+    assert list(stats["stop_reasons"]) == [
+        "torch native not seen by the op recorder: torch.jit.torch.jit.ScriptFunction"], stats

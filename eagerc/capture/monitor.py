@@ -17,7 +17,7 @@ import types
 
 import torch
 
-from . import annotations, lazy_modules, numpy_ops, torch_settings
+from . import annotations, lazy_modules, numpy_ops, script_calls, torch_settings
 from .gc_pause import _running, _seat_gc_callbacks
 from .instructions import SKIP, FrameWatch, analyze
 from .object_facts import (_base, _keeps_references, _module_dict, _plain_values, _qualname,
@@ -362,6 +362,8 @@ class Monitor:
         calls = self.recorder.calls
         if ann.as_op:
             traced = numpy_ops.from_numpy_call(self, fn, args)  # torch.from_numpy(array)
+            if traced is None:
+                traced = script_calls.script_call(self, fn, args, kw_values)
             if traced is not None:
                 return traced
             return lambda out: self._check_torch_call(fn, calls, out)
