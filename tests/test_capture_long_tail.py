@@ -670,3 +670,23 @@ def test_torchscript_function_is_one_graph_node():
     stats = _calls(writes, [X, X])
     assert list(stats["stop_reasons"]) == [
         "torch native not seen by the op recorder: torch.jit.torch.jit.ScriptFunction"], stats
+
+
+def test_numpy_array_arguments_are_not_folded():
+    """An ndarray the caller passes (an RL policy's observation) is new every call: guarded
+    by type, not folded; torch.from_numpy of it stops once (then the eager record's hits),
+    instead of a record per observation."""
+    import numpy as np
+
+    class Policy(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = torch.nn.Linear(4, 2)
+
+        def forward(self, obs):
+            return self.lin(torch.from_numpy(obs).float())
+    rng = np.random.default_rng(0)
+    stats = _calls(Policy(), [rng.standard_normal(4) for _ in range(5)])
+    assert stats["records"] == 1 and stats["graphs"] == 0 and stats["hits"] == 4, stats
+    assert stats["stop_reasons"] == {
+        "a numpy array not guarded by value (a call's argument, a larger array)": 1}, stats

@@ -154,11 +154,18 @@ class Monitor:
         return FrameWatch(self, info).safe_trace
 
     # -- RefGraph helpers -----------------------------------------------------------------
-    def _on_external(self, node):
+    def _on_external(self, node, holder=None, rel=None):
         if id(node.obj) in self.lifted:
             self.snapshots[node.node_id] = ("type", float)
         else:
-            self.snapshots[node.node_id] = snapshot(node.obj)
+            snap = snapshot(node.obj)
+            if snap[0] == "array" and holder is not None and (
+                    rel.kind in ("args", "kw") and holder.node_id == 0 or
+                    self.from_args(holder)):
+                # an array the caller passes (an observation): new values every call, no
+                # constant of a record; by type (numpy on it, folding it: a stop)
+                snap = ("type", type(node.obj))
+            self.snapshots[node.node_id] = snap
 
     def check_lifted(self, values):
         """Stop when a lifted scalar is used by Python code rather than by a torch op."""

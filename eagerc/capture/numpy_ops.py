@@ -145,7 +145,7 @@ def _fold_refusal(mon, arr):
     if arr.size > ARRAY_VALUE_LIMIT:
         return f"a numpy array of {arr.size} elements in the operator graph (too large to fold)"
     if mon.unguarded_array(arr):
-        return "a numpy array from outside not guarded by value"
+        return "a numpy array not guarded by value (a call's argument, a larger array)"
     return None
 
 

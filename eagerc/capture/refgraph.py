@@ -76,7 +76,7 @@ class RefGraph:
     def __init__(self):
         self.sn = [ShadowNode(0, None, new=False)]
         self._by_obj = {}
-        self.on_external = None  # called with each node made for state from outside
+        self.on_external = None  # (node, holder, rel) of each node made for outside state
         self.site_of = None  # () -> "file:line" of the program's current instruction
         self.sites = {}  # (holder node_id, Relation) from outside -> where it was first read
 
@@ -114,7 +114,7 @@ class RefGraph:
         if node is None:
             node = self._make(obj, new=holder.new)
             if not node.new and self.on_external is not None:
-                self.on_external(node)
+                self.on_external(node, holder, rel)
 
             if not node.new and expand and expandable(obj):
                 for r, item in contents(obj):
