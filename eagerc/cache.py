@@ -29,7 +29,7 @@ entry key holds the kind, the served device, the name and the signature. At DEBU
     >>> key.entry_key()
     b'op\\x00cpu\\x00aten::abs\\x00sig'
     >>> sorted(key.namespace_components())
-    ['arch', 'cxx', 'eagerc', 'format', 'inductor_config', 'inductor_env', 'per_op_patches', 'threads', 'torch']
+    ['arch', 'cxx', 'decompositions', 'eagerc', 'format', 'inductor_config', 'inductor_env', 'per_op_patches', 'threads', 'torch']
 """
 from __future__ import annotations
 
