@@ -10,24 +10,13 @@ host-memory device run on it too: ``EAGERC_BACKING=cuda pytest tests/test_device
 """
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-import textwrap
 
 import pytest
 import torch
+from gpu_device_runner import run_on_gpu_device
 
 pytestmark = [pytest.mark.gpu,
               pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")]
-
-
-def run_on_gpu_device(script: str, cache) -> str:
-    env = dict(os.environ, EAGERC_BACKING="cuda", EAGERC_CACHE_DIR=str(cache))
-    done = subprocess.run([sys.executable, "-c", textwrap.dedent(script)], env=env,
-                          capture_output=True, text=True, timeout=600)
-    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-4000:]
-    return done.stdout
 
 
 def test_memory_is_gpu_memory_and_ops_are_compiled_for_cuda(tmp_path):

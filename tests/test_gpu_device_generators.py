@@ -13,28 +13,13 @@ sees no CUDA GPU.
 """
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-import textwrap
 
 import pytest
 import torch
+from gpu_device_runner import run_on_gpu_device
 
 pytestmark = [pytest.mark.gpu,
               pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")]
-
-TESTS = os.path.dirname(os.path.abspath(__file__))
-
-
-def run_on_gpu_device(script: str, cache) -> str:
-    env = dict(os.environ, EAGERC_BACKING="cuda", EAGERC_CACHE_DIR=str(cache),
-               PYTHONUNBUFFERED="1", PYTHONFAULTHANDLER="1")
-    prelude = f"import sys; sys.path.insert(0, {TESTS!r})\n"
-    done = subprocess.run([sys.executable, "-c", prelude + textwrap.dedent(script)], env=env,
-                          capture_output=True, text=True, timeout=600)
-    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-4000:]
-    return done.stdout
 
 
 def test_device_generator_gives_cudas_numbers_for_every_random_op(tmp_path):

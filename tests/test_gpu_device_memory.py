@@ -6,13 +6,10 @@ a fresh process (the backing is chosen at import); skipped where torch sees no C
 The host-memory checks: tests/test_device_memory.py, tests/test_device_streams.py."""
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-import textwrap
 
 import pytest
 import torch
+from gpu_device_runner import run_on_gpu_device as _run
 
 pytestmark = [pytest.mark.gpu,
               pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")]
@@ -26,11 +23,7 @@ def busy(cycles=2_000_000_000):
 
 
 def run_on_gpu_device(script: str, cache) -> str:
-    env = dict(os.environ, EAGERC_BACKING="cuda", EAGERC_CACHE_DIR=str(cache))
-    done = subprocess.run([sys.executable, "-c", SLEEP + textwrap.dedent(script)], env=env,
-                          capture_output=True, text=True, timeout=600)
-    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-4000:]
-    return done.stdout
+    return _run(script, cache, prelude=SLEEP)
 
 
 def test_memory_statistics_are_the_cuda_caching_allocators(tmp_path):
