@@ -162,7 +162,10 @@ def run_level(level: int, args, workdir: Path) -> dict:
     if args.k:
         cmd += ["-k", args.k]
     cmd += [str(package / p) for p in args.paths]
-    env = dict(os.environ)
+    # Run from inside a pytest-xdist worker (tests/test_conformance.py), the worker's own
+    # variables (PYTEST_XDIST_WORKER, ...) made TorchCTS's pytest act as a worker and write
+    # no result artifact: TorchCTS's run starts from a clean pytest environment.
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "XDIST_"))}
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(Path(__file__).parent), env.get("PYTHONPATH")]))
     env["PYTEST_PLUGINS"] = "conformance"
     env.setdefault("TORCHCTS_NON_INTERACTIVE", "1")
