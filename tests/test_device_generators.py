@@ -194,16 +194,10 @@ print("OK")
     assert done.returncode == 0 and "OK" in done.stdout, done.stdout[-2000:] + done.stderr[-3000:]
 
 
-@pytest.mark.slow
-def test_ddpm_pipeline_with_a_device_generator_matches_cpu():
-    """diffusers passes the pipeline's generator to every draw (the initial noise and each
-    step's variance): with a device generator of seed 0 the device gives the images the
-    CPU gives with a CPU generator of seed 0 (the UNet's compiled kernels within float
-    tolerance)."""
-    pytest.importorskip("diffusers")
+def tiny_ddpm_pipeline():
+    """A diffusers DDPMPipeline over a tiny UNet (random weights, seed 0; nothing downloaded),
+    on the CPU (the GPU-memory test builds the same one)."""
     from diffusers import DDPMPipeline, DDPMScheduler, UNet2DModel
-
-    from eagerc.testing import assert_close
 
     torch.manual_seed(0)
     unet = UNet2DModel(sample_size=8, in_channels=3, out_channels=3, block_out_channels=(8, 16),
@@ -211,6 +205,19 @@ def test_ddpm_pipeline_with_a_device_generator_matches_cpu():
                        up_block_types=("AttnUpBlock2D", "UpBlock2D"), norm_num_groups=4).eval()
     pipe = DDPMPipeline(unet=unet, scheduler=DDPMScheduler(num_train_timesteps=10))
     pipe.set_progress_bar_config(disable=True)
+    return pipe
+
+
+@pytest.mark.slow
+def test_ddpm_pipeline_with_a_device_generator_matches_cpu():
+    """diffusers passes the pipeline's generator to every draw (the initial noise and each
+    step's variance): with a device generator of seed 0 the device gives the images the
+    CPU gives with a CPU generator of seed 0 (the UNet's compiled kernels within float
+    tolerance)."""
+    pytest.importorskip("diffusers")
+    from eagerc.testing import assert_close
+
+    pipe = tiny_ddpm_pipeline()
 
     def images(generator):
         out = pipe(batch_size=2, generator=generator, num_inference_steps=3, output_type="pt")

@@ -88,14 +88,9 @@ def test_ddpm_pipeline_with_a_device_generator_matches_cuda(tmp_path):
     pytest.importorskip("diffusers")
     out = run_on_gpu_device("""
         import torch, eagerc
-        from diffusers import DDPMPipeline, DDPMScheduler, UNet2DModel
         from eagerc.testing import assert_close
-        torch.manual_seed(0)
-        unet = UNet2DModel(sample_size=8, in_channels=3, out_channels=3, block_out_channels=(8, 16),
-                           layers_per_block=1, down_block_types=("DownBlock2D", "AttnDownBlock2D"),
-                           up_block_types=("AttnUpBlock2D", "UpBlock2D"), norm_num_groups=4).eval()
-        pipe = DDPMPipeline(unet=unet, scheduler=DDPMScheduler(num_train_timesteps=10))
-        pipe.set_progress_bar_config(disable=True)
+        from test_device_generators import tiny_ddpm_pipeline
+        pipe = tiny_ddpm_pipeline()
 
         def images(device):
             pipe.to(device)

@@ -24,6 +24,7 @@ from __future__ import annotations
 import torch
 
 # Memory statistics and streams, as torch.cuda names them (host memory or CUDA's).
+from eagerc.device import memory, streams
 from eagerc.device.memory import (empty_cache, max_memory_allocated, max_memory_reserved,  # noqa: F401
                                   mem_get_info, memory_allocated, memory_reserved, memory_stats,
                                   reset_accumulated_memory_stats, reset_peak_memory_stats)
@@ -33,7 +34,6 @@ from eagerc.device.streams import (Event, Stream, current_stream, default_stream
 __all__ = [
     "current_device",
     "device_count",
-    "empty_cache",
     "get_rng_state",
     "initial_seed",
     "is_available",
@@ -45,22 +45,10 @@ __all__ = [
     "set_device",
     "set_rng_state",
     "synchronize",
-    "Event",
-    "Stream",
-    "current_stream",
-    "default_stream",
     "device",
-    "max_memory_allocated",
-    "max_memory_reserved",
-    "mem_get_info",
-    "memory_allocated",
-    "memory_reserved",
-    "memory_stats",
-    "reset_accumulated_memory_stats",
-    "reset_peak_memory_stats",
-    "set_stream",
-    "stream",
 ]
+# The memory and stream functions imported above, as torch.cuda names them.
+__all__ += memory.__all__ + streams.__all__
 
 _generators: dict = {}
 
