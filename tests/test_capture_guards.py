@@ -191,7 +191,8 @@ def test_impure_call_stops_capture():
     import time  # (host random draws are captured: test_capture_long_tail.py)
 
     def f(x):
-        return x * time.perf_counter()
+        # float64: two calls' times differ by microseconds, which float32 can round away
+        return x.double() * time.perf_counter()
 
     cap = capture(f, backend="eager")
     with torch.no_grad():
