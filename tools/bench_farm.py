@@ -1,12 +1,13 @@
-"""The compile farm on Ray: one warm job (a tiny transformers BERT) through 1 and 2 Ray
+"""The compile farm on Ray: one warm job (a tiny transformers BERT) through 1, 2, ... Ray
 workers, each kernel compiled into a private Redis (the shared tier); then a second host
 (a fresh process with empty eagerc and Inductor caches, the same Redis) runs the model.
 
 Each warm run is its own driver process with fresh local caches and a flushed Redis, on a
-new local Ray cluster (``cluster="local"``, the machine's CPUs); rounds alternate 1 and 2
-workers; medians are reported.
+new local Ray cluster (``cluster="local"``, the machine's CPUs); rounds rotate the worker
+counts; medians are reported. ``--no-redis`` measures the farm alone (kernels land in each
+run's local cache; no second host), for a machine without a Redis server.
 
-    python tools/bench_farm.py [--rounds 2] [--json OUT.json]
+    python tools/bench_farm.py [--workers 1,2] [--rounds 2] [--no-redis] [--json OUT.json]
 """
 from __future__ import annotations
 
@@ -64,27 +65,23 @@ def _run(code: str, args: list, env: dict) -> dict:
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
-def _fresh_env(root: str, name: str, redis_url: str) -> dict:
-    env = dict(os.environ, EAGERC_REMOTE_CACHE=redis_url,
-               EAGERC_CACHE_DIR=os.path.join(root, name, "eagerc"),
+def _fresh_env(root: str, name: str, redis_url: str | None) -> dict:
+    env = dict(os.environ, EAGERC_CACHE_DIR=os.path.join(root, name, "eagerc"),
                TORCHINDUCTOR_CACHE_DIR=os.path.join(root, name, "inductor"))
+    if redis_url:
+        env["EAGERC_REMOTE_CACHE"] = redis_url
     env.pop("RAY_ADDRESS", None)
     return env
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--rounds", type=int, default=2)
-    ap.add_argument("--json", help="write the numbers here too")
-    args = ap.parse_args()
+def _start_redis(root: str):
+    """A private redis-server on a free port: (process, url, client)."""
     import redis
 
-    root = tempfile.mkdtemp(prefix="bench_farm-")
     port = _free_port()
     server = subprocess.Popen(["redis-server", "--port", str(port), "--bind", "127.0.0.1",
                                "--save", "", "--appendonly", "no", "--dir", root],
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    url = f"redis://127.0.0.1:{port}/0"
     client = redis.Redis(port=port)
     for _ in range(100):
         try:
@@ -92,35 +89,57 @@ def main() -> None:
             break
         except redis.exceptions.ConnectionError:
             time.sleep(0.05)
-    runs: dict = {1: [], 2: []}
+    return server, f"redis://127.0.0.1:{port}/0", client
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--workers", default="1,2", help="comma-separated worker counts")
+    ap.add_argument("--no-redis", action="store_true", help="no shared tier, no second host")
+    ap.add_argument("--json", help="write the numbers here too")
+    args = ap.parse_args()
+    counts = [int(w) for w in args.workers.split(",")]
+
+    root = tempfile.mkdtemp(prefix="bench_farm-")
+    server, url, client = (None, None, None) if args.no_redis else _start_redis(root)
+    runs: dict = {w: [] for w in counts}
+    second = None
     try:
         for r in range(args.rounds):
-            for workers in ((1, 2) if r % 2 == 0 else (2, 1)):
-                client.flushall()
+            for workers in counts[r % len(counts):] + counts[:r % len(counts)]:
+                if client is not None:
+                    client.flushall()
                 got = _run(WARM, [str(workers)], _fresh_env(root, f"warm-{r}-{workers}", url))
-                got["redis_keys"] = client.dbsize()
+                if client is not None:
+                    got["redis_keys"] = client.dbsize()
                 runs[workers].append(got)
                 print(f"round {r} workers {workers}: {got}", flush=True)
-        second = _run(SECOND_HOST, [], _fresh_env(root, "second-host", url))
-        second["redis_keys"] = client.dbsize()
-        print(f"second host: {second}", flush=True)
+        if client is not None:
+            second = _run(SECOND_HOST, [], _fresh_env(root, "second-host", url))
+            second["redis_keys"] = client.dbsize()
+            print(f"second host: {second}", flush=True)
     finally:
-        server.kill()
-        server.wait()
+        if server is not None:
+            server.kill()
+            server.wait()
         shutil.rmtree(root, ignore_errors=True)
     summary = {w: {"median_s": statistics.median(x["seconds"] for x in v),
                    "compiled": [x["compiled"] for x in v], "calls": v[0]["calls"],
-                   "failed": [x["failed"] for x in v], "redis_keys": [x["redis_keys"] for x in v]}
+                   "failed": [x["failed"] for x in v],
+                   "redis_keys": [x.get("redis_keys") for x in v]}
                for w, v in runs.items()}
-    speedup = summary[1]["median_s"] / summary[2]["median_s"]
-    print(f"warm on Ray: 1 worker {summary[1]['median_s']:.1f} s, 2 workers "
-          f"{summary[2]['median_s']:.1f} s (x{speedup:.2f}); kernels compiled "
-          f"{summary[1]['compiled']} vs {summary[2]['compiled']}; second host compiled "
-          f"{second['compiles']}, loaded {second['loads']}, first output {second['first_output_s']:.2f} s")
+    base = summary[counts[0]]["median_s"]
+    print(f"warm on Ray ({os.cpu_count()} CPUs): " + ", ".join(
+        f"{w} worker(s) {summary[w]['median_s']:.1f} s (x{base / summary[w]['median_s']:.2f})"
+        for w in counts) + "; kernels compiled " + str({w: summary[w]["compiled"] for w in counts}))
+    if second is not None:
+        print(f"second host compiled {second['compiles']}, loaded {second['loads']}, "
+              f"first output {second['first_output_s']:.2f} s")
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"runs": runs, "summary": summary, "second_host": second,
-                       "speedup": speedup}, f, indent=1)
+                       "speedups": {w: base / summary[w]["median_s"] for w in counts}}, f, indent=1)
 
 
 if __name__ == "__main__":
