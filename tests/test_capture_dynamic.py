@@ -118,9 +118,9 @@ class _Garbage:
         self.cycle = self
 
     def __del__(self):
-        from eagerc.capture import monitor
+        from eagerc.capture import active_monitor
         calls = _OUTSIDE["calls"]
-        if getattr(monitor._running, "monitor", None) is not None:
+        if active_monitor.current() is not None:
             _IN_RUN.append(calls)
         if _Garbage.renew:
             _Garbage()
@@ -167,9 +167,9 @@ def test_gc_callbacks_registered_later_run_paused_too():
     seen = []
 
     def foreign(phase, info):
-        from eagerc.capture import monitor
+        from eagerc.capture import active_monitor
         calls = _OUTSIDE["calls"]
-        if getattr(monitor._running, "monitor", None) is not None:
+        if active_monitor.current() is not None:
             seen.append(calls)
 
     thresholds = gc.get_threshold()

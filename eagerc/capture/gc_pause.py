@@ -3,9 +3,10 @@ inside an instruction of the program are not the program's code (see `_gc_start`
 import gc
 import threading
 
-# The monitor run in progress on each thread (.monitor), and the one a collection on this
-# thread paused (.paused).
-_running = threading.local()
+from . import active_monitor
+
+# The monitor run a collection on this thread paused (.monitor).
+_paused = threading.local()
 
 
 def _gc_start(phase, info):
@@ -23,8 +24,8 @@ def _gc_start(phase, info):
     nothing here."""
     if phase != "start":
         return
-    mon = getattr(_running, "monitor", None)
-    _running.paused = mon
+    mon = active_monitor.current()
+    _paused.monitor = mon
     if mon is not None:
         mon.suspend += 1
         mon.opaque += 1
@@ -33,8 +34,8 @@ def _gc_start(phase, info):
 def _gc_stop(phase, info):
     if phase != "stop":
         return
-    mon = getattr(_running, "paused", None)
-    _running.paused = None
+    mon = getattr(_paused, "monitor", None)
+    _paused.monitor = None
     if mon is not None:
         mon.suspend -= 1
         mon.opaque -= 1

@@ -18,7 +18,8 @@ import types
 import torch
 
 from . import annotations, lazy_modules, numpy_ops, script_calls, torch_settings
-from .gc_pause import _running, _seat_gc_callbacks
+from . import active_monitor
+from .gc_pause import _seat_gc_callbacks
 from .instructions import SKIP, FrameWatch, analyze
 from .object_facts import (_base, _keeps_references, _module_dict, _plain_values, _qualname,
                            attr_source)
@@ -112,8 +113,7 @@ class Monitor:
         """Run the program once. `started`/`finished` tell the caller whether an exception
         came before the program ran, from the program, or after it returned `result`."""
         _seat_gc_callbacks()
-        outer = getattr(_running, "monitor", None)
-        _running.monitor = self  # garbage collections pause it (_gc_start)
+        outer = active_monitor.replace(self)  # garbage collections pause it (gc_pause.py)
         try:
             with self.recorder, make_tracer(self._call_event, self.stop):
                 self.started = True
@@ -123,7 +123,7 @@ class Monitor:
                     self.stop("torch setting changed: SDPA backends")
                 return self.result
         finally:
-            _running.monitor = outer
+            active_monitor.replace(outer)
             if not self.finished and self.stop_site is None:
                 self.stop_site = self.site()  # where the program raised
             self.frame = None  # (a finished frame keeps its locals alive)

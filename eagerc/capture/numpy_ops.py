@@ -36,6 +36,9 @@ import threading
 
 import torch
 
+from . import active_monitor
+from .capture_stop import CaptureStop
+
 try:
     import numpy as np
 except ImportError:  # pragma: no cover - numpy is optional; nothing here is reached then
@@ -105,8 +108,7 @@ def array_constant(values, dtype, shape):
 # -- the monitor run's side --------------------------------------------------------------
 def _monitor():
     """The monitor run recording on this thread, None when none is (or ours runs)."""
-    from .monitor import _running
-    mon = getattr(_running, "monitor", None)
+    mon = active_monitor.current()
     if mon is None or mon.stopped is not None or getattr(_local, "depth", 0):
         return None
     return mon
@@ -152,7 +154,6 @@ def _fold_refusal(mon, arr):
 def array_node(rec, arr):
     """A graph node for plain ndarray `arr`: its values folded as a constant tensor (the
     dtype and shape torch.as_tensor gives). Raises CaptureStop when it cannot be."""
-    from .op_recorder import CaptureStop
     why = _fold_refusal(rec.monitor, arr)
     if why is not None:
         raise CaptureStop(why)
@@ -427,7 +428,6 @@ def record_torch_call(rec, name, args, kwargs, call):
         if rec.symbolic:
             mon.stop("numpy on tensor data in a symbolic run")
             return out
-        from .op_recorder import CaptureStop
         try:
             src = rec._to_fx(args[0])
         except CaptureStop as e:

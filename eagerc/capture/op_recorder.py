@@ -22,6 +22,7 @@ import torch.fx as fx
 from torch.overrides import TorchFunctionMode
 
 from . import numpy_ops, torch_settings
+from .capture_stop import CaptureStop
 from .fx_targets import as_graph_constant, fx_target
 from .speculate import (SPECULATED, equal_as_tensor, eval_dropout, outside_value, read_value,
                         shape_read)
@@ -40,10 +41,6 @@ _DIFFERENTIATE = {torch.autograd.grad: 4, torch.autograd.backward: 3, torch.Tens
 
 # The metaclass of legacy tensor types (torch.FloatTensor, torch.cuda.LongTensor).
 _TENSOR_TYPE = type(torch.FloatTensor)
-
-class CaptureStop(Exception):
-    """Raised inside the recorder to say capture must stop; never escapes to the user."""
-
 
 class OpRecorder(TorchFunctionMode):
     """Records torch calls into `self.graph` while a monitor run is active."""

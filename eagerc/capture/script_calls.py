@@ -11,6 +11,8 @@ import hashlib
 
 import torch
 
+from .capture_stop import CaptureStop
+
 _RANDOM = ("rand", "dropout", "bernoulli", "normal", "uniform", "multinomial", "poisson",
            "exponential", "geometric", "cauchy", "log_normal")
 _shims = {}  # id(ScriptFunction) -> (function, shim)
@@ -60,7 +62,6 @@ def script_call(mon, fn, args, kw_values):
     rec = mon.recorder
 
     def after(out):
-        from .op_recorder import CaptureStop
         try:
             fx_args = rec._to_fx(tuple(args))
         except CaptureStop as e:

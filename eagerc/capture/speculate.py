@@ -14,6 +14,7 @@ made this way (the run stops at the read, as before).
 """
 import torch
 
+from .capture_stop import CaptureStop
 from .torch_calls import _storage, _tensors_in
 
 # Reads that give a Python number, bool or list of them; other value reads (numpy,
@@ -167,7 +168,6 @@ def outside_value(recorder, name, args, kwargs, call):
     argument): the guard checks the value, as it checks a Python value the run read
     (guards.value_differs), when nothing in this run wrote the tensor's memory before the
     read. Else None (the caller stops)."""
-    from .op_recorder import CaptureStop  # (op_recorder imports this module)
     t = args[0] if len(args) == 1 and not kwargs else None
     if not isinstance(t, torch.Tensor):
         return None
