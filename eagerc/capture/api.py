@@ -18,10 +18,7 @@ def capture_stats(captured):
     if not isinstance(captured, Captured):
         raise TypeError(f"capture_stats expects what eagerc.capture returned, got "
                         f"{type(captured).__name__}")
-    out = dict(captured.stats)
-    out["stop_reasons"] = dict(out["stop_reasons"])
-    out["guard_failures"] = dict(out["guard_failures"])
-    out["stop_sites"] = {k: dict(v) for k, v in out["stop_sites"].items()}
+    out = captured.stats.report()
     out["records"] = len(captured.cache)
     if out["split_runs"]:
         out["split"] = dict(captured.split_stats())

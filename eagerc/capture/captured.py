@@ -4,15 +4,18 @@ A call's guard picks a record: a hit runs its mock (value_misses.py when the gra
 other values than the record read), a hit of an eager record runs the call eagerly with
 partial capture (partial_capture.py), a miss runs the monitor and adds a record
 (monitor_run.py). Internal errors of capture never reach the program (faults.py).
+Those jobs read the function's state and return what they decided; only `Captured`
+changes its state.
 """
 import collections
 import threading
 
 from . import frames, monitor_run, partial_capture, value_misses
+from .counters import CaptureStats
 from .faults import Faults
 from .graph_compiler import GraphCompiler
 from .record_cache import RecordCache
-from .speculate import ValueMiss
+from .speculate import MAX_VALUE_MISSES, ValueMiss
 
 # Misses caused by one changed value (a counter the program branches on) that record again;
 # later ones run eagerly.
@@ -37,24 +40,7 @@ class Captured:
         # symbolic compile failed).
         self.symbolic_after = lift_after
         self.cache = RecordCache()
-        # graphs_from_disk: compiled graphs loaded from kernel_cache instead of compiled.
-        self.stats = {"hits": 0, "misses": 0, "graphs": 0, "graphs_from_disk": 0,
-                      "eager_runs": 0, "split_runs": 0,
-                      # graphs compiled for training (forward + backward, training.py)
-                      "training_graphs": 0,
-                      # partial capture of a stopped call's own ops (stream.py, stream_replay.py):
-                      # segment graphs compiled, replays, ops answered from them, replays
-                      # that left the recorded stream
-                      "segment_graphs": 0, "segment_runs": 0, "segment_ops": 0,
-                      "segment_divergences": 0,
-                      # calls whose tensor values matched no record's (speculate.py)
-                      "value_misses": 0,
-                      "stop_reasons": collections.Counter(),
-                      # reason -> {"file:line" of the program where it stopped: count}
-                      "stop_sites": {},
-                      # per miss while records exist: the failing check of the most
-                      # recently matched record's guard (Record.why_not)
-                      "guard_failures": collections.Counter()}
+        self.stats = CaptureStats()  # what capture_stats reports
         # the record's backend: static, symbolic and training graphs (graph_compiler.py)
         self.compiler = GraphCompiler(backend, self.stats)
         self.faults = Faults(fn, self.stats)  # internal errors of capture
@@ -91,13 +77,13 @@ class Captured:
         if getattr(_state, "active", False):
             return self.fn(*args, **kwargs)  # nested: part of the outer capture
         if self.disabled:
-            self.stats["eager_runs"] += 1
+            self.stats.eager_runs += 1
             return self.fn(*args, **kwargs)
         if not frames.stack_supported():
             # The monitor reads frames' value stacks by their layout (frames.py); on a
             # Python whose layout it does not know, reading them could crash the process.
-            self.stats["stop_reasons"][UNSUPPORTED_PYTHON] += 1
-            self.stats["eager_runs"] += 1
+            self.stats.stop(UNSUPPORTED_PYTHON)
+            self.stats.eager_runs += 1
             return self.fn(*args, **kwargs)
         _state.active = True
         try:
@@ -107,32 +93,72 @@ class Captured:
                 self.faults.internal_error("guard", e)
                 return self.fn(*args, **kwargs)
             if record is not None:
-                self.stats["hits"] += 1
+                self.stats.hits += 1
                 if record.eager:
-                    self.stats["eager_runs"] += 1
+                    self.stats.eager_runs += 1
                     if record.raised:
                         return self._eager_after_raise(record, args, kwargs)
                     return self.run_eagerly(args, kwargs, record)
                 try:
                     return record.mock(slots)
                 except ValueMiss:
-                    served, result = value_misses.other_values(self, record, args, kwargs)
-                    if served:
-                        return result
-                    self.stats["hits"] -= 1  # a miss after all
+                    other = value_misses.other_record(self.cache.records, record, args, kwargs,
+                                                      self.faults)
+                    if other.error is not None:
+                        self.mock_failed(other.record, other.error)
+                        return self.fn(*args, **kwargs)
+                    if other.record is not None:
+                        self.cache.promote(other.record)
+                        return other.result
+                    self._value_missed()
+                    self.stats.hits -= 1  # a miss after all
                 except Exception as e:  # noqa: BLE001 - see mock_failed
                     self.mock_failed(record, e)
                     return self.fn(*args, **kwargs)
-            self.stats["misses"] += 1
+            self.stats.misses += 1
             if len(self.cache) and record is None:
                 why, changed = self._guard_failure(args, kwargs)
                 if changed is not None and self._changes_every_call(changed):
-                    self.stats["eager_runs"] += 1
+                    self.stats.eager_runs += 1
                     return self.run_eagerly(args, kwargs)
-                self.stats["guard_failures"][why] += 1
-            return monitor_run.run(self, args, kwargs)
+                self.stats.guard_failed(why)
+            return self._miss(args, kwargs)
         finally:
             _state.active = False
+
+    def _miss(self, args, kwargs):
+        """Monitor the call and apply what the run decided (monitor_run.py)."""
+        n = len(self.cache)
+        lift = self.lift_after is not None and n >= self.lift_after
+        outcome = monitor_run.run(
+            self.fn, args, kwargs, lift=lift,
+            # decided before the run: a symbolic run answers size reads with SymbolicInts
+            symbolic=self.symbolic_after is not None and n >= self.symbolic_after,
+            speculate=self.speculate, compiler=self.compiler, faults=self.faults)
+        if outcome.floats_constant:
+            self.lift_after = None  # the floats feed Python code: keep them as constants
+        if outcome.symbolic_failed:
+            self.symbolic_after = None
+        if outcome.record is not None:
+            self.cache.add(outcome.record)
+        if outcome.stop is not None:
+            self.stats.stop(outcome.stop, outcome.stop_site)
+        self.stats.eager_runs += outcome.eager_run
+        self.stats.graphs += outcome.graph
+        if outcome.raised is None:
+            return outcome.result
+        error, outcome = outcome.raised, None
+        try:
+            raise error  # the program's own exception, as eager raises it
+        finally:
+            error = None  # its traceback holds this frame: no cycle through the locals
+
+    def _value_missed(self):
+        """No record's tensor values matched the call's: after MAX_VALUE_MISSES of those,
+        monitor runs stop at such reads (an eager record, with partial capture)."""
+        self.stats.value_misses += 1
+        if self.stats.value_misses >= MAX_VALUE_MISSES:
+            self.speculate = False
 
     def run_eagerly(self, args, kwargs, record=None):
         """The call runs eagerly, with partial capture (partial_capture.py)."""
@@ -162,9 +188,7 @@ class Captured:
             path, site = changed
             reason = (f"re-recorded {MAX_RERECORDS} times: {path} changes every call "
                       f"(read at {site})")
-            self.stats["stop_reasons"][reason] += 1
-            sites = self.stats["stop_sites"].setdefault(reason, {})
-            sites[site] = sites.get(site, 0) + 1
+            self.stats.stop(reason, site)
         return True
 
     def mock_failed(self, record, error):
@@ -184,9 +208,29 @@ class Captured:
         self.cache.remove(record)
         return result
 
+    def split_children(self):
+        """[(child module, its own Captured forward)] of the module this function is (or
+        whose method it is), made on first need; [] for a function, or with splitting off."""
+        if self._children is None:
+            self._children = []
+            if self.split and not self.disabled:
+                self._children = [(child, self._split_child(child))
+                                  for child in partial_capture.child_modules(self.fn)]
+        return self._children
+
+    def _split_child(self, module):
+        child = type(self)(type(module).forward.__get__(module), self._backend, self.lift_after)
+        child.compiler.eager_autograd = self.compiler.eager_autograd
+        return child
+
     def split_stats(self):
         """Counters summed over the captured child calls of split runs (recursively)."""
-        return partial_capture.split_stats(self)
+        total = collections.Counter()
+        for _, child in self._children or ():
+            total["children"] += 1
+            total.update(child.stats.split_counters())
+            total.update(child.split_stats())
+        return total
 
     def __repr__(self):
         return f"eagerc.capture({self.fn!r})"

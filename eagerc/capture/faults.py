@@ -8,7 +8,8 @@ log = logging.getLogger("eagerc")
 
 
 class Faults:
-    """The internal errors of one captured function `fn`, counted into `stats`."""
+    """The internal errors of one captured function `fn`, counted into `stats` (a
+    CaptureStats)."""
 
     def __init__(self, fn, stats):
         self.fn, self.stats = fn, stats
@@ -17,7 +18,7 @@ class Faults:
 
     def internal_error(self, stage, error):
         """A fault of capture in `stage`: the call it happened in runs eagerly."""
-        self.stats["stop_reasons"][f"internal error in {stage}: {type(error).__name__}"] += 1
+        self.stats.stop(f"internal error in {stage}: {type(error).__name__}")
         self.count += 1
         log.debug("eagerc.capture: %s failed for %r", stage, self.fn, exc_info=error)
         if self.count >= MAX_FAULTS:
@@ -27,5 +28,5 @@ class Faults:
         """A fault of partial capture's segments: the record's stopped calls run eagerly
         from now on (not counted towards MAX_FAULTS)."""
         record.stream = False
-        self.stats["stop_reasons"][f"internal error in segments: {type(error).__name__}"] += 1
+        self.stats.stop(f"internal error in segments: {type(error).__name__}")
         log.debug("eagerc.capture: segments failed for %r", self.fn, exc_info=error)

@@ -32,7 +32,7 @@ _BACKENDS = {"eager": _eager_backend}
 class GraphCompiler:
     """Compiles a record's (or a segment's) graph for one `backend`: "inductor"/None
     (eagerc's compile/cache layer), "eager" or a callable `(gm, example_inputs) -> fn`.
-    Counts graphs loaded from disk and training graphs into `stats`."""
+    Counts graphs loaded from disk and training graphs into `stats` (a CaptureStats)."""
 
     def __init__(self, backend, stats):
         self.backend, self.stats = backend, stats
@@ -49,7 +49,7 @@ class GraphCompiler:
         from .second_order import twice_differentiable
         from .training import compile_joint, has_rnn, needs_autograd
         if needs_autograd(example_inputs):
-            self.stats["training_graphs"] += 1
+            self.stats.training_graph()
             if self.eager_autograd or has_rnn(gm) or order_dependent(gm):
                 return gm
             try:
@@ -78,7 +78,7 @@ class GraphCompiler:
     def _compile(self, gm, example_inputs, dynamic_dims):
         backend = None if self.inductor else self.backend_fn()
         compiled, from_disk = compile_graph(gm, example_inputs, dynamic_dims, backend)
-        self.stats["graphs_from_disk"] += from_disk
+        self.stats.graph_compiled(from_disk)
         return compiled
 
     def backend_fn(self):

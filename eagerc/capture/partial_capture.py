@@ -3,9 +3,8 @@ of it is. The calls of its child modules are captured on their own (the stop cos
 code around the children, not the whole call; a child whose own capture stops splits into
 its children the same way), and the call's own tensor ops run as compiled segment graphs:
 the first such call records its op stream, later ones replay it (stream.py,
-segment_graph.py, stream_replay.py)."""
-import collections
-
+segment_graph.py, stream_replay.py). `Captured` keeps the child captures
+(Captured.split_children, from `child_modules`); counters go to its CaptureStats."""
 from eagerc import _config
 
 from . import stream_replay
@@ -24,12 +23,12 @@ def run(cap, state, args, kwargs, record=None):
     the thread's "inside a capture" flag, cleared while the children's calls run (they
     are captures of their own); `record`: the eager record hit (None: a run that raised,
     no segments)."""
-    children = split_children(cap)
+    children = cap.split_children()
     mode = _stream_mode(cap, record, args, kwargs)
     if not children and mode is None:
         return cap.fn(*args, **kwargs)
     if children:
-        cap.stats["split_runs"] += 1
+        cap.stats.split_run()
     installed = []
     returned = False
     state.active = False  # the children's calls are captures of their own
@@ -86,16 +85,15 @@ def _stream_done(cap, record, mode, returned):
             stream = compile_stream(mode, cap.compiler.compile)
             record.stream = stream if stream is not None and stream.graph_ops() else False
             if record.stream:
-                stats["segment_graphs"] += sum(1 for s in stream.segments if s.fn is not None)
+                stats.segments_compiled(sum(1 for s in stream.segments if s.fn is not None))
             return
         stream = mode.stream
-        stats["segment_runs"] += 1
-        stats["segment_ops"] += mode.answered
+        stats.segment_run(mode.answered)
         if not mode.diverged and mode.i == len(stream.entries):
             stream.diverged_in_a_row = 0
             return
         if returned or mode.diverged:
-            stats["segment_divergences"] += 1
+            stats.segment_divergence()
             stream.diverged_in_a_row += 1
             if stream.diverged_in_a_row >= stream_replay.REPLAYS_BEFORE_RERECORD:
                 # recorded on an unusual call: record again (a few times at most)
@@ -104,31 +102,11 @@ def _stream_done(cap, record, mode, returned):
         cap.faults.segment_fault(record, e)
 
 
-def split_children(cap):
-    """[(child module, its own Captured forward)] of the module `cap` captures, made on
-    first need; [] for a function, or with splitting off."""
-    if cap._children is None:
-        cap._children = []
-        if cap.split and not cap.disabled:
-            module = _module_of(cap.fn)
-            for child in _called_children(module) if module is not None else ():
-                fn = type(child).forward.__get__(child)
-                captured = type(cap)(fn, cap._backend, cap.lift_after)
-                captured.compiler.eager_autograd = cap.compiler.eager_autograd
-                cap._children.append((child, captured))
-    return cap._children
-
-
-def split_stats(cap):
-    """Counters summed over the captured child calls of split runs (recursively)."""
-    total = collections.Counter()
-    for _, child in cap._children or ():
-        total["children"] += 1
-        for k in ("graphs", "hits", "misses", "eager_runs", "segment_graphs",
-                  "segment_runs", "segment_ops", "segment_divergences"):
-            total[k] += child.stats[k]
-        total.update(split_stats(child))
-    return total
+def child_modules(fn):
+    """The child modules whose calls a split run of `fn` captures on their own (see
+    `_called_children`); [] when `fn` is not a module or a module's method."""
+    module = _module_of(fn)
+    return _called_children(module) if module is not None else []
 
 
 def _module_of(fn):

@@ -1,22 +1,32 @@
 """A hit whose graph computed other tensor values than its record read (speculate.py): the
-call is served by another record whose guard and values pass, or it is a miss; after
-MAX_VALUE_MISSES such misses the function stops speculating."""
-from .speculate import MAX_VALUE_MISSES, ValueMiss
+call is served by another record whose guard and values pass, or it is a miss (`Captured`
+counts it: after MAX_VALUE_MISSES such misses the function stops speculating)."""
+from dataclasses import dataclass
+
+from .speculate import ValueMiss
 
 
-def other_values(cap, missed, args, kwargs):
-    """The record `missed` of `cap` (a Captured) read other tensor values than this call's
-    graph computed (nothing was updated yet). (True, result) from another record whose
-    guard and values pass; else (False, None): the call is a miss, and after
-    MAX_VALUE_MISSES of those the function stops speculating (its next monitor run stops
-    at the read: an eager record, with partial capture)."""
-    for record in list(cap.cache.records):
+@dataclass
+class OtherRecord:
+    """What `other_record` found, for `Captured` to apply: `record` served the call with
+    `result`, or its mock raised `error` (the call then runs eagerly and the record is
+    dropped, Captured.mock_failed); `record` None: none serves it, a value miss."""
+    record: object = None
+    result: object = None
+    error: Exception | None = None
+
+
+def other_record(records, missed, args, kwargs, faults):
+    """The record `missed` (one of `records`) read other tensor values than this call's
+    graph computed (nothing was updated yet): the first other captured record whose guard
+    and values pass. A guard that fails inside is skipped (counted in `faults`)."""
+    for record in list(records):
         if record is missed or record.eager:
             continue
         try:
             slots = record.guard(args, kwargs)
         except Exception as e:  # noqa: BLE001 - a guard fault: that record is skipped
-            cap.faults.internal_error("guard", e)
+            faults.internal_error("guard", e)
             continue
         if slots is None:
             continue
@@ -25,11 +35,6 @@ def other_values(cap, missed, args, kwargs):
         except ValueMiss:
             continue
         except Exception as e:  # noqa: BLE001 - see Captured.mock_failed
-            cap.mock_failed(record, e)
-            return True, cap.fn(*args, **kwargs)
-        cap.cache.promote(record)
-        return True, result
-    cap.stats["value_misses"] += 1
-    if cap.stats["value_misses"] >= MAX_VALUE_MISSES:
-        cap.speculate = False
-    return False, None
+            return OtherRecord(record, error=e)
+        return OtherRecord(record, result)
+    return OtherRecord()
