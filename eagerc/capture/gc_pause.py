@@ -41,7 +41,7 @@ def _gc_stop(phase, info):
         mon.opaque -= 1
 
 
-def _seat_gc_callbacks():
+def seat_gc_callbacks():
     """`_gc_start` first and `_gc_stop` last in gc.callbacks: other callbacks are Python
     code the collector runs too, and must run paused."""
     cbs = gc.callbacks
@@ -53,4 +53,4 @@ def _seat_gc_callbacks():
         cbs.append(_gc_stop)
 
 
-_seat_gc_callbacks()
+seat_gc_callbacks()

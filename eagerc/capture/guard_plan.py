@@ -8,8 +8,8 @@ import types
 
 import torch
 
-from .guards import _literal, access, check_source, value_differs
-from .mock import _IMMUTABLE
+from .guards import is_literal, access, check_source, value_differs
+from .mock import IMMUTABLE_TYPES
 
 
 class GuardPlan:
@@ -66,7 +66,7 @@ def plan_guard(mon, nodes, consts, rp):
                 or child.node_id in rp.dicts
             expr = access(hvar, rel, holder.obj, child.obj, consts)
             if child.node_id in plan.var_of:
-                if not isinstance(child.obj, _IMMUTABLE):
+                if not isinstance(child.obj, IMMUTABLE_TYPES):
                     line = f"if {expr} is not {plan.var_of[child.node_id]}: return None"
                     plan.full.append(line)
                     plan.fast.append(line)
@@ -102,7 +102,7 @@ def plan_guard(mon, nodes, consts, rp):
                         not isinstance(holder.obj, tuple):
                     # no dict version covers this reference: check it is still the same (a
                     # class is checked by identity, but its attributes can still change)
-                    op = "!=" if isinstance(child.obj, _IMMUTABLE) else "is not"
+                    op = "!=" if isinstance(child.obj, IMMUTABLE_TYPES) else "is not"
                     plan.fast.append(f"if {expr} {op} {var}: return None")
             if rel.kind == "const" or child.node_id in mon.lazy:
                 continue
@@ -139,7 +139,7 @@ def plan_guard(mon, nodes, consts, rp):
 
 
 def _key_source(key, consts):
-    return repr(key) if _literal(key) else consts.add(key)
+    return repr(key) if is_literal(key) else consts.add(key)
 
 
 def _version_source(node, var, mon):

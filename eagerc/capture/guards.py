@@ -84,15 +84,15 @@ def access(expr, rel, holder_obj, child_obj, consts):
         return f"_getattr({expr}, {key!r})"
     if kind == "item":
         if type(holder_obj) in (list, tuple, dict):
-            return f"{expr}[{consts.add(key) if not _literal(key) else repr(key)}]"
+            return f"{expr}[{consts.add(key) if not is_literal(key) else repr(key)}]"
         base = dict if isinstance(holder_obj, dict) else (
             list if isinstance(holder_obj, list) else tuple)
-        k = consts.add(key) if not _literal(key) else repr(key)
+        k = consts.add(key) if not is_literal(key) else repr(key)
         return f"{consts.add(base.__getitem__)}({expr}, {k})"
     raise ValueError(f"no guard access for relation {rel}")
 
 
-def _literal(key):
+def is_literal(key):
     """Whether `repr(key)` is Python source for an equal value (inf and nan are not)."""
     return type(key) in (int, str, bool, type(None)) or (type(key) is float and
                                                           math.isfinite(key))
@@ -125,7 +125,7 @@ def check_source(slot, snap, consts, strides):
         t, v = snap[1], snap[2]
         if t is float and v != v:  # nan equals nothing: check it is nan again
             return f"type({slot}) is not {consts.add(t)} or {slot} == {slot}"
-        lit = repr(v) if _literal(v) else consts.add(v)
+        lit = repr(v) if is_literal(v) else consts.add(v)
         return f"type({slot}) is not {consts.add(t)} or {slot} != {lit}"
     if kind == "len":
         return f"type({slot}) is not {consts.add(snap[1])} or len({slot}) != {snap[2]}"

@@ -10,14 +10,7 @@ import os
 
 import torch
 
-from . import frames, replayed_updates
-from .operation_opcodes import (_binary_op, _binary_slice, _binary_subscr, _call,
-                                _call_function_ex, _compare_op, _contains_op, _format_value,
-                                _get_iter, _import_name, _kw_names, _make_function, _operands,
-                                _store_slice)
-from .state_opcodes import (_delete_attr, _delete_global, _delete_subscr, _load_attr,
-                            _load_deref, _load_global, _load_method, _store_attr,
-                            _store_deref, _store_global, _store_subscr)
+from . import frames, operation_opcodes, replayed_updates, state_opcodes
 
 _OWN_DIR = os.path.dirname(os.path.abspath(__file__))
 # torch's __torch_function__ dispatch plumbing: it only routes calls to the op recorder.
@@ -97,21 +90,10 @@ class FrameWatch:
 
 
 
+# Instructions that read or write state, operations and calls, and the local-slot moves
+# that carry replayed updates' tags.
 _HANDLERS = {
-    "LOAD_ATTR": _load_attr, "LOAD_METHOD": _load_method, "LOAD_GLOBAL": _load_global,
-    "LOAD_DEREF": _load_deref, "LOAD_CLASSDEREF": _load_deref, "STORE_DEREF": _store_deref,
-    "STORE_GLOBAL": _store_global, "DELETE_GLOBAL": _delete_global,
-    "STORE_ATTR": _store_attr, "DELETE_ATTR": _delete_attr, "STORE_SUBSCR": _store_subscr,
-    "DELETE_SUBSCR": _delete_subscr, "BINARY_OP": _binary_op, "KW_NAMES": _kw_names,
-    "CALL": _call, "CALL_FUNCTION_EX": _call_function_ex, "MAKE_FUNCTION": _make_function,
-    "IMPORT_NAME": _import_name, "BINARY_SUBSCR": _binary_subscr,
-    "COMPARE_OP": _compare_op, "IS_OP": _operands(2), "UNARY_NEGATIVE": _operands(1),
-    "UNARY_NOT": _operands(1), "UNARY_INVERT": _operands(1), "FORMAT_VALUE": _format_value,
-    "BINARY_SLICE": _binary_slice,
-    "POP_JUMP_IF_TRUE": _operands(1), "POP_JUMP_IF_FALSE": _operands(1),
-    "POP_JUMP_FORWARD_IF_TRUE": _operands(1), "POP_JUMP_FORWARD_IF_FALSE": _operands(1),
-    "POP_JUMP_BACKWARD_IF_TRUE": _operands(1), "POP_JUMP_BACKWARD_IF_FALSE": _operands(1),
-    "CONTAINS_OP": _contains_op, "GET_ITER": _get_iter, "STORE_SLICE": _store_slice,
+    **state_opcodes.HANDLERS, **operation_opcodes.HANDLERS,
     "LOAD_FAST": replayed_updates.load_fast, "LOAD_FAST_CHECK": replayed_updates.load_fast,
     "STORE_FAST": replayed_updates.store_fast, "SWAP": replayed_updates.swap,
     "COPY": replayed_updates.copy,

@@ -57,11 +57,11 @@ def record_legacy(mon, fn, args, kw_values, set_post):
         if random:
             rec.random = True
         else:
-            from .torch_calls import _storage
+            from .torch_calls import storage_id
             rec.const.add(node)  # made from constants only: Python may read it
             mon.opaque += 1  # our own read of its memory's identity, not the program's
             try:
-                rec.const_memory[node] = _storage(out)
+                rec.const_memory[node] = storage_id(out)
             finally:
                 mon.opaque -= 1
     set_post(after)

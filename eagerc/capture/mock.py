@@ -15,11 +15,11 @@ import types
 import torch
 
 from . import numpy_ops
-from .guards import _literal
+from .guards import is_literal
 from .refgraph import Relation, contents, expandable
 from .symbolic import plain
 
-_IMMUTABLE = (int, float, bool, str, bytes, complex, type(None), torch.dtype, torch.device,
+IMMUTABLE_TYPES = (int, float, bool, str, bytes, complex, type(None), torch.dtype, torch.device,
               torch.layout, torch.memory_format, torch.Size, range, slice, type(Ellipsis),
               types.FunctionType, types.BuiltinFunctionType, types.ModuleType, type,
               types.MethodDescriptorType, types.WrapperDescriptorType)
@@ -60,7 +60,7 @@ def materialize_final(graph):
     while queue:
         node = queue.pop(0)
         obj = node.obj
-        if node.node_id != 0 and not isinstance(obj, (torch.Tensor,) + _IMMUTABLE):
+        if node.node_id != 0 and not isinstance(obj, (torch.Tensor,) + IMMUTABLE_TYPES):
             if node.new:
                 node.versions[-1].refs = {r: graph.new_node(v) for r, v in _object_state(obj)}
             elif node.rewrite:
@@ -106,8 +106,8 @@ class MockBuilder:
                 self.outputs.append(fx_node)
                 self._tensor_attrs(f"O[{idx}]", obj)
             return f"O[{idx}]"
-        if isinstance(obj, _IMMUTABLE) and type(obj) is not tuple:
-            return repr(obj) if _literal(obj) else self.consts.add(obj)
+        if isinstance(obj, IMMUTABLE_TYPES) and type(obj) is not tuple:
+            return repr(obj) if is_literal(obj) else self.consts.add(obj)
         array_node = numpy_ops.traced_node(self.recorder, obj)
         if array_node is not None:  # an ndarray of tensor data: the graph's tensor's memory
             idx = self._out_index.get(id(array_node))
@@ -151,9 +151,9 @@ class MockBuilder:
                 self.lines.append(f"{self.consts.add(object.__delattr__)}({expr}, {name!r})")
                 continue
             value = plain(d[name])
-            if not isinstance(value, _IMMUTABLE) or type(value) is tuple:
+            if not isinstance(value, IMMUTABLE_TYPES) or type(value) is tuple:
                 raise CannotMock(f"tensor attribute {name!r} holds a {type(value).__name__}")
-            v = repr(value) if _literal(value) else self.consts.add(value)
+            v = repr(value) if is_literal(value) else self.consts.add(value)
             self.lines.append(f"{self.consts.add(object.__setattr__)}({expr}, {name!r}, {v})")
 
     def _new_mutable(self, node, obj, refs):
@@ -197,10 +197,10 @@ class MockBuilder:
                 expr = access(self.slot_of(holder_id), rel, holder.obj, None, self.consts)
                 self.prelude.append(f"{name} = {expr}")
             return name
-        return render(expr, source, lambda v: repr(v) if _literal(v) else self.consts.add(v))
+        return render(expr, source, lambda v: repr(v) if is_literal(v) else self.consts.add(v))
 
     def _key(self, key):
-        return repr(key) if _literal(key) else self.consts.add(key)
+        return repr(key) if is_literal(key) else self.consts.add(key)
 
     def update(self, node):
         """Statements that bring object `node` from outside to its final state."""

@@ -17,17 +17,16 @@ import types
 
 import torch
 
-from . import annotations, lazy_modules, numpy_ops, script_calls, torch_settings
-from . import active_monitor
-from .gc_pause import _seat_gc_callbacks
+from . import active_monitor, annotations, lazy_modules, numpy_ops, script_calls, torch_settings
+from .gc_pause import seat_gc_callbacks
 from .instructions import SKIP, FrameWatch, analyze
-from .object_facts import (_base, _keeps_references, _module_dict, _plain_values, _qualname,
+from .object_facts import (builtin_base, keeps_references, module_dict, plain_values, qualname,
                            attr_source)
 from .op_recorder import OpRecorder
 from .guards import snapshot
 from .refgraph import RefGraph, Relation
 from .replayed_updates import Replays
-from .state_opcodes import _hashable_key
+from .state_opcodes import hashable_key
 from .tracer import make_tracer
 from .symbolic import bake_all
 
@@ -112,7 +111,7 @@ class Monitor:
     def run(self):
         """Run the program once. `started`/`finished` tell the caller whether an exception
         came before the program ran, from the program, or after it returned `result`."""
-        _seat_gc_callbacks()
+        seat_gc_callbacks()
         outer = active_monitor.replace(self)  # garbage collections pause it (gc_pause.py)
         try:
             with self.recorder, make_tracer(self._call_event, self.stop):
@@ -175,7 +174,7 @@ class Monitor:
             if type(v) is float and id(v) in self.lifted:
                 draw = self.drawn.get(id(v))
                 self.stop(LIFT_STOP if draw is None else
-                          f"host random number used by Python code: {_qualname(draw)}")
+                          f"host random number used by Python code: {qualname(draw)}")
                 return
 
     def from_args(self, node):
@@ -228,7 +227,7 @@ class Monitor:
         holder = self.holder(obj)
         if holder is None or isinstance(obj, torch.Tensor):
             return
-        if _module_dict(obj) is not None:  # one node for `mod.x` and the global `x`
+        if module_dict(obj) is not None:  # one node for `mod.x` and the global `x`
             self.graph.read(self.const_node(obj.__dict__), Relation("global", name), result)
             return
         source = attr_source(obj, name, result)
@@ -265,7 +264,7 @@ class Monitor:
         if setter is not object.__setattr__ and not isinstance(obj, types.ModuleType):
             self.stop(f"attribute write through native __setattr__ of {type(obj).__name__}")
             return
-        if _module_dict(obj) is not None:
+        if module_dict(obj) is not None:
             # `warnings.filters = ...` and the module's own code reading the global `filters`
             # are one reference: its globals dict's item (else a read after the write looks
             # like an outside read, and the guard checks the run's value against the old one)
@@ -278,7 +277,7 @@ class Monitor:
         holder = self.holder(container)
         if holder is None or isinstance(container, torch.Tensor):
             return
-        if type(container).__setitem__ is not getattr(_base(container), "__setitem__", None):
+        if type(container).__setitem__ is not getattr(builtin_base(container), "__setitem__", None):
             return  # a Python __setitem__ runs under the monitor
         if isinstance(container, dict):
             self.graph.write(holder, Relation("item", key), value, delete=delete)
@@ -311,7 +310,7 @@ class Monitor:
         same = torch_settings.unchanged(fn, args, kw_values)
         if same is not None or any(fn is f for f in torch_settings.BALANCED):
             if same is False and not torch_settings.is_sdp_setter(fn):
-                self.stop(f"torch setting changed: {_qualname(fn)}")
+                self.stop(f"torch setting changed: {qualname(fn)}")
             return None
         stream = annotations.draw_stream(fn, args)
         if stream is not None:
@@ -320,22 +319,22 @@ class Monitor:
             return self._draw(fn, stream, args, kw_values)
         ann = annotations.lookup(fn)
         if ann is None:
-            self.stop(f"unannotated native call: {_qualname(fn)}")
+            self.stop(f"unannotated native call: {qualname(fn)}")
             return None
         if ann is annotations.FOLLOW:
             return None
         if self.lifted and not ann.as_op and not (fn is float and len(args) == 1):
             self.check_lifted(args)  # (float() of a float is that float)
-        if self.symbolic and not ann.as_op and not _keeps_references(fn):
+        if self.symbolic and not ann.as_op and not keeps_references(fn):
             bake_all(args)  # a native computes with the value: it leaves the graph
             bake_all(kw_values)
         if not ann.pure:
-            self.stop(f"impure call: {_qualname(fn)}")
+            self.stop(f"impure call: {qualname(fn)}")
             return None
         if ann.numbers_only:
             bad = self._not_a_number(list(args) + list(kw_values))
             if bad is not None:
-                self.stop(f"numpy call on {bad}: {_qualname(fn)}")
+                self.stop(f"numpy call on {bad}: {qualname(fn)}")
             else:  # arrays of tensor data: traced through numpy's protocols (numpy_ops.py)
                 bad = numpy_ops.native_on_traced(fn, list(args) + list(kw_values))
                 if bad is not None:
@@ -348,7 +347,7 @@ class Monitor:
                 if node is not None:
                     if not isinstance(args[pos], _MUTABLE):
                         self.stop(f"in-place update of a {type(args[pos]).__name__} "
-                                  f"from outside by {_qualname(fn)}")
+                                  f"from outside by {qualname(fn)}")
                     self.rewrite(node)
         if ann.relation is not None:
             if kw_values and ann.relation == "variable":
@@ -362,7 +361,7 @@ class Monitor:
             if node is not None and node.node_id in self.lazy:
                 name = getattr(fn, "__name__", "")
                 if name in ("get", "__getitem__", "__contains__", "pop", "setdefault") and \
-                        a is args[0] and len(args) > 1 and _hashable_key(args[1]):
+                        a is args[0] and len(args) > 1 and hashable_key(args[1]):
                     self.read_key(a, args[1], args[1] in a)
                 else:
                     self.expand_lazy(node)
@@ -376,8 +375,8 @@ class Monitor:
             return lambda out: self._check_torch_call(fn, calls, out)
         if ann.value_read and any(isinstance(a, torch.Tensor) for a in args):
             return lambda out: self._check_value_read(fn, calls)
-        if type(fn) is functools._lru_cache_wrapper and _plain_values(list(args)) and \
-                _plain_values(list(kw_values)):
+        if type(fn) is functools._lru_cache_wrapper and plain_values(list(args)) and \
+                plain_values(list(kw_values)):
             return self._cached_result
         return None
 
@@ -389,10 +388,10 @@ class Monitor:
         if args and args[0] is stream:  # (the method's object comes first)
             args = args[1:]
         fn = getattr(stream, fn.__name__)  # the bound method, called by the mock
-        if kw_values or not _plain_values(list(args)) or \
+        if kw_values or not plain_values(list(args)) or \
                 any(id(a) in self.lifted for a in args):
             self.stop(f"host random numbers with computed or keyword arguments: "
-                      f"{_qualname(fn)}")
+                      f"{qualname(fn)}")
             return None
         holder = self.holder(stream)
         if holder is not None:
@@ -400,7 +399,7 @@ class Monitor:
 
         def after(out):
             if type(out) is not float:
-                self.stop(f"host random numbers as a {type(out).__name__}: {_qualname(fn)}")
+                self.stop(f"host random numbers as a {type(out).__name__}: {qualname(fn)}")
                 return
             self.draws.append((fn, tuple(args), out))
             self.drawn[id(out)] = fn
@@ -450,11 +449,11 @@ class Monitor:
 
     def _check_torch_call(self, fn, calls, out):
         if self.recorder.calls == calls:
-            self.stop(f"torch native not seen by the op recorder: {_qualname(fn)}")
+            self.stop(f"torch native not seen by the op recorder: {qualname(fn)}")
 
     def _check_value_read(self, fn, calls):
         if self.recorder.calls == calls:
-            self.stop(f"native call reads tensor values: {_qualname(fn)}")
+            self.stop(f"native call reads tensor values: {qualname(fn)}")
 
     def _relation_call(self, relation, args):
         if relation in ("getattr", "hasattr") and len(args) >= 2 and isinstance(args[1], str):

@@ -10,7 +10,7 @@ from .symbolic import SymbolicInt
 _NATIVE_SLOT = (types.GetSetDescriptorType, types.MemberDescriptorType)
 
 
-def _module_dict(obj):
+def module_dict(obj):
     """A plain module's namespace (its globals), or None."""
     if type(obj) is types.ModuleType:
         d = obj.__dict__
@@ -51,7 +51,7 @@ _REFERENCE_METHODS = {(list, "append"), (list, "extend"), (list, "copy"), (tuple
                       (list, "__iter__"), (tuple, "__iter__"), (torch.Size, "__iter__")}
 
 
-def _keeps_references(fn):
+def keeps_references(fn):
     try:
         if fn in _REFERENCE_ONLY:
             return True
@@ -65,7 +65,7 @@ def _keeps_references(fn):
     return (cls, getattr(fn, "__name__", "")) in _REFERENCE_METHODS
 
 
-def _base(obj):
+def builtin_base(obj):
     for klass in type(obj).__mro__:
         if klass.__module__ in ("builtins", "collections"):
             return klass
@@ -75,15 +75,15 @@ def _base(obj):
 _PLAIN = (int, float, str, bytes, bool, type(None), torch.dtype, torch.device)
 
 
-def _plain_values(values, depth=2):
+def plain_values(values, depth=2):
     """Whether `values` are numbers, strings, dtypes, devices (tuples of them): an
     `lru_cache` key compared by value, not by identity (a tensor hashes by id)."""
     return all(type(v) in _PLAIN or type(v) is SymbolicInt  # baked: its value is guarded
-               or (type(v) is tuple and depth and _plain_values(v, depth - 1))
+               or (type(v) is tuple and depth and plain_values(v, depth - 1))
                for v in values)
 
 
-def _qualname(fn):
+def qualname(fn):
     owner = getattr(fn, "__objclass__", None) or getattr(fn, "__self__", None)
     mod = getattr(fn, "__module__", None) or (type(owner).__name__ if owner is not None else "")
     if owner is not None and type(owner).__module__ == "pybind11_builtins":

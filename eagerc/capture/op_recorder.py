@@ -26,12 +26,12 @@ from .capture_stop import CaptureStop
 from .fx_targets import as_graph_constant, fx_target
 from .speculate import (SPECULATED, equal_as_tensor, eval_dropout, outside_value, read_value,
                         shape_read)
-from .symbolic import SymbolicInt, _expect, _v, plain
-from .torch_calls import (_BOOL_QUERIES, _CONST_READS, _CONSTANTS, _META, _METADATA_FACTORIES,
-                          _METADATA_RESULTS, _NONDETERMINISTIC, _SIZE_READS, _STRIDE_META,
-                          _SYMBOLIC_READS, _VALUE_READS, _VIEW_ATTRS, _fx_nodes, _noop_flag_write,
-                          _UNINITIALIZED, _norm_stats_written, _storage, _symbolic_in, _tensors_in,
-                          _written_tensor, func_name, order_dependent_write,
+from .symbolic import SymbolicInt, int_value, plain, record_expect
+from .torch_calls import (BOOL_QUERIES, CONST_READS, CONSTANTS, META, METADATA_FACTORIES,
+                          METADATA_RESULTS, NONDETERMINISTIC, SIZE_READS, STRIDE_META,
+                          SYMBOLIC_READS, VALUE_READS, VIEW_ATTRS, fx_nodes, noop_flag_write,
+                          UNINITIALIZED, norm_stats_written, storage_id, symbolic_in, tensors_in,
+                          written_tensor, func_name, order_dependent_write,
                           value_shaped)
 
 
@@ -107,8 +107,8 @@ class OpRecorder(TorchFunctionMode):
             mon.suspend -= 1
 
     def _note_outside_write(self, tensor):
-        storage = _storage(tensor)
-        if storage is None or storage in {_storage(sn.obj) for sn, _ in self.placeholders
+        storage = storage_id(tensor)
+        if storage is None or storage in {storage_id(sn.obj) for sn, _ in self.placeholders
                                           if isinstance(sn.obj, torch.Tensor)}:
             self.outside_write = True
             self.written_storages.add(storage)
@@ -120,7 +120,7 @@ class OpRecorder(TorchFunctionMode):
                                        args[_DIFFERENTIATE[func]]):
             self.higher_order = True
         if name in ("__set__", "__delete__"):
-            if _noop_flag_write(func, name, args):
+            if noop_flag_write(func, name, args):
                 return call(args, kwargs)
             attr = getattr(getattr(func, "__self__", None), "__name__", "?")
             self.monitor.stop(f"tensor attribute write: {attr}")
@@ -128,14 +128,14 @@ class OpRecorder(TorchFunctionMode):
         as_detach = is_getter and name == "data"
         if as_detach:  # `t.data` under no_grad: a detached alias, recorded as detach()
             name, is_getter = "detach", False
-        if name in _SIZE_READS and args and isinstance(args[0], torch.Tensor):
-            if name in _SYMBOLIC_READS and self.symbolic and self._varies(args[0]):
+        if name in SIZE_READS and args and isinstance(args[0], torch.Tensor):
+            if name in SYMBOLIC_READS and self.symbolic and self._varies(args[0]):
                 out = self._symbolic_size(func, name, args, kwargs, call)
                 if out is not None:
                     return out
             self.specialized |= self._deps_of(args[0])
-        if name in _META or name in _STRIDE_META:
-            if name in _STRIDE_META and args:
+        if name in META or name in STRIDE_META:
+            if name in STRIDE_META and args:
                 self.monitor.note_stride_read(args[0])
             return call(args, kwargs)
         if name == "grad_fn" and args and self._made_by_run(args[0]):
@@ -148,8 +148,8 @@ class OpRecorder(TorchFunctionMode):
             out = numpy_ops.record_torch_call(self, name, args, kwargs, call)
             if out is not numpy_ops.NOT_TRACED:
                 return out
-        if name in _VALUE_READS:
-            if name in _CONST_READS and args and self.nodes.get(id(args[0])) in self.const:
+        if name in VALUE_READS:
+            if name in CONST_READS and args and self.nodes.get(id(args[0])) in self.const:
                 return call(args, kwargs)  # a value made from constants only: a constant
             if name in SPECULATED and self.monitor.speculate and not self.symbolic:
                 out = read_value(self, name, args, kwargs, call)
@@ -164,7 +164,7 @@ class OpRecorder(TorchFunctionMode):
         if name == "__iter__" and args and isinstance(args[0], torch.Tensor):
             call.func, call.post = torch.Tensor.unbind, iter
             return iter(self._handle(torch.Tensor.unbind, (args[0], 0), {}, call))
-        if is_getter and name not in _VIEW_ATTRS:
+        if is_getter and name not in VIEW_ATTRS:
             self.monitor.stop(f"unknown tensor attribute: Tensor.{name}")
             return call(args, kwargs)
         if name == "scaled_dot_product_attention" and \
@@ -189,42 +189,42 @@ class OpRecorder(TorchFunctionMode):
         else:
             node = self.graph.call_function(target[1], fx_args, fx_kwargs)
         deps, varies = set(), False
-        for a in _tensors_in((args, kwargs)):
+        for a in tensors_in((args, kwargs)):
             deps |= self._deps_of(a)
             varies = varies or self.symbolic and self._varies(a)
         if self.symbolic:
-            for a in _symbolic_in((args, kwargs)):
+            for a in symbolic_in((args, kwargs)):
                 deps |= a.deps
                 varies = True
-        for o in _tensors_in(out):
+        for o in tensors_in(out):
             self.deps[id(o)] = self.deps.get(id(o), frozenset()) | deps
             if varies:
                 self.vary[id(o)] = True
-        if name not in _NONDETERMINISTIC and not (self.symbolic and any(
-                True for _ in _symbolic_in((args, kwargs)))) and (
-                all(n in self.const for n in _fx_nodes((fx_args, fx_kwargs))) or
-                name in _METADATA_FACTORIES and not self.symbolic and
-                all(n in self.const for n in _fx_nodes((fx_args[1:], fx_kwargs)))):
+        if name not in NONDETERMINISTIC and not (self.symbolic and any(
+                True for _ in symbolic_in((args, kwargs)))) and (
+                all(n in self.const for n in fx_nodes((fx_args, fx_kwargs))) or
+                name in METADATA_FACTORIES and not self.symbolic and
+                all(n in self.const for n in fx_nodes((fx_args[1:], fx_kwargs)))):
             self.const.add(node)  # (ones_like(x): x's metadata, which the guard fixes)
         if not self._bind(out, node) and not self._equal_read(name, args, fx_args, out, node):
             self.monitor.stop(f"non-tensor result of {name}: {type(out).__name__}")
         elif value_shaped(name, args, kwargs):
             shape_read(self, name, out)
-        for o in _tensors_in(out) if self.const else ():
+        for o in tensors_in(out) if self.const else ():
             if self.nodes.get(id(o)) in self.const:
-                self.const_memory[self.nodes[id(o)]] = _storage(o)
-        if name in _NONDETERMINISTIC and name not in _UNINITIALIZED and \
+                self.const_memory[self.nodes[id(o)]] = storage_id(o)
+        if name in NONDETERMINISTIC and name not in UNINITIALIZED and \
                 not eval_dropout(name, args, kwargs):
             self.random = True
             # Draws the mock can rewind come from the CPU's default generator; another
             # generator, another device's, or a resize/set_ cannot be undone (speculate.py).
             if name in ("set_", "resize_", "seed", "manual_seed") or \
                     kwargs.get("generator") is not None or \
-                    any(t.device.type != "cpu" for t in _tensors_in(out)):
+                    any(t.device.type != "cpu" for t in tensors_in(out)):
                 self.random_elsewhere = True
-        written = _written_tensor(name, args, kwargs)
+        written = written_tensor(name, args, kwargs)
         for w in ([written] if written is not None else []) + \
-                _norm_stats_written(func, args, kwargs):
+                norm_stats_written(func, args, kwargs):
             self._note_outside_write(w)
         if written is not None:
             # Kept by dead-code elimination even when its result is unused: the write into
@@ -235,7 +235,7 @@ class OpRecorder(TorchFunctionMode):
             self.monitor.note_tensor_write(written)
             if node not in self.const:
                 # No constant any more: the written tensor and every view of its memory.
-                target = _storage(written)
+                target = storage_id(written)
                 gone = {n for n, m in self.const_memory.items()
                         if m == target or m is None or target is None}
                 self.const -= gone
@@ -295,8 +295,8 @@ class OpRecorder(TorchFunctionMode):
                         self.const.add(item)
                     self._bind(o, item)
             return True
-        if isinstance(out, _METADATA_RESULTS) or \
-                isinstance(out, bool) and node.target in _BOOL_QUERIES:
+        if isinstance(out, METADATA_RESULTS) or \
+                isinstance(out, bool) and node.target in BOOL_QUERIES:
             return True  # decided by the metadata the guard checks: a constant of the record
         return False
 
@@ -308,7 +308,7 @@ class OpRecorder(TorchFunctionMode):
                 node = self._placeholder(value)
             return node
         if isinstance(value, SymbolicInt):
-            return value.node if value.rec is self and self.live else _v(value)
+            return value.node if value.rec is self and self.live else int_value(value)
         if isinstance(value, (tuple, list)):
             seq = [self._to_fx(v) for v in value]
             return type(value)(seq) if type(value) in (tuple, list) else tuple(seq)
@@ -317,7 +317,7 @@ class OpRecorder(TorchFunctionMode):
         if type(value) is float and id(value) in self.monitor.lifted:
             node = self.nodes.get(id(value))
             return node if node is not None else self._placeholder(value)
-        if type(value) in _CONSTANTS or value is None or value is Ellipsis:
+        if type(value) in CONSTANTS or value is None or value is Ellipsis:
             return value
         ok, const = as_graph_constant(value)
         if ok:
@@ -398,7 +398,7 @@ class OpRecorder(TorchFunctionMode):
         if name in ("numel", "nelement"):
             return SymbolicInt(out, g.call_method("numel", (tnode,)), self, deps)
         if isinstance(out, int):  # size(d)
-            d = _v(args[1]) if len(args) > 1 else _v(kwargs["dim"])
+            d = int_value(args[1]) if len(args) > 1 else int_value(kwargs["dim"])
             return SymbolicInt(out, g.call_method("size", (tnode, d)), self, deps)
         return torch.Size([SymbolicInt(n, g.call_method("size", (tnode, d)), self, deps)
                            for d, n in enumerate(out)])
@@ -426,7 +426,7 @@ class OpRecorder(TorchFunctionMode):
         mon.suspend += 1
         try:
             cond = self.graph.call_function(op, (self._to_fx(a), self._to_fx(b)))
-            self.graph.call_function(_expect, (cond, bool(result)))
+            record_expect(self.graph, cond, result)
         except Exception as e:  # noqa: BLE001 - the check cannot be recorded: no record
             mon.stop(f"monitor error: {type(e).__name__}: {e}")
         finally:

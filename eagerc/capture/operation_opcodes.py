@@ -13,7 +13,7 @@ from . import annotations, replayed_updates
 from .frames import NULL, peek, peek_many
 from .legacy import record_legacy
 from .refgraph import Relation
-from .state_opcodes import _hashable_key, _tag_read
+from .state_opcodes import hashable_key, tag_read
 from .symbolic import SymbolicInt, bake_all, bake_index, bake_mixed
 from .training import function_applied, record_function_apply
 
@@ -81,7 +81,7 @@ def _binary_subscr(w, frame, name, arg, top):
     if w.tags:
         tag = replayed_updates.take(w, top - 2)
         if tag is not None:
-            if tag.expr[0] == "dict" and _hashable_key(key):
+            if tag.expr[0] == "dict" and hashable_key(key):
                 node = w.mon.graph.get_node_by_var(container)
                 if node is not None:  # d[k]: the read key is what the guard checks
                     w.mon.replays.dict_read(tag.expr[1], node, key, key in container)
@@ -89,11 +89,11 @@ def _binary_subscr(w, frame, name, arg, top):
                 w.mon.replays.escape(tag)
     if type(container) is dict or isinstance(container, dict):
         node = w.mon.graph.get_node_by_var(container)
-        if node is not None and node.node_id in w.mon.lazy and _hashable_key(key):
+        if node is not None and node.node_id in w.mon.lazy and hashable_key(key):
             w.mon.read_key(container, key, key in container)
         if type(container) is dict and node is not None and not node.new and \
-                _hashable_key(key) and type(dict.get(container, key)) in (int, float, list):
-            w.post = lambda f, t: _tag_read(w, f, t, container, Relation("item", key),
+                hashable_key(key) and type(dict.get(container, key)) in (int, float, list):
+            w.post = lambda f, t: tag_read(w, f, t, container, Relation("item", key),
                                             peek(f, t, 0))
 
 
@@ -102,7 +102,7 @@ def _contains_op(w, frame, name, arg, top):
     if w.mon.symbolic and isinstance(key, SymbolicInt) and not (
             type(container) in (list, tuple) and all(isinstance(v, int) for v in container)):
         key.bake()  # only int elements compare through our __eq__
-    if isinstance(container, dict) and _hashable_key(key):
+    if isinstance(container, dict) and hashable_key(key):
         w.mon.read_key(container, key, key in container)
 
 
@@ -204,3 +204,18 @@ def _import_name(w, frame, name, arg, top):
     w.mon.suspend += 1
     w.mon.opaque += 1
     w.resume = True
+
+
+# opcode name -> handler (instructions.py's table)
+HANDLERS = {
+    "BINARY_OP": _binary_op, "KW_NAMES": _kw_names,
+    "CALL": _call, "CALL_FUNCTION_EX": _call_function_ex, "MAKE_FUNCTION": _make_function,
+    "IMPORT_NAME": _import_name, "BINARY_SUBSCR": _binary_subscr,
+    "COMPARE_OP": _compare_op, "IS_OP": _operands(2), "UNARY_NEGATIVE": _operands(1),
+    "UNARY_NOT": _operands(1), "UNARY_INVERT": _operands(1), "FORMAT_VALUE": _format_value,
+    "BINARY_SLICE": _binary_slice,
+    "POP_JUMP_IF_TRUE": _operands(1), "POP_JUMP_IF_FALSE": _operands(1),
+    "POP_JUMP_FORWARD_IF_TRUE": _operands(1), "POP_JUMP_FORWARD_IF_FALSE": _operands(1),
+    "POP_JUMP_BACKWARD_IF_TRUE": _operands(1), "POP_JUMP_BACKWARD_IF_FALSE": _operands(1),
+    "CONTAINS_OP": _contains_op, "GET_ITER": _get_iter, "STORE_SLICE": _store_slice,
+}

@@ -14,7 +14,7 @@ from .graph_compiler import order_dependent
 from .guard_plan import plan_guard
 from .guards import Consts
 from .mock import CannotMock, MockBuilder, materialize_final
-from .object_facts import _qualname
+from .object_facts import qualname
 from .op_recorder import DrawInput, build_module
 from .record_source import make_record
 from .refgraph import Relation
@@ -152,7 +152,7 @@ def _drawn_kept(mon):
         for child in node.versions[-1].refs.values():
             fn = mon.drawn.get(id(child.obj)) if type(child.obj) is float else None
             if fn is not None:
-                mon.stop(f"host random number kept after the call: {_qualname(fn)}")
+                mon.stop(f"host random number kept after the call: {qualname(fn)}")
                 return
 
 

@@ -29,7 +29,7 @@ replayed eagerly, and such a graph's double backward raises as torch.compile's d
 import torch
 from torch.utils.checkpoint import get_device_states, set_device_states
 
-from .torch_calls import _NONDETERMINISTIC, _UNINITIALIZED
+from .torch_calls import NONDETERMINISTIC, UNINITIALIZED
 
 
 def twice_differentiable(compiled, gm, inductor, example_inputs):
@@ -58,7 +58,7 @@ def _draws(gm):
     for node in gm.graph.nodes:
         if node.op in ("call_function", "call_method"):
             name = node.target if isinstance(node.target, str) else getattr(node.target, "__name__", "")
-            if name in _NONDETERMINISTIC and name not in _UNINITIALIZED:
+            if name in NONDETERMINISTIC and name not in UNINITIALIZED:
                 return True
     return False
 

@@ -15,7 +15,7 @@ made this way (the run stops at the read, as before).
 import torch
 
 from .capture_stop import CaptureStop
-from .torch_calls import _storage, _tensors_in
+from .torch_calls import storage_id, tensors_in
 
 # Reads that give a Python number, bool or list of them; other value reads (numpy,
 # data_ptr, printing) still stop capture.
@@ -106,7 +106,7 @@ def undo_inputs(recorder):
         return None
     out, seen, size = [], set(), 0
     for i, (sn, _) in enumerate(recorder.placeholders):
-        storage = _storage(sn.obj) if isinstance(sn.obj, torch.Tensor) else None
+        storage = storage_id(sn.obj) if isinstance(sn.obj, torch.Tensor) else None
         if storage is not None and storage in recorder.written_storages and storage not in seen:
             seen.add(storage)
             out.append(i)
@@ -156,7 +156,7 @@ def shape_read(recorder, name, out):
     may bake it. In a run that speculates, the shape is checked after the graph like a value
     Python read; otherwise capture stops."""
     if recorder.monitor.speculate and not recorder.symbolic:
-        for o in _tensors_in(out):
+        for o in tensors_in(out):
             if id(o) in recorder.nodes:
                 recorder.speculated.append((recorder.nodes[id(o)], SHAPE_READ, tuple(o.shape)))
         return
@@ -178,7 +178,7 @@ def outside_value(recorder, name, args, kwargs, call):
         except CaptureStop:
             return None
     if node.op != "placeholder" or t.numel() > 16 or t.device.type != "cpu" or \
-            _storage(t) is None or _storage(t) in recorder.written_storages:
+            storage_id(t) is None or storage_id(t) in recorder.written_storages:
         return None
     sn = next((sn for sn, n in recorder.placeholders if n is node), None)
     if sn is None or recorder.monitor.from_args(sn):

@@ -16,7 +16,7 @@ _PY312 = sys.version_info >= (3, 12)
 _TAGGED = (int, float, list, dict)  # values read from outside that replayed_updates.py follows
 
 
-def _hashable_key(key):
+def hashable_key(key):
     try:
         hash(key)
         return True
@@ -37,11 +37,11 @@ def _load_attr(w, frame, name, arg, top):
         def after(f, t):
             value = peek(f, t, 0)
             w.mon.read_attr(obj, name, value)
-            _tag_read(w, f, t, obj, Relation("attr", name), value)
+            tag_read(w, f, t, obj, Relation("attr", name), value)
         w.post = after
 
 
-def _tag_read(w, f, t, holder_obj, rel, value):
+def tag_read(w, f, t, holder_obj, rel, value):
     """A value read from outside state: tag it (replayed_updates.py) when it is a number, a
     list or a dict."""
     if type(value) not in _TAGGED:
@@ -80,7 +80,7 @@ def _load_global(w, frame, name, arg, top):
         mon.graph.read(mon.const_node(g), Relation("global", name), g[name])
         if type(g[name]) in _TAGGED:
             value = g[name]
-            w.post = lambda f, t: _tag_read(w, f, t, g, Relation("global", name), value)
+            w.post = lambda f, t: tag_read(w, f, t, g, Relation("global", name), value)
     else:
         mon.add_absent(mon.const_node(g), name)
         b = frame.f_builtins
@@ -163,11 +163,11 @@ def _store_subscr(w, frame, name, arg, top):
         for slot in (top - 1, top - 2):
             t = replayed_updates.take(w, slot)
             if t is not None and not (slot == top - 2 and t.expr[0] == "dict" and
-                                      _hashable_key(key)):
+                                      hashable_key(key)):
                 w.mon.replays.escape(t)  # (d[k] = v on a followed dict: a keyed write)
     tag = replayed_updates.take(w, top - 3) if w.tags else None
     holder = w.mon.holder(container)
-    if holder is not None and type(container) is dict and _hashable_key(key):
+    if holder is not None and type(container) is dict and hashable_key(key):
         w.mon.replays.store(holder, Relation("item", key), tag)
     elif tag is not None:
         w.mon.replays.escape(tag)
@@ -179,3 +179,13 @@ def _delete_subscr(w, frame, name, arg, top):
     if w.mon.symbolic:
         bake_index(container, (key,))
     w.mon.write_item(container, key, None, delete=True)
+
+
+# opcode name -> handler (instructions.py's table)
+HANDLERS = {
+    "LOAD_ATTR": _load_attr, "LOAD_METHOD": _load_method, "LOAD_GLOBAL": _load_global,
+    "LOAD_DEREF": _load_deref, "LOAD_CLASSDEREF": _load_deref, "STORE_DEREF": _store_deref,
+    "STORE_GLOBAL": _store_global, "DELETE_GLOBAL": _delete_global,
+    "STORE_ATTR": _store_attr, "DELETE_ATTR": _delete_attr, "STORE_SUBSCR": _store_subscr,
+    "DELETE_SUBSCR": _delete_subscr,
+}

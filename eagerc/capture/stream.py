@@ -25,8 +25,8 @@ import weakref
 import torch
 
 from .fx_targets import as_graph_constant
-from .torch_calls import (_CONSTANTS, _META, _NONDETERMINISTIC, _STRIDE_META, _VALUE_READS,
-                          _VIEW_ATTRS, _tensors_in, _written_tensor, func_name)
+from .torch_calls import (CONSTANTS, META, NONDETERMINISTIC, STRIDE_META, VALUE_READS,
+                          VIEW_ATTRS, tensors_in, written_tensor, func_name)
 
 # Calls that share a tensor's memory with something that is not a tensor (a numpy array,
 # a pointer, a buffer): a write through it is no torch call, so no op after one is
@@ -42,7 +42,7 @@ GRAPH, VIEW, RUN = "graph", "view", "run"  # Entry.kind
 def passes_through(name, is_getter):
     """Metadata reads (sizes, dtype, strides): answered for real, not entries of the stream.
     They neither make nor change a tensor, so replay does not have to see them."""
-    if name in _META or name in _STRIDE_META:
+    if name in META or name in STRIDE_META:
         return True
     return is_getter and name in ("requires_grad", "is_leaf", "grad_fn", "layout")
 
@@ -129,7 +129,7 @@ def raw_storage(t):
 
 def _simple(value):
     """Constants a graph can embed and a replay can compare by value."""
-    if type(value) in _CONSTANTS or value is None or value is Ellipsis or \
+    if type(value) in CONSTANTS or value is None or value is Ellipsis or \
             type(value) is torch.Size:
         return True
     if isinstance(value, slice):
@@ -253,7 +253,7 @@ class StreamRecorder(torch.overrides.TorchFunctionMode):
         """Tensors a captured child call returned: new objects on every call."""
         if self.paused or self.failed is not None:
             return
-        for t in _tensors_in(result, 3):
+        for t in tensors_in(result, 3):
             if self._lookup(t) is None:
                 self._bind(t, Node("fresh", t, avail=None))
 
@@ -301,24 +301,24 @@ class StreamRecorder(torch.overrides.TorchFunctionMode):
         value reads, results that are not tensors); VIEW: runs for real, since its result
         shares memory with an input, but its value is a node of the segment's graph too;
         GRAPH: answered from the segment's compiled graph."""
-        if self._escaped or name in _VALUE_READS or name in _NONDETERMINISTIC or \
+        if self._escaped or name in VALUE_READS or name in NONDETERMINISTIC or \
                 name in ("__iter__", "__setitem__", "__set__", "__delete__") or before is None:
             return RUN
-        if is_getter and name not in _VIEW_ATTRS:
+        if is_getter and name not in VIEW_ATTRS:
             return RUN
         args, kwargs = unflatten_args(leaves, spec)
-        if _written_tensor(name, args, kwargs) is not None or _versions(leaves) != before:
+        if written_tensor(name, args, kwargs) is not None or _versions(leaves) != before:
             return RUN
-        tensors_in = [t for t in leaves if isinstance(t, torch.Tensor)]
+        tensor_args = [t for t in leaves if isinstance(t, torch.Tensor)]
         grad = torch.is_grad_enabled()  # (parameters require grad; under no_grad no matter)
         if any(type(t) not in _TENSOR_TYPES or t.layout != torch.strided or
-               grad and t.requires_grad for t in tensors_in):
+               grad and t.requires_grad for t in tensor_args):
             return RUN
         if not all(isinstance(t, torch.Tensor) or _simple(t) for t in leaves):
             return RUN
         if not _flat_tensors(out, out_leaves):
             return RUN
-        mem = {storage_of(t) for t in tensors_in}
+        mem = {storage_of(t) for t in tensor_args}
         for o in out_leaves:
             if o is None:
                 continue

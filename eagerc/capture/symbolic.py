@@ -36,7 +36,12 @@ def _expect(cond, expected):
 fx.node.has_side_effect(_expect)  # no output uses it: dead-code elimination must keep it
 
 
-def _v(x):
+def record_expect(graph, cond, expected):
+    """The node of `graph` checking that the graph value `cond` is `expected` (`_expect`)."""
+    return graph.call_function(_expect, (cond, bool(expected)))
+
+
+def int_value(x):
     """The plain int of an int (SymbolicInt included) without calling our overrides."""
     return int.__int__(x)
 
@@ -57,28 +62,28 @@ class SymbolicInt(int):
         """Python code used the value itself: guard it (see the module docstring)."""
         if not self.baked and self.rec.recording():
             self.baked = True
-            self.rec.record_check(operator.eq, self, _v(self), True)
+            self.rec.record_check(operator.eq, self, int_value(self), True)
 
     def __hash__(self):  # dict keys, sets, caches: the value decides where it goes
         self.bake()
         return int.__hash__(self)
 
     def __bool__(self):
-        result = _v(self) != 0
+        result = int_value(self) != 0
         if self.rec.recording():
             self.rec.record_check(operator.ne, self, 0, result)
         return result
 
     def __neg__(self):
         if not self.rec.recording():
-            return -_v(self)
-        return self.rec.record_int(operator.neg, (self,), -_v(self))
+            return -int_value(self)
+        return self.rec.record_int(operator.neg, (self,), -int_value(self))
 
     def __pos__(self):
         return self
 
     def __reduce__(self):  # copies and pickles are plain ints
-        return int, (_v(self),)
+        return int, (int_value(self),)
 
 
 def _arith(op, name, reflected):
@@ -87,9 +92,9 @@ def _arith(op, name, reflected):
             return NotImplemented  # the tensor's reflected operator: a torch op, recorded
         if not isinstance(other, int):
             self.bake()  # float arithmetic, sequence repeat ...: the value leaves the graph
-            return getattr(int, name)(_v(self), other)
+            return getattr(int, name)(int_value(self), other)
         a, b = (other, self) if reflected else (self, other)
-        value = op(_v(a), _v(b))
+        value = op(int_value(a), int_value(b))
         if not self.rec.recording():
             return value
         return self.rec.record_int(op, (a, b), value)
@@ -104,8 +109,8 @@ def _compare(op, name):
         if not isinstance(other, int):
             if other is not None:
                 self.bake()
-            return getattr(int, name)(_v(self), other)
-        result = op(_v(self), _v(other))
+            return getattr(int, name)(int_value(self), other)
+        result = op(int_value(self), int_value(other))
         if self.rec.recording():
             self.rec.record_check(op, self, other, result)
         return result
@@ -118,7 +123,7 @@ def _baking(name):
         if args and isinstance(args[0], torch.Tensor):
             return NotImplemented  # e.g. n / t: the tensor's reflected operator, recorded
         self.bake()
-        return getattr(int, name)(_v(self), *args)
+        return getattr(int, name)(int_value(self), *args)
     method.__name__ = name
     return method
 
@@ -167,7 +172,7 @@ def plain(value):
     """`value` with SymbolicInts replaced by ints (through tuples, lists, torch.Size, dicts,
     slices); the same object when it holds none."""
     if isinstance(value, SymbolicInt):
-        return _v(value)
+        return int_value(value)
     if not has_symbolic(value, depth=8):
         return value
     if isinstance(value, torch.Size):

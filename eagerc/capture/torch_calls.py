@@ -10,26 +10,26 @@ import torch.fx as fx
 from .symbolic import SymbolicInt
 
 # Metadata reads: fixed by the tensor guard, so they are answered and not recorded.
-_META = frozenset("""size dim shape dtype device ndim numel __len__ is_floating_point
+META = frozenset("""size dim shape dtype device ndim numel __len__ is_floating_point
     is_complex layout element_size nelement ndimension is_cuda is_cpu requires_grad
     is_sparse is_quantized is_meta names is_leaf is_mkldnn is_nested get_device is_neg
     is_conj is_inference __hash__ itemsize nbytes is_mps is_xpu is_signed""".split())
 # Metadata reads that depend on the memory layout: the tensor's strides get guarded too.
-_STRIDE_META = frozenset("stride is_contiguous storage_offset dim_order".split())
+STRIDE_META = frozenset("stride is_contiguous storage_offset dim_order".split())
 # Reads of tensor data (or of state the guard does not cover): the result may change
 # between calls with the same guard, so capture stops.
-_VALUE_READS = frozenset("""item tolist __bool__ __int__ __float__ __index__ __complex__
+VALUE_READS = frozenset("""item tolist __bool__ __int__ __float__ __index__ __complex__
     numpy __array__ __repr__ __str__ __format__ data_ptr __reduce_ex__ __deepcopy__
     untyped_storage storage grad _version __contains__ backward register_hook
     retain_grad _base grad_fn""".split())
 # Metadata reads that give the program a size (symbolic shapes: the dims it depends on are
 # specialized, since Python code may compute with the value and bake it into the graph).
-_SIZE_READS = frozenset("""size shape numel __len__ nelement nbytes stride is_contiguous
+SIZE_READS = frozenset("""size shape numel __len__ nelement nbytes stride is_contiguous
     storage_offset dim_order __iter__""".split())
 # Size reads a symbolic run answers with SymbolicInts (`len()` cannot: it makes a plain int).
-_SYMBOLIC_READS = frozenset("size shape numel nelement".split())
+SYMBOLIC_READS = frozenset("size shape numel nelement".split())
 # Attribute getters that are ops.
-_VIEW_ATTRS = frozenset("T mT H mH real imag".split())
+VIEW_ATTRS = frozenset("T mT H mH real imag".split())
 
 
 def func_name(func):
@@ -41,16 +41,16 @@ def func_name(func):
 
 
 
-_CONSTANTS = (int, float, bool, str, complex, torch.dtype, torch.device, torch.layout,
+CONSTANTS = (int, float, bool, str, complex, torch.dtype, torch.device, torch.layout,
               torch.memory_format)
 # Results of torch APIs that metadata decides (`t.type()`, `torch.result_type`): constants.
-_METADATA_RESULTS = (str, torch.dtype, torch.device, torch.layout, torch.memory_format)
-_BOOL_QUERIES = frozenset("is_same_size is_set_to is_signed can_cast is_floating_point "
+METADATA_RESULTS = (str, torch.dtype, torch.device, torch.layout, torch.memory_format)
+BOOL_QUERIES = frozenset("is_same_size is_set_to is_signed can_cast is_floating_point "
                           "is_complex is_contiguous".split())
 
-_METADATA_FACTORIES = frozenset("ones_like zeros_like full_like new_ones new_zeros new_full".split())
-_CONST_READS = frozenset("item tolist __bool__ __int__ __float__ __index__".split())
-_NONDETERMINISTIC = frozenset("""rand rand_like randn randn_like randint randint_like randperm
+METADATA_FACTORIES = frozenset("ones_like zeros_like full_like new_ones new_zeros new_full".split())
+CONST_READS = frozenset("item tolist __bool__ __int__ __float__ __index__".split())
+NONDETERMINISTIC = frozenset("""rand rand_like randn randn_like randint randint_like randperm
     normal normal_ bernoulli bernoulli_ multinomial uniform_ exponential_ geometric_ cauchy_
     log_normal_ random_ poisson dropout dropout_ alpha_dropout feature_alpha_dropout
     dropout1d dropout2d dropout3d rrelu rrelu_ empty empty_like empty_strided new_empty
@@ -58,14 +58,14 @@ _NONDETERMINISTIC = frozenset("""rand rand_like randn randn_like randint randint
 # Uninitialized memory: not a constant, but nothing is drawn from a generator (PyG's
 # `new_empty(n).scatter_(0, inv, perm)` overwrites all of it), so a graph holding one may
 # still have its value reads checked after it (speculate.py).
-_UNINITIALIZED = frozenset("empty empty_like empty_strided new_empty new_empty_strided".split())
+UNINITIALIZED = frozenset("empty empty_like empty_strided new_empty new_empty_strided".split())
 # Python's in-place operators (`x += y`); `__invert__`, `__index__`, `__int__`, `__iter__`
 # also start with "__i" and write nothing.
 _INPLACE_DUNDERS = frozenset(f"__i{op}__" for op in "add sub mul matmul truediv floordiv mod "
                              "pow lshift rshift and xor or".split())
 
 
-def _storage(tensor):
+def storage_id(tensor):
     """Identity of a tensor's memory (its storage's address), None when it has none."""
     try:
         return tensor.untyped_storage().data_ptr() or None
@@ -73,46 +73,46 @@ def _storage(tensor):
         return None
 
 
-def _fx_nodes(value):
+def fx_nodes(value):
     if isinstance(value, fx.Node):
         yield value
     elif isinstance(value, (tuple, list)):
         for v in value:
-            yield from _fx_nodes(v)
+            yield from fx_nodes(v)
     elif isinstance(value, dict):
         for v in value.values():
-            yield from _fx_nodes(v)
+            yield from fx_nodes(v)
     elif isinstance(value, slice):
-        yield from _fx_nodes((value.start, value.stop, value.step))
+        yield from fx_nodes((value.start, value.stop, value.step))
 
 
-def _tensors_in(value, depth=64):
+def tensors_in(value, depth=64):
     """The tensors in `value`, through tuples, lists and dicts `depth` levels deep."""
     if isinstance(value, torch.Tensor):
         yield value
     elif depth and isinstance(value, (tuple, list)):
         for v in value:
-            yield from _tensors_in(v, depth - 1)
+            yield from tensors_in(v, depth - 1)
     elif depth and isinstance(value, dict):
         for v in value.values():
-            yield from _tensors_in(v, depth - 1)
+            yield from tensors_in(v, depth - 1)
 
 
-def _symbolic_in(value, depth=4):
+def symbolic_in(value, depth=4):
     if isinstance(value, SymbolicInt):
         yield value
     elif depth and isinstance(value, (tuple, list)):
         for v in value:
-            yield from _symbolic_in(v, depth - 1)
+            yield from symbolic_in(v, depth - 1)
     elif depth and isinstance(value, dict):
         for v in value.values():
-            yield from _symbolic_in(v, depth - 1)
+            yield from symbolic_in(v, depth - 1)
     elif isinstance(value, slice):
         for v in (value.start, value.stop, value.step):
-            yield from _symbolic_in(v, 0)
+            yield from symbolic_in(v, 0)
 
 
-def _noop_flag_write(func, name, args):
+def noop_flag_write(func, name, args):
     """`t.requires_grad = False` on a tensor that does not require grad, `t.volatile = ...`
     (no effect since torch 0.4 but a warning): nothing changes
     (other tensor attribute writes stop capture; a plain Python attribute such as
@@ -139,7 +139,7 @@ def value_shaped(name, args, kwargs):
     if name in _VALUE_SHAPED:
         return True
     if name in ("__getitem__", "index"):
-        return any(t.dtype in (torch.bool, torch.uint8) for t in _tensors_in(args[1:], 4))
+        return any(t.dtype in (torch.bool, torch.uint8) for t in tensors_in(args[1:], 4))
     if name == "where":
         return len(args) + len(kwargs) == 1
     if name == "repeat_interleave":
@@ -149,7 +149,7 @@ def value_shaped(name, args, kwargs):
     return False
 
 
-def _norm_stats_written(func, args, kwargs):
+def norm_stats_written(func, args, kwargs):
     """The running statistics a batch or instance norm updates in place (in training, or
     with input statistics), which its name does not tell."""
     F = torch.nn.functional
@@ -167,7 +167,7 @@ def _norm_stats_written(func, args, kwargs):
             if flag and isinstance(t, torch.Tensor)]
 
 
-def _written_tensor(name, args, kwargs):
+def written_tensor(name, args, kwargs):
     """The tensor a torch call writes into, or None: in-place methods and functions
     (`add_`, `relu_`, `x += y`, `x[i] = v`), `out=` and `inplace=True`."""
     out = kwargs.get("out")
@@ -205,20 +205,20 @@ def order_dependent_write(name, args, kwargs, written):
 
 
 def _order_dependent(name, args, kwargs, written):
-    dst, srcs = written, [t for t in _tensors_in((args, kwargs)) if t is not written]
+    dst, srcs = written, [t for t in tensors_in((args, kwargs)) if t is not written]
     if kwargs.get("out") is not written:
-        srcs = [t for t in _tensors_in((args[1:], kwargs))]
+        srcs = [t for t in tensors_in((args[1:], kwargs))]
         if name == "__setitem__" and len(args) > 2:
             index = args[1]
             # (advanced indexing writes through index_put_: the whole tensor, to be safe)
             if _basic_index(index):
                 dst = written[index]
-            srcs = [t for t in _tensors_in(args[2])]
+            srcs = [t for t in tensors_in(args[2])]
     if not isinstance(dst, torch.Tensor) or not dst.numel():
         return False
-    storage = _storage(dst)
+    storage = storage_id(dst)
     for s in srcs:
-        if s is dst or not s.numel() or storage is None or _storage(s) != storage:
+        if s is dst or not s.numel() or storage is None or storage_id(s) != storage:
             continue
         if (s.data_ptr(), s.size(), s.stride(), s.dtype) == \
                 (dst.data_ptr(), dst.size(), dst.stride(), dst.dtype):

@@ -15,7 +15,7 @@ traces its forward and its own backward into the joint graph.
 import torch
 
 from .capture_stop import CaptureStop
-from .torch_calls import _tensors_in
+from .torch_calls import tensors_in
 
 
 def needs_autograd(example_inputs):
@@ -218,7 +218,7 @@ def record_function_apply(mon, cls, args, kw_values, set_post):
     AOTAutograd traces the forward and the Function's backward. True when the call was
     taken (the caller then runs it opaque), False to follow it as any Python code (no grad:
     the forward's ops are the graph's, as under no_grad)."""
-    if not torch.is_grad_enabled() or not any(t.requires_grad for t in _tensors_in(list(args))):
+    if not torch.is_grad_enabled() or not any(t.requires_grad for t in tensors_in(list(args))):
         return False
     if kw_values:
         mon.stop("autograd.Function.apply with keyword arguments")
