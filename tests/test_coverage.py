@@ -187,11 +187,11 @@ def test_a_worker_whose_gpu_context_a_task_broke_is_replaced(tmp_path, monkeypat
     started = []
 
     class FakeWorker:
-        def __init__(self, device, env, log_path):
+        def __init__(self, module, device, env, log_path):
             started.append(self)
 
-        def receive(self, timeout):
-            return None
+        def start(self, timeout):
+            pass
 
         def ask(self, task, timeout):
             broken = task["op"] == "aten::_linalg_solve_ex"

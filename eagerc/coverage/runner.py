@@ -13,10 +13,6 @@ import json
 import os
 import pickle
 import queue
-import select
-import struct
-import subprocess
-import sys
 import threading
 import time
 
@@ -26,7 +22,8 @@ from eagerc import _console
 from eagerc.coverage import enumerate as enum
 from eagerc.coverage.execute import CPU_STAGE
 from eagerc.coverage.samples import Plan, record_opinfo
-from eagerc.coverage.op_worker import _HEADER, send
+from eagerc.workers import WorkerDidNotStart, WorkerDied, WorkerFailed, WorkerProcess
+from eagerc.workers.process import quote
 
 RESULTS = "results.jsonl"
 
@@ -88,65 +85,6 @@ def plan_for(dtype: str, grad: bool, wanted, out_dir: str, samples: int, log=pri
     return plan
 
 
-class WorkerProcess:
-    def __init__(self, device: str, env: dict, log_path: str):
-        self.log = open(log_path, "ab")
-        self.process = subprocess.Popen([sys.executable, "-m", "eagerc.coverage.op_worker", device],
-                                        stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                        stderr=self.log, env=env)
-        self.fd = self.process.stdout.fileno()
-
-    def _read(self, size: int, deadline: float) -> bytes:
-        data = b""
-        while len(data) < size:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                raise TimeoutError
-            ready, _, _ = select.select([self.fd], [], [], left)
-            if ready:
-                chunk = os.read(self.fd, size - len(data))
-                if not chunk:
-                    raise EOFError
-                data += chunk
-        return data
-
-    def receive(self, timeout: float):
-        deadline = time.monotonic() + timeout
-        (size,) = _HEADER.unpack(self._read(_HEADER.size, deadline))
-        return pickle.loads(self._read(size, deadline))
-
-    def ask(self, task, timeout: float):
-        send(self.process.stdin, task)
-        return self.receive(timeout)
-
-    def kill(self) -> str:
-        """Stop the process; returns how it ended ("exit code 1", "signal 11")."""
-        if self.process.poll() is None:
-            self.process.kill()
-        code = self.process.wait()
-        self.log.close()
-        return f"signal {-code}" if code < 0 else f"exit code {code}"
-
-    def close(self) -> None:
-        try:
-            self.process.stdin.close()
-            self.process.wait(timeout=30)
-        except (OSError, subprocess.TimeoutExpired):
-            self.process.kill()
-            self.process.wait()
-        self.log.close()
-
-
-def _tail(path: str, lines: int = 3) -> str:
-    try:
-        with open(path, "rb") as f:
-            f.seek(max(0, os.path.getsize(path) - 4000))
-            text = f.read().decode(errors="replace")
-    except OSError:
-        return ""
-    return " | ".join(ln.strip() for ln in text.strip().splitlines()[-lines:])[:300]
-
-
 def worker_env(device: str, out_dir: str, fresh_cache: bool) -> dict:
     env = dict(os.environ)
     env["EAGERC_COMPILE"] = "now"        # a status needs the op's own kernel, not an interim one
@@ -159,30 +97,22 @@ def worker_env(device: str, out_dir: str, fresh_cache: bool) -> dict:
     return env
 
 
-_cluster_device = None  # a compile farm worker's Device, made on its first task
+_cluster_check = None  # a compile farm worker's (device, handler), made on its first task
 
 
 def cluster_task(job):
     """One (task, device) on a compile farm's worker (eagerc/_cluster.py): set up as a
     local worker sets itself up, once per process, then the task's record."""
-    global _cluster_device
+    global _cluster_check
     task, device = job
-    if _cluster_device is None or _cluster_device[0] != device:
-        torch.set_num_threads(1)
-        import eagerc  # noqa: F401  (registers the eagerc device)
-        from eagerc.coverage.execute import Device, install_load_recorder
+    if _cluster_check is None or _cluster_check[0] != device:
+        from eagerc.coverage import op_worker
 
-        dev = Device(device)
-        dev.warm_up()
-        install_load_recorder()
-        _cluster_device = (device, dev)
-    from eagerc.coverage.execute import run_task
-
+        _cluster_check = (device, op_worker.start(device))
     try:
-        return run_task(task, _cluster_device[1])
+        return _cluster_check[1](task)
     except Exception as e:  # noqa: BLE001 - the tool's own failure on this op, reported
-        return {**_head(task), "status": "error",
-                "detail": f"coverage could not check it: {type(e).__name__}: {str(e)[:200]}"}
+        return _error_record(task, type(e).__name__, str(e))
 
 
 def _run_on_cluster(tasks: list, device: str, env: dict, workers: int, timeout: float,
@@ -246,14 +176,14 @@ def run_tasks(tasks: list, device: str, out_dir: str, workers: int, timeout: flo
             except queue.Empty:
                 break
             if worker is None:
-                worker = WorkerProcess(device, env, log_path)
+                worker = WorkerProcess("eagerc.coverage.op_worker", device, env=env, log_path=log_path)
                 try:
-                    worker.receive(max(timeout, 300))
-                except (EOFError, TimeoutError, struct.error) as e:
+                    worker.start(max(timeout, 300))
+                except (WorkerDidNotStart, TimeoutError) as e:
                     how = worker.kill()
+                    why = e if isinstance(e, WorkerDidNotStart) else f"{e} ({how}): {quote(list(worker.output))}"
                     worker = None
-                    write({**_head(task), "status": "crash",
-                           "detail": f"worker did not start ({type(e).__name__}, {how}): {_tail(log_path)}"})
+                    write({**_head(task), "status": "crash", "detail": f"worker did not start: {why}"})
                     continue
             start = time.monotonic()
             try:
@@ -262,10 +192,12 @@ def run_tasks(tasks: list, device: str, out_dir: str, workers: int, timeout: flo
                 worker.kill()
                 worker = None
                 record = {**_head(task), "status": "timeout", "detail": f"no answer in {timeout:g} s"}
-            except (EOFError, BrokenPipeError, struct.error):
-                how = worker.kill()
+            except WorkerFailed as e:
+                record = _error_record(task, e.type_name, e.message)
+            except WorkerDied as e:
+                worker.kill()
                 worker = None
-                record = _crash_record(task, how, _tail(log_path))
+                record = _crash_record(task, e.how, quote(e.output))
             record.setdefault("seconds", round(time.monotonic() - start, 3))
             write(record)
             if worker is not None and unusable_context(record):
@@ -304,6 +236,12 @@ def _crash_record(task: dict, how: str, tail: str) -> dict:
         return {**_head(task), "status": "no_sample",
                 "detail": f"CPU eager crashed the process ({how}) on {last.split(':', 1)[0]}"}
     return {**_head(task), "status": "crash", "detail": f"worker died ({how}): {tail}"}
+
+
+def _error_record(task: dict, type_name: str, message: str) -> dict:
+    """The tool's own failure on a task (the worker printed its traceback to its log)."""
+    return {**_head(task), "status": "error",
+            "detail": f"coverage could not check it: {type_name}: {message[:200]}"}
 
 
 def _head(task: dict) -> dict:

@@ -51,17 +51,29 @@ def _replay_here(calls, device_type: str, collect) -> None:
 
 
 def _replay_in_workers(calls, device_type: str, workers: int, collect) -> None:
-    """Each of `workers` threads drives one worker process through a shared queue of
-    calls. A worker that dies (killed, out of memory) costs its current call, reported
-    as failed; a new worker takes over the rest. The compile/cache service stores
-    atomically, so what the dead worker was compiling leaves no entry behind."""
+    """Each of `workers` threads drives one worker process (eagerc/workers) through a
+    shared queue of calls. A call that raises in its worker fails alone. A worker that
+    dies (killed, out of memory) costs its current call, reported with the worker's last
+    output; a new worker takes over the rest. The compile/cache service stores
+    atomically, so what the dead worker was compiling leaves no entry behind. A worker
+    that cannot start (importing eagerc failed, a bad setting) fails its call with its
+    own error; while no worker has started, every call left fails with it too: the next
+    worker would start the same way."""
     from eagerc.warm.replay_call import ReplayResult
-    from eagerc.warm.compile_worker import Worker
+    from eagerc.workers import WorkerDidNotStart, WorkerDied, WorkerFailed, WorkerProcess
 
     todo: queue.Queue = queue.Queue()
     for call in calls:
         todo.put(call)
     done: queue.Queue = queue.Queue()
+    one_started = threading.Event()
+
+    def fail_the_rest(reason: str) -> None:
+        while True:
+            try:
+                done.put(ReplayResult(todo.get_nowait(), failures=[reason]))
+            except queue.Empty:
+                return
 
     def drive():
         worker = None
@@ -72,14 +84,24 @@ def _replay_in_workers(calls, device_type: str, workers: int, collect) -> None:
                 except queue.Empty:
                     return
                 try:
-                    worker = worker or Worker(device_type)
-                    done.put(worker.replay(call))
-                except Exception as e:  # noqa: BLE001 - a dead worker fails its call only
-                    code = worker.process.poll() if worker is not None else None
-                    done.put(ReplayResult(call, failures=[
-                        f"the worker died (exit code {code}): {type(e).__name__}: {e}"]))
+                    if worker is None:
+                        worker = WorkerProcess("eagerc.warm.compile_worker", device_type)
+                        worker.start()
+                        one_started.set()
+                    done.put(worker.ask(call))
+                except WorkerFailed as e:
+                    done.put(ReplayResult(call, failures=[f"the replay failed in its worker: {e}"]))
+                except (WorkerDidNotStart, WorkerDied) as e:
+                    done.put(ReplayResult(call, failures=[str(e)]))
+                    worker.kill()
+                    worker = None
+                    if isinstance(e, WorkerDidNotStart) and not one_started.is_set():
+                        fail_the_rest(str(e))
+                        return
+                except Exception as e:  # noqa: BLE001 - no worker process (it could not be spawned)
+                    done.put(ReplayResult(call, failures=[f"no worker: {type(e).__name__}: {e}"]))
                     if worker is not None:
-                        worker.close()
+                        worker.kill()
                     worker = None
         finally:
             if worker is not None:
