@@ -23,7 +23,7 @@ namespace {
 
 // A plan launcher library loaded for one plan artifact, which runs the plans of the other
 // artifacts built from the same library (eagerc_open_plan): each artifact is that library
-// with its plan appended (eagerc/compile/plan_build.py), and loading each file as a library
+// with its plan appended (eagerc/codegen/triton/plan_build.py), and loading each file as a library
 // of its own gives every plan a copy of the launcher's code and statics, so a forward that
 // cycles through many kernels runs each copy cold (on an H200, a ResNet-50 convolution cost
 // 3 µs more than native's inside the forward with one copy, 6-9 µs with a copy per plan).

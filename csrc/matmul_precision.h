@@ -1,5 +1,5 @@
 // What the artifact loader offers a GPU plan launcher for its direct cuBLASLt matmuls
-// (eagerc/compile/plan_launcher/lt_matmul.cpp): torch's TF32 setting for cuBLAS, read at
+// (eagerc/codegen/triton/plan_launcher/lt_matmul.cpp): torch's TF32 setting for cuBLAS, read at
 // each call, as ATen reads it.
 #pragma once
 

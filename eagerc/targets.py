@@ -85,7 +85,7 @@ class Target:
         and the accelerator decompositions' version where they apply."""
         settings = self.codegen.compiler_settings()
         if not self.native_kernels:
-            from eagerc.compile.accelerator_decompositions import VERSION
+            from eagerc.compile.accelerator.decompositions import VERSION
 
             settings = {**settings, "accelerator_decompositions": VERSION}
         return settings
@@ -105,7 +105,7 @@ class Target:
         own = self.codegen.decompositions()
         if self.native_kernels:
             return own
-        from eagerc.compile.accelerator_decompositions import for_codegen
+        from eagerc.compile.accelerator.decompositions import for_codegen
 
         return {**for_codegen(self.codegen.name), **own}
 

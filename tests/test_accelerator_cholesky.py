@@ -1,5 +1,5 @@
 """The accelerator decompositions of the Cholesky factorization
-(eagerc/compile/accelerator_cholesky.py) against native eager: OpInfo's calls and matrices
+(eagerc/compile/accelerator/cholesky.py) against native eager: OpInfo's calls and matrices
 that are not positive-definite (info, and the partial factor ATen returns), on CPU tensors
 (fast), and compiled on the eagerc device with aliases off (slow)."""
 from __future__ import annotations
@@ -11,7 +11,7 @@ import pytest
 import torch
 from vendor_device import SERVED_BY_KERNELS, opinfo_calls, run_without_aliases
 
-from eagerc.compile.accelerator_decompositions import ACCELERATOR_DECOMPOSITIONS
+from eagerc.compile.accelerator.decompositions import ACCELERATOR_DECOMPOSITIONS
 from eagerc.testing import assert_close
 
 aten = torch.ops.aten
@@ -87,15 +87,15 @@ def test_value_checks_are_host_code_only():
     # On GPU memory a failed check is a device-side assert (the process's CUDA context is
     # then unusable), and Inductor runs the kernels on random values while compiling them:
     # a decomposition that checks values is refused there and the op takes the next rung.
-    from eagerc.compile import accelerator_cholesky, accelerator_random, value_checks
+    from eagerc.compile.accelerator import cholesky, random_ops, value_checks
 
     value_checks.assert_values(torch.tensor(True), "fine")
     with pytest.raises(RuntimeError, match="not positive"):
         value_checks.assert_values(torch.tensor(False), "not positive")
     off_host = torch.empty(3, 3, device="meta")
     with pytest.raises(NotImplementedError, match="device-side assert"):
-        accelerator_cholesky.cholesky(off_host)
+        cholesky.cholesky(off_host)
     with pytest.raises(NotImplementedError, match="device-side assert"):
-        accelerator_random.multinomial(torch.empty(4, device="meta"), 2)
+        random_ops.multinomial(torch.empty(4, device="meta"), 2)
     # Without a check the factorization is traced on any memory.
-    accelerator_cholesky.cholesky_ex(off_host, check_errors=False)
+    cholesky.cholesky_ex(off_host, check_errors=False)

@@ -1,4 +1,4 @@
-"""The accelerator decompositions (eagerc/compile/accelerator_decompositions.py): ops that
+"""The accelerator decompositions (eagerc/compile/accelerator/decompositions.py): ops that
 on host memory would run ATen's CPU kernel (as an extern or on aliases) trace into ops
 eagerc compiles, on a device whose aliases are off as a vendor's accelerator's are.
 
@@ -16,7 +16,7 @@ import textwrap
 import pytest
 import torch
 
-from eagerc.compile.accelerator_decompositions import ACCELERATOR_DECOMPOSITIONS
+from eagerc.compile.accelerator.decompositions import ACCELERATOR_DECOMPOSITIONS
 from eagerc.testing import assert_close
 
 # OpInfo entry -> the aten overloads its samples call (functional forms).
@@ -103,7 +103,7 @@ def test_special_functions_triton_has_no_code_for(name):
     edges; host C++ has code for every one and gets none."""
     from torch.testing._internal.common_methods_invocations import op_db
 
-    from eagerc.compile.accelerator_decompositions import special_for
+    from eagerc.compile.accelerator.decompositions import special_for
 
     assert special_for("cpp") == {}
     table = special_for("triton")
@@ -134,7 +134,7 @@ _ON_DEVICE = textwrap.dedent("""
             return type(v)(dev(x) for x in v)
         return v
     from torch.utils._python_dispatch import TorchDispatchMode
-    from eagerc.compile.accelerator_decompositions import ACCELERATOR_DECOMPOSITIONS
+    from eagerc.compile.accelerator.decompositions import ACCELERATOR_DECOMPOSITIONS
     reached = set()
     class Record(TorchDispatchMode):
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):

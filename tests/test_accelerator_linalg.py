@@ -1,4 +1,4 @@
-"""The accelerator decompositions of linear algebra (eagerc/compile/accelerator_linalg.py)
+"""The accelerator decompositions of linear algebra (eagerc/compile/accelerator/linalg.py)
 against native eager: on OpInfo samples and every mode, on CPU tensors (fast: values,
 shapes, dtypes and ATen's strides), and compiled on the eagerc device with aliases off
 (slow: each compiles, the solvers as externs of the artifact, no host round trip)."""
@@ -11,7 +11,7 @@ import pytest
 import torch
 from vendor_device import SERVED_BY_KERNELS, run_without_aliases
 
-from eagerc.compile.accelerator_decompositions import ACCELERATOR_DECOMPOSITIONS
+from eagerc.compile.accelerator.decompositions import ACCELERATOR_DECOMPOSITIONS
 from eagerc.testing import assert_close
 
 aten = torch.ops.aten

@@ -1,5 +1,5 @@
 """The accelerator decompositions of the LU factorization and the ops ATen builds on it
-(eagerc/compile/accelerator_lu.py) against native eager: every call OpInfo's linalg samples
+(eagerc/compile/accelerator/lu.py) against native eager: every call OpInfo's linalg samples
 make of them, on CPU tensors (fast: values, pivots and info exactly, shapes, dtypes and
 ATen's strides), and compiled on the eagerc device with aliases off (slow)."""
 from __future__ import annotations
@@ -11,7 +11,7 @@ import pytest
 import torch
 from vendor_device import SERVED_BY_KERNELS, opinfo_calls, run_without_aliases
 
-from eagerc.compile.accelerator_decompositions import ACCELERATOR_DECOMPOSITIONS
+from eagerc.compile.accelerator.decompositions import ACCELERATOR_DECOMPOSITIONS
 from eagerc.testing import assert_close
 
 aten = torch.ops.aten

@@ -1,5 +1,5 @@
 """The accelerator decompositions of normal and multinomial with tensor arguments
-(eagerc/compile/accelerator_random.py) against native eager: shapes, dtypes and the
+(eagerc/compile/accelerator/random_ops.py) against native eager: shapes, dtypes and the
 distribution of many draws (a different stream than ATen's, the same distribution), on CPU
 tensors (fast) and compiled on the eagerc device with aliases off, where bad input raises
 eager's error (slow)."""
@@ -11,7 +11,7 @@ import pytest
 import torch
 from vendor_device import SERVED_BY_KERNELS, run_without_aliases
 
-from eagerc.compile.accelerator_decompositions import ACCELERATOR_DECOMPOSITIONS
+from eagerc.compile.accelerator.decompositions import ACCELERATOR_DECOMPOSITIONS
 
 aten = torch.ops.aten
 

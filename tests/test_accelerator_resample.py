@@ -1,5 +1,5 @@
 """The accelerator decomposition of anti-aliased bilinear resampling
-(eagerc/compile/accelerator_resample.py) against native eager: OpInfo samples and a grid of
+(eagerc/compile/accelerator/resample.py) against native eager: OpInfo samples and a grid of
 sizes, scales and align_corners on CPU tensors (fast), compiled on the eagerc device with
 aliases off (slow)."""
 from __future__ import annotations
@@ -10,7 +10,7 @@ import pytest
 import torch
 from vendor_device import SERVED_BY_KERNELS, run_without_aliases
 
-from eagerc.compile.accelerator_decompositions import ACCELERATOR_DECOMPOSITIONS
+from eagerc.compile.accelerator.decompositions import ACCELERATOR_DECOMPOSITIONS
 from eagerc.testing import assert_close
 
 OP = torch.ops.aten._upsample_bilinear2d_aa.default

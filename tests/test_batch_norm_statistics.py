@@ -1,5 +1,5 @@
 """Inference batch norm on a GPU returns the running mean and the inverse std besides its
-output (eagerc/compile/batch_norm_statistics.py): those must not feed the output, so that
+output (eagerc/codegen/triton/batch_norm_statistics.py): those must not feed the output, so that
 Inductor's three kernels are independent and combo kernels launch them as one. Traced here
 on meta tensors (a GPU's form: CPU returns no statistics) and run on CPU tensors."""
 import pytest
@@ -7,9 +7,9 @@ import torch
 import torch.nn.functional as F
 from torch.fx.experimental.proxy_tensor import make_fx
 
-from eagerc.codegen.triton import TritonCodegen
-from eagerc.compile import batch_norm_statistics
-from eagerc.compile.batch_norm_statistics import _default
+from eagerc.codegen.triton.generator import TritonCodegen
+from eagerc.codegen.triton import batch_norm_statistics
+from eagerc.codegen.triton.batch_norm_statistics import _default
 from eagerc.compile.trace import _decompositions
 
 aten = torch.ops.aten

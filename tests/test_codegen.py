@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from eagerc.codegen import CPP, TRITON
-from eagerc.compile import plan_build
+from eagerc.codegen.triton import plan_build
 
 WRAPPER = """#include <torch/csrc/inductor/cpp_wrapper/cuda.h>
 static CUfunction k0 = nullptr;

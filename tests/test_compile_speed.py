@@ -1,4 +1,4 @@
-"""How eagerc has Inductor build a CPU kernel (eagerc/codegen/cpp.py, compile/wrapper_build.py): the
+"""How eagerc has Inductor build a CPU kernel (eagerc/codegen/cpp/generator.py, codegen/cpp/wrapper_build.py): the
 wrapper and the kernels as two translation units compiled side by side, then one link;
 input size asserts left to eagerc's guard. Behaviour only (flags, order, results), no
 seconds: tools/bench_cold.py --compile measures the time."""
@@ -11,10 +11,11 @@ import pytest
 import torch
 
 import eagerc
-from eagerc.codegen import cpp
-from eagerc.codegen.cpp import drop_input_asserts
-from eagerc.compile import settings, wrapper_build
-from eagerc.compile.wrapper_build import routed_builds
+from eagerc.codegen.cpp import generator as cpp
+from eagerc.codegen.cpp.generator import drop_input_asserts
+from eagerc.compile import settings
+from eagerc.codegen.cpp import wrapper_build
+from eagerc.codegen.cpp.wrapper_build import routed_builds
 from eagerc.testing import assert_close
 
 

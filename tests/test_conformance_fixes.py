@@ -4,7 +4,7 @@ bounds. Each call runs on the eagerc device and in override mode (enable("cpu"))
 compared with CPU eager exactly (signed zeros included) where eager's kernel is exact.
 
 Where Inductor can compute ATen's values (floor_divide in float32/float64, and in a half
-type over a one-value divisor: compile/cpu_decompositions.py) the compiled kernel must
+type over a one-value divisor: codegen/cpp/cpu_decompositions.py) the compiled kernel must
 serve; where it cannot (compile/known_wrong.py) the call must run eager's kernel.
 """
 from __future__ import annotations
@@ -205,7 +205,8 @@ def test_refusals_and_decompositions_are_in_the_cache_key(monkeypatch):
 
     from eagerc import targets
     from eagerc.cache import CacheKey
-    from eagerc.compile import cpu_decompositions, known_wrong, per_op_patches
+    from eagerc.codegen.cpp import cpu_decompositions
+    from eagerc.compile import known_wrong, per_op_patches
 
     key = CacheKey(kind="op", target=targets.for_device("eagerc"), name="aten::nextafter", signature=b"")
     before = key.namespace_components()

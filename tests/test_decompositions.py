@@ -100,7 +100,7 @@ def test_calls_inductor_computes_wrongly_run_eagers_kernel(fresh_cache, call, op
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16])
 def test_cpu_softmax_through_eagercs_decomposition_matches_eager(fresh_cache, dtype):
-    # compile/cpu_decompositions.py: the reciprocal of each row sum is its own buffer and
+    # codegen/cpp/cpu_decompositions.py: the reciprocal of each row sum is its own buffer and
     # the output is scaled in place. Rows with inf, an all -inf row (NaN, as eager), a NaN;
     # the last dim, dim 0, a transposed input, a 3-d input; each kernel compiles once.
     x = torch.randn(6, 20)
@@ -141,7 +141,7 @@ def _max_pool_inputs(shape, dtype):
     (torch.float32, (2, 3, 15, 10), ([5, 3], [2, 1], [2, 1], [3, 2], True), "contiguous"),
 ])
 def test_max_pool2d_through_eagercs_decomposition_is_atens(fresh_cache, dtype, shape, args, layout):
-    # compile/cpu_decompositions.py: ATen's loop as a generated kernel. Values (with the
+    # codegen/cpp/cpu_decompositions.py: ATen's loop as a generated kernel. Values (with the
     # sign of a zero) and indices are ATen's, bit for bit; each kernel compiles once.
     inputs = _max_pool_inputs(shape, dtype)
     if layout == "channels_last":

@@ -1,5 +1,5 @@
 """Extern calls that a host-memory device's compiled kernels make on its own tensors
-(eagerc/codegen/cpp.py, its device-safe shims): ATen's CPU flash attention runs on the eagerc
+(eagerc/codegen/cpp/generator.py, its device-safe shims): ATen's CPU flash attention runs on the eagerc
 device's tensors with no CPU aliases, and allocates its output with the device's
 allocator; results equal CPU eager."""
 from __future__ import annotations

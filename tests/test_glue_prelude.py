@@ -1,4 +1,4 @@
-"""eagerc's own wrapper header (eagerc/compile/glue_prelude.py): generated wrappers build
+"""eagerc's own wrapper header (eagerc/codegen/cpp/glue_prelude.py): generated wrappers build
 on it instead of Inductor's header, a wrapper it cannot build falls back to Inductor's, and
 the library still imports. Behaviour only; tools/bench_cold.py measures the time."""
 from __future__ import annotations
@@ -17,8 +17,9 @@ import pytest
 import torch
 
 import eagerc
-from eagerc.compile import glue_prelude, lean_gpu_prelude
-from eagerc.compile.glue_prelude import MINIMAL_BINDING, _compile_flags, prelude_text, slim_source
+from eagerc.codegen.cpp import glue_prelude
+from eagerc.codegen.triton import lean_gpu_prelude
+from eagerc.codegen.cpp.glue_prelude import MINIMAL_BINDING, _compile_flags, prelude_text, slim_source
 from eagerc.testing import assert_close
 
 DATA = Path(__file__).parent / "data"

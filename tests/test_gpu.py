@@ -58,10 +58,10 @@ def test_new_sizes_reuse_one_kernel_per_size_class(fresh_cache):
 
 
 def test_triton_only_kernels_launch_from_a_plan(fresh_cache):
-    # No per-op C++ for these (eagerc/compile/launch_plan.py): each compile is one plan,
+    # No per-op C++ for these (eagerc/codegen/triton/launch_plan.py): each compile is one plan,
     # Triton kernels and cuBLAS externs alike,
     # and the plan's guard and launches serve other sizes and alpha values exactly.
-    from eagerc.compile import plan_build
+    from eagerc.codegen.triton import plan_build
 
     ops = ["aten::add.Tensor", "aten::_softmax", "aten::native_layer_norm", "aten::sum.dim_IntList",
            "aten::where.self", "aten::cumsum", "aten::mm", "aten::addmm"]

@@ -1,5 +1,5 @@
 """GPU artifacts are self-contained: the cubins Inductor's wrapper would load by file path
-are linked into the library instead (eagerc/codegen/triton.py, embed_cubins).
+are linked into the library instead (eagerc/codegen/triton/generator.py, embed_cubins).
 
 Runs without a GPU: a wrapper-shaped C++ file whose loadKernel records the bytes it is
 given is rewritten, compiled into a shared library with the system C++ compiler, the
@@ -14,7 +14,7 @@ import subprocess
 import pytest
 
 from eagerc.refusals import CompileError
-from eagerc.codegen.triton import embed_cubins
+from eagerc.codegen.triton.generator import embed_cubins
 
 WRAPPER = """
 #include <cstring>

@@ -1,5 +1,5 @@
 """GPU wrappers make a CUDA context current after their device guard
-(eagerc/compile/gpu_context.py).
+(eagerc/codegen/triton/gpu_context.py).
 
 Runs without a GPU: an entry function shaped like Inductor's JIT GPU wrapper (its device
 guard, then a launch) is compiled with the system C++ compiler against stand-ins for the
@@ -14,7 +14,7 @@ import subprocess
 
 import pytest
 
-from eagerc.compile.gpu_context import make_context_current
+from eagerc.codegen.triton.gpu_context import make_context_current
 
 # Stand-ins for the CUDA types and calls the inserted check uses.
 STANDINS = """

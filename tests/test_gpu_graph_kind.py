@@ -12,7 +12,7 @@ import pytest
 import torch
 from torch.fx.experimental.proxy_tensor import make_fx
 
-from eagerc.codegen.triton import computes_on_gpu as _is_gpu_graph
+from eagerc.codegen.triton.generator import computes_on_gpu as _is_gpu_graph
 
 
 def _traced(fn, *fakes):

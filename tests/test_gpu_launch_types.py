@@ -1,4 +1,4 @@
-"""Float scalars reach Triton kernels unrounded (eagerc/compile/gpu_launch_types.py).
+"""Float scalars reach Triton kernels unrounded (eagerc/codegen/triton/gpu_launch_types.py).
 
 Runs without a GPU: a launcher shaped like the one Inductor's C++ wrapper generated on the
 H100 for ``add(x, y, alpha=<float>)`` (parameters declared int64_t, the body copying one
@@ -13,7 +13,7 @@ import subprocess
 
 import pytest
 
-from eagerc.compile.gpu_launch_types import fix_float_launch_params
+from eagerc.codegen.triton.gpu_launch_types import fix_float_launch_params
 
 # Lines as Inductor generated them (torch 2.11), stand-ins for the CUDA types.
 LAUNCHER = """

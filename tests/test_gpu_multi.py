@@ -32,7 +32,7 @@ def run_all(xs):
 
 
 def test_each_device_index_compiles_its_own_kernel(fresh_cache):
-    from eagerc.compile import plan_build
+    from eagerc.codegen.triton import plan_build
 
     xs = [torch.randn(33, 65, device=f"cuda:{i}") for i in (0, 1)]
     expected = run_all(xs)

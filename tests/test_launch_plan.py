@@ -1,5 +1,5 @@
-"""Launch plans (eagerc/compile/launch_plan.py) read from real GPU wrappers, and the plan
-launcher (eagerc/compile/plan_launcher/) that runs them, exercised without a GPU: the launcher is linked
+"""Launch plans (eagerc/codegen/triton/launch_plan.py) read from real GPU wrappers, and the plan
+launcher (eagerc/codegen/triton/plan_launcher/) that runs them, exercised without a GPU: the launcher is linked
 with a stand-in for the CUDA driver (tests/data/plan_launcher/fake_cuda.c) that records every
 launch, and its guard is compared with the C++ guard it replaces."""
 import ctypes
@@ -15,8 +15,8 @@ import pytest
 import sympy
 import torch
 
-from eagerc.compile import launch_plan, plan_build
-from eagerc.compile.cexpr import Compiler, Unsupported
+from eagerc.codegen.triton import launch_plan, plan_build
+from eagerc.codegen.triton.cexpr import Compiler, Unsupported
 from eagerc.compile.guard_source import guard_source
 from torch.utils._sympy.functions import FloorDiv, Max, Min, Mod, PythonMod, ToFloat
 
@@ -47,7 +47,7 @@ def test_cublas_externs_are_plan_steps_and_other_externs_are_not(name):
 
 
 def test_the_launchers_externs_are_declared_as_torch_declares_them():
-    from eagerc.compile import lean_gpu_prelude
+    from eagerc.codegen.triton import lean_gpu_prelude
 
     header = lean_gpu_prelude._extern_declarations()  # this torch's c_shim_cuda.h
     if not header:

@@ -96,7 +96,7 @@ def test_layers_are_what_the_architecture_says():
     assert layer("eagerc.refusals") == "core"
     # The code generator objects are core: targets and the compiler ask them, features never
     # need to (the eagerc device's Inductor backend registers what they recognize).
-    assert layer("eagerc.codegen") == layer("eagerc.codegen.cpp") == layer("eagerc.codegen.triton") == "core"
+    assert layer("eagerc.codegen") == layer("eagerc.codegen.cpp.generator") == layer("eagerc.codegen.triton.generator") == "core"
     assert layer("eagerc.device.inductor_backend") == "feature:device"
     assert layer("eagerc.capture.monitor") == "feature:capture"
     assert layer("kernel_cache.disk") == "storage"

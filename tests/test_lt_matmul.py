@@ -1,4 +1,4 @@
-"""The plan launcher's direct cuBLASLt matmul (eagerc/compile/plan_launcher/lt_matmul.cpp)
+"""The plan launcher's direct cuBLASLt matmul (eagerc/codegen/triton/plan_launcher/lt_matmul.cpp)
 on a machine without a GPU: the launcher runs mm and addmm plans with a stand-in cuBLASLt
 (tests/data/plan_launcher/fake_cublaslt.c, loaded under cuBLASLt's soname) that computes
 what cuBLASLt defines on host memory. The layouts, transposes, bias epilogue and scalars
@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from eagerc.compile import plan_build
+from eagerc.codegen.triton import plan_build
 from tests.test_launch_plan import _link, _run, launcher  # noqa: F401  (launcher: a fixture)
 
 DATA = Path(__file__).parent / "data" / "plan_launcher"

@@ -1,4 +1,4 @@
-"""Convolution as a launch-plan step (eagerc/compile/plan_externs.py): Inductor's GPU
+"""Convolution as a launch-plan step (eagerc/codegen/triton/plan_externs.py): Inductor's GPU
 wrappers of convolutions (torch 2.11, H100; tests/data/gpu_wrappers/convolution*.cpp) read
 into plans, and the plan launcher calling a stand-in convolution
 (tests/data/plan_launcher/fake_cuda.c) on CPU."""
@@ -8,8 +8,8 @@ import shutil
 import pytest
 import torch
 
-from eagerc.compile import launch_plan
-from eagerc.compile.cexpr import Unsupported
+from eagerc.codegen.triton import launch_plan
+from eagerc.codegen.triton.cexpr import Unsupported
 from tests.test_launch_plan import _link, _run, _wrapper, launcher  # noqa: F401  (launcher: a fixture)
 
 pytestmark = pytest.mark.skipif(shutil.which("g++") is None, reason="needs g++")

@@ -1,5 +1,5 @@
 """The special functions and Chebyshev polynomials decomposed for code generators with no
-code for them (eagerc/compile/accelerator_special.py, accelerator_polynomials.py):
+code for them (eagerc/compile/accelerator/special.py, accelerator_polynomials.py):
 against ATen's kernels on OpInfo samples (float32, float64) and on edge values (0,
 negative, large, the infinities, NaN); on the eagerc device over GPU memory with aliases
 off (slow, CUDA only), each compiles and matches."""
@@ -13,7 +13,7 @@ import textwrap
 import pytest
 import torch
 
-from eagerc.compile.accelerator_special import special_for
+from eagerc.compile.accelerator.special import special_for
 from eagerc.testing import assert_close
 
 TRITON = special_for("triton")
@@ -182,7 +182,7 @@ def test_zeta_and_polygamma_edges(dtype):
 
 _ON_HOST_CPP = textwrap.dedent("""
     import sys, torch, eagerc
-    import eagerc.compile.accelerator_decompositions as decompositions
+    import eagerc.compile.accelerator.decompositions as decompositions
     from eagerc.testing import assert_close
     from torch.testing._internal.common_methods_invocations import op_db
     used = set()
@@ -270,7 +270,7 @@ def test_compiled_on_gpu_memory_without_aliases():
 def test_recurrences_on_gpu_memory_equal_eager():
     # The recurrences' while_loop compiles to a GPU C++ wrapper that loops on the host and
     # launches Triton kernels (torch 2.11's wrapper declared the stream twice in the loop;
-    # eagerc/compile/stream_declarations.py): no alias and no host round trip.
+    # eagerc/codegen/triton/stream_declarations.py): no alias and no host round trip.
     _run_on_gpu_memory([OPINFO[n] for n in RECURRENCES])
 
 

@@ -1,12 +1,12 @@
 """A GPU wrapper whose while_loop subgraphs each declare the stream compiles once the repeat
-is dropped (eagerc/compile/stream_declarations.py); a stream declared in a sibling block,
+is dropped (eagerc/codegen/triton/stream_declarations.py); a stream declared in a sibling block,
 which the outer scope cannot see, is kept."""
 import shutil
 import subprocess
 
 import pytest
 
-from eagerc.compile.stream_declarations import drop_repeated_stream_declarations
+from eagerc.codegen.triton.stream_declarations import drop_repeated_stream_declarations
 
 # The shape of torch 2.11's JIT C++ wrapper for a while_loop on CUDA (trimmed).
 _PRELUDE = """typedef struct CUstream_st* cudaStream_t;

@@ -1,5 +1,5 @@
 """Inductor's per-process CPU ISA probe is remembered across processes when it said yes
-(eagerc/compile/vec_isa_memo.py), and only then."""
+(eagerc/codegen/cpp/vec_isa_memo.py), and only then."""
 from __future__ import annotations
 
 import os
@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from eagerc.compile.vec_isa_memo import memoized
+from eagerc.codegen.cpp.vec_isa_memo import memoized
 
 
 class FakeISA:
@@ -47,7 +47,7 @@ def test_a_yes_is_remembered_a_no_is_probed_again(tmp_path, monkeypatch):
 @pytest.mark.slow
 def test_second_process_does_not_probe(tmp_path):
     child = (
-        "import eagerc.compile.vec_isa_memo as m; m.install()\n"
+        "import eagerc.codegen.cpp.vec_isa_memo as m; m.install()\n"
         "from torch._inductor import cpu_vec_isa as c\n"
         "import subprocess\n"
         "calls = []\n"

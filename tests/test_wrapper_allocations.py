@@ -1,5 +1,5 @@
 """How CPU artifacts allocate: memory-only temporaries from a per-thread arena
-(eagerc/compile/scratch_buffers.py), outputs directly rather than through the dispatcher
+(eagerc/codegen/cpp/scratch_buffers.py), outputs directly rather than through the dispatcher
 (eagerc/compile/direct_alloc.py, csrc/direct_alloc.cpp); and how they check extern kernels'
 outputs without building error messages on every call (eagerc/compile/output_asserts.py)."""
 from contextlib import nullcontext
@@ -11,7 +11,7 @@ import torch.nn.functional as F
 import eagerc
 from eagerc.compile.direct_alloc import direct_allocations
 from eagerc.compile.output_asserts import cheap_output_asserts
-from eagerc.compile.scratch_buffers import scratch_buffers
+from eagerc.codegen.cpp.scratch_buffers import scratch_buffers
 from eagerc.testing import assert_close
 
 WRAPPER = """#include <torch/csrc/inductor/cpp_wrapper/cpu.h>

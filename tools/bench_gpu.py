@@ -143,7 +143,8 @@ def bench_cold(args) -> None:
     if os.environ.get("_EAGERC_COLD_CHILD") != "1":
         _cold_processes(args)
         return
-    from eagerc.compile import glue_prelude, plan_build, wrapper_build
+    from eagerc.codegen.cpp import glue_prelude, wrapper_build
+    from eagerc.codegen.triton import plan_build
 
     glue = []  # seconds of each wrapper build (the g++ step of a GPU compile)
     build_glue = wrapper_build.build_glue
@@ -336,7 +337,8 @@ def bench_cold_model(args) -> None:
         _cold_compile_child(args)
         return
     if os.environ.get("_EAGERC_COLD_CHILD") == "1":
-        from eagerc.compile import glue_prelude, plan_build
+        from eagerc.codegen.cpp import glue_prelude
+        from eagerc.codegen.triton import plan_build
 
         torch.backends.cuda.matmul.allow_tf32 = False
         torch.backends.cudnn.allow_tf32 = False

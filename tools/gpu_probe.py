@@ -242,7 +242,7 @@ with torch.no_grad():
 
 GLUE = r"""
 import re, shlex, subprocess, time, torch, eagerc
-from eagerc.compile import wrapper_build as iw
+from eagerc.codegen.cpp import wrapper_build as iw
 # Each GPU wrapper's compile-and-link command as eagerc runs it, and its time.
 records = []
 original = iw._build_with
@@ -353,7 +353,7 @@ print("native_batch_norm eval save_mean: cpu", tuple(torch.ops.aten.native_batch
 WRAPPERS = r"""
 import logging, os, re, shutil, sys, tarfile, time, torch, eagerc
 import torch.nn.functional as F
-from eagerc.compile import glue_prelude, wrapper_build as iw
+from eagerc.codegen.cpp import glue_prelude, wrapper_build as iw
 # Why a wrapper did not build on eagerc's lean header (glue_prelude logs it at DEBUG).
 handler = logging.StreamHandler(sys.stdout)
 handler.addFilter(lambda r: "wrapper header could not build" in r.getMessage())

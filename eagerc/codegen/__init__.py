@@ -1,8 +1,8 @@
 """Code generators eagerc packages as artifacts, one object per kind, found through
 Inductor's own device registry.
 
-- :data:`~eagerc.codegen.cpp.CPP`: host C++ (Inductor's ``CppScheduling``);
-- :data:`~eagerc.codegen.triton.TRITON`: Triton kernels on CUDA memory (``TritonScheduling``,
+- :data:`~eagerc.codegen.cpp.generator.CPP`: host C++ (Inductor's ``CppScheduling``);
+- :data:`~eagerc.codegen.triton.generator.TRITON`: Triton kernels on CUDA memory (``TritonScheduling``,
   or a combined scheduling that delegates to it).
 
 A device gets one through what it registered with Inductor
@@ -21,8 +21,8 @@ device is its own. Nothing here tests a device's name.
 from __future__ import annotations
 
 from eagerc.codegen.base import Codegen
-from eagerc.codegen.cpp import CPP
-from eagerc.codegen.triton import TRITON
+from eagerc.codegen.cpp.generator import CPP
+from eagerc.codegen.triton.generator import TRITON
 
 __all__ = ["Codegen", "CPP", "TRITON", "ALL", "NoCodegen", "by_name", "for_home", "for_device"]
 

@@ -4,7 +4,7 @@ eagerc packages as artifacts (host C++, Triton kernels launched from C++).
 The compiler (eagerc/compile/) is one pipeline for every kind: trace the call, have
 Inductor generate its C++ wrapper, rewrite the wrapper, build it into a library. At each
 step where the kinds differ it asks the target's code generator, an instance of a subclass
-of :class:`Codegen` (one module each: cpp.py, triton.py), and never the name of a device.
+of :class:`Codegen` (one package each: cpp/, triton/, whose generator.py holds it), and never the name of a device.
 
 Importing this module (and its subclasses' modules) is cheap: ``import eagerc`` gives the
 eagerc device its code generator without importing Inductor; the methods that compile
@@ -144,7 +144,7 @@ class Codegen:
 
     def build_path(self):
         """While active, Inductor's C++ builds of this code's wrappers run eagerc's way
-        (a context manager; compile/wrapper_build.py)."""
+        (a context manager; codegen/cpp/wrapper_build.py)."""
         return contextlib.nullcontext()
 
     def retry_after(self, error: Exception, traced, patches: dict) -> bool:

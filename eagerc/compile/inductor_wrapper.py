@@ -26,7 +26,7 @@ import logging
 from eagerc.artifact import Artifact
 from eagerc.refusals import (IN_PROCESS, ON_DISK, CompileError, InductorFailed,
                             NeedsHostAliases, environment_failure, error_summary)
-from eagerc.compile import glue_prelude
+from eagerc.codegen.cpp import glue_prelude
 from eagerc.compile.guard_source import guard_source, range_checks
 from eagerc.compile.lock import compile_lock
 
@@ -110,7 +110,7 @@ def build_artifact(traced, codegen, check_code=None, patches=None) -> Artifact:
     from torch._guards import TracingContext, tracing
     from torch._inductor.compile_fx import compile_fx_inner
 
-    from eagerc.compile import vec_isa_memo
+    from eagerc.codegen.cpp import vec_isa_memo
 
     vec_isa_memo.install()  # every C++ compile (CPU kernels, GPU wrappers) checks the CPU ISA
     captured = {}

@@ -24,7 +24,7 @@ def _half(args) -> bool:
 def _half_div_floor(a, b) -> bool:
     """A float16/bfloat16 floor division whose divisor has many values: ATen rounds each
     step to the half type (cpu_decompositions.py computes the one-value case exactly)."""
-    from eagerc.compile.cpu_decompositions import divisor_is_one_value
+    from eagerc.codegen.cpp.cpu_decompositions import divisor_is_one_value
 
     return torch.result_type(a, b) in _HALF_TYPES and not divisor_is_one_value(b)
 

@@ -55,9 +55,9 @@ def inductor_overrides() -> list:
 def cxx_compiler() -> str:
     """The C++ compiler Inductor runs, identified by path, size and modification time (a
     compiler upgrade changes them), the flags variables it reads, and how eagerc builds
-    host C++ (the C++ code generator's build recipe, eagerc/codegen/cpp.py; GPU wrappers
+    host C++ (the C++ code generator's build recipe, eagerc/codegen/cpp/generator.py; GPU wrappers
     are host C++ too)."""
-    from eagerc.codegen.cpp import BUILD_RECIPE
+    from eagerc.codegen.cpp.generator import BUILD_RECIPE
 
     name = _config.variable("CXX") or "g++"
     path = shutil.which(name) or name

@@ -174,7 +174,7 @@ def trace_op(op, args, layout, decompose=(), own=None) -> Traced:
     """Trace one call of `op` (an OpOverload) over fakes of its runtime inputs.
 
     Inductor's decompositions apply, with `own` in place of some (the code generator's:
-    for host C++ eagerc's few CPU ones, compile/cpu_decompositions.py), and torch._decomp's
+    for host C++ eagerc's few CPU ones, codegen/cpp/cpu_decompositions.py), and torch._decomp's
     for the ops in `decompose` (ops Inductor would otherwise hand back to ATen).
     """
     from torch._dispatch.python import enable_python_dispatcher

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 
-from eagerc.compile import plan_build
+from eagerc.codegen.triton import plan_build
 
 # From worst to best: an op's status is its worst sample's. Working statuses last.
 ORDER = ("crash", "timeout", "mismatch", "error", "compile_error", "unsupported_arg",
@@ -34,7 +34,7 @@ _NOT_EXTERN = {"aoti_torch_cpu_randint_low_out", "aoti_torch_cuda_randint_low_ou
 
 # What served an op as a vendor's accelerator would see it (--vendor: aliases off): a
 # compiled kernel, an accelerator decomposition compiled (eagerc/compile/
-# accelerator_decompositions.py), an extern (a compiled wrapper's library call, named in the
+# accelerator/decompositions.py), an extern (a compiled wrapper's library call, named in the
 # record, or a call the holder gave the vendor library the code generator lists:
 # Codegen.vendor_externs), the host (the host round trip, or ATen's CPU kernel on aliases),
 # another op's kernels (composite), the device runtime, or nothing that worked.
@@ -61,7 +61,7 @@ def served_by(status: str, op: str, externs=(), decomposed=frozenset()) -> str |
 def accelerator_decomposed_ops(device: str) -> frozenset:
     """The overloads the accelerator decompositions cover on `device` (its code generator
     decides which special functions), as coverage names them."""
-    from eagerc.compile.accelerator_decompositions import for_codegen
+    from eagerc.compile.accelerator.decompositions import for_codegen
     from eagerc.targets import TargetError, for_device
 
     try:

@@ -30,7 +30,7 @@ import math
 
 import torch
 
-from eagerc.compile.accelerator_special import floating_operands
+from eagerc.compile.accelerator.special import floating_operands
 
 _UNROLLED = 16
 _STEPS = 16  # recurrence steps per loop iteration (one kernel)

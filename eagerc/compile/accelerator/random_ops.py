@@ -1,6 +1,6 @@
 """Accelerator decompositions of random ops with tensor arguments (normal, multinomial).
 
-A target without native kernels (accelerator_decompositions.py) would run these on the host:
+A target without native kernels (decompositions.py) would run these on the host:
 Inductor keeps `prims.normal` (torch._refs' normal) as a call back into Python, and has no
 lowering for multinomial. Here they draw through `aten.rand`/`aten.randn`, which Inductor's
 seed pass turns into its own generated random numbers, so the kernel is generated code.
@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import torch
 
-from eagerc.compile.value_checks import assert_values
+from eagerc.compile.accelerator.value_checks import assert_values
 
 aten = torch.ops.aten
 

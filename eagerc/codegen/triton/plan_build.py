@@ -18,8 +18,9 @@ import re
 import struct
 import subprocess
 
-from eagerc.compile import glue_prelude, launch_plan
-from eagerc.compile.cexpr import Unsupported
+from eagerc.codegen.cpp import glue_prelude
+from eagerc.codegen.triton import launch_plan
+from eagerc.codegen.triton.cexpr import Unsupported
 
 log = logging.getLogger("eagerc")
 

@@ -23,7 +23,7 @@ import os
 import re
 from concurrent.futures import ThreadPoolExecutor
 
-from eagerc.compile import glue_prelude
+from eagerc.codegen.cpp import glue_prelude
 
 
 @contextlib.contextmanager

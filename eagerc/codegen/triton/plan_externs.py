@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 
-from eagerc.compile.cexpr import Unsupported
+from eagerc.codegen.triton.cexpr import Unsupported
 
 NAME = r"[A-Za-z_]\w*"  # a C++ identifier (launch_plan.py reads them too)
 

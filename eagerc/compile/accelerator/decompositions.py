@@ -25,21 +25,21 @@ off, EAGERC_ALIAS_FALLBACK=0), these ops are traced into ops Inductor generates 
 - take: an index into the flattened tensor through a 1-d index.
 - hash_tensor: the elements' bits (floats as float64) xor-reduced (prims.xor_sum).
 - special functions and orthogonal polynomials the code generator has no code for
-  (accelerator_special.py, accelerator_polynomials.py): pointwise code over functions it has;
+  (special.py, polynomials.py): pointwise code over functions it has;
   Hermite, Laguerre and Legendre as ATen's recurrence in a while_loop (one kernel of
   pointwise steps per iteration, to each element's own degree).
 - isin: a broadcast comparison reduced with any(). torch._decomp's isin picks a sort-based
   path by a float power of the sizes, a guard eagerc cannot express.
-- normal with tensor arguments and multinomial (accelerator_random.py): draws through
+- normal with tensor arguments and multinomial (random_ops.py): draws through
   rand/randn, which Inductor generates code for, with ATen's value checks as asserts.
-- linalg_solve_triangular, linalg_householder_product, linalg_qr (accelerator_linalg.py):
+- linalg_solve_triangular, linalg_householder_product, linalg_qr (linalg.py):
   through the solvers the code generator's C shim lists (triangular_solve, geqrf, ormqr),
   which the artifact calls as externs.
 - linalg_lu_factor_ex and what ATen builds on it (linalg_lu, _linalg_det, _linalg_slogdet,
-  linalg_inv_ex, _linalg_solve_ex; accelerator_lu.py): LAPACK's unblocked LU with partial
+  linalg_inv_ex, _linalg_solve_ex; lu.py): LAPACK's unblocked LU with partial
   pivoting unrolled as generated code, up to 16 columns; linalg_cholesky_ex and cholesky
-  the same way (accelerator_cholesky.py).
-- _upsample_bilinear2d_aa (accelerator_resample.py): ATen's separable anti-aliasing
+  the same way (cholesky.py).
+- _upsample_bilinear2d_aa (resample.py): ATen's separable anti-aliasing
   weights as dense matrices, applied by matmul.
 
 Not here: ops whose output shape depends on values (bincount, unique), histogram with a
@@ -289,7 +289,7 @@ def _take(x, index):
     return aten.index(x.reshape(-1), [index.reshape(-1)]).reshape(index.shape)
 
 
-from eagerc.compile.accelerator_special import special_for  # noqa: E402
+from eagerc.compile.accelerator.special import special_for  # noqa: E402
 
 
 def for_codegen(codegen_name: str) -> dict:
@@ -325,14 +325,13 @@ def _table() -> dict:
     add(aten._histogramdd_from_bin_tensors, _histogramdd_bins)
     add(aten.take, _take)
     add(aten.hash_tensor, _hash_tensor)
-    from eagerc.compile import (accelerator_cholesky, accelerator_linalg, accelerator_lu,
-                                accelerator_random, accelerator_resample)
+    from eagerc.compile.accelerator import cholesky, linalg, lu, random_ops, resample
 
-    table.update(accelerator_random.table())
-    table.update(accelerator_linalg.table())
-    table.update(accelerator_lu.table())
-    table.update(accelerator_cholesky.table())
-    table.update(accelerator_resample.table())
+    table.update(random_ops.table())
+    table.update(linalg.table())
+    table.update(lu.table())
+    table.update(cholesky.table())
+    table.update(resample.table())
     return {op: fn for op, fn in table.items() if "dimname" not in op._schema.overload_name}
 
 

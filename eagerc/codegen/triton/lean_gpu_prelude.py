@@ -87,7 +87,7 @@ _OWN = """\
 #include <Python.h>
 #include <cuda.h>
 #include <cuda_runtime_api.h>
-// eagerc's lean GPU wrapper header (eagerc/compile/lean_gpu_prelude.py).
+// eagerc's lean GPU wrapper header (eagerc/codegen/triton/lean_gpu_prelude.py).
 extern "C" {
 struct AtenTensorOpaque;
 using AtenTensorHandle = AtenTensorOpaque*;

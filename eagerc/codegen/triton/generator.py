@@ -17,9 +17,9 @@ import torch
 from eagerc.codegen.base import Codegen
 
 # How eagerc builds a GPU graph (part of every cache key): the wrapper (glue) at -O1 on
-# eagerc's header (the lean one where it fits: compile/lean_gpu_prelude.py), linked through
+# eagerc's header (the lean one where it fits: codegen/triton/lean_gpu_prelude.py), linked through
 # libtorch stubs; a wrapper of Triton kernels and cuBLAS's mm family is no compile at all
-# but a launch plan appended to the plan launcher (compile/launch_plan.py, plan_build.py).
+# but a launch plan appended to the plan launcher (codegen/triton/launch_plan.py, plan_build.py).
 BUILD_RECIPE = "gpu-build-v4:O1-glue:no-debug-info:torch-link-stubs:glue-prelude-v1:lean-gpu-prelude-v2:plan-launcher-v1"
 
 # Inductor settings for GPU graphs: kernels compiled and tuned while the graph compiles,
@@ -155,7 +155,7 @@ class TritonCodegen(Codegen):
         return dict(_PATCHES)
 
     def decompositions(self) -> dict:
-        from eagerc.compile import batch_norm_statistics
+        from eagerc.codegen.triton import batch_norm_statistics
 
         return dict(batch_norm_statistics.DECOMPOSITIONS)
 
@@ -176,11 +176,11 @@ class TritonCodegen(Codegen):
     def rewrite_for_entry(self, code: str, graph_inputs: set) -> str:
         from eagerc.compile.boxed_int_lists import fix_boxed_int_lists
         from eagerc.compile.direct_alloc import direct_allocations
-        from eagerc.compile.gpu_context import make_context_current
-        from eagerc.compile.gpu_launch_types import fix_float_launch_params
+        from eagerc.codegen.triton.gpu_context import make_context_current
+        from eagerc.codegen.triton.gpu_launch_types import fix_float_launch_params
         from eagerc.compile.output_asserts import cheap_output_asserts
         from eagerc.compile.scalar_reads import direct_scalar_reads
-        from eagerc.compile.stream_declarations import drop_repeated_stream_declarations
+        from eagerc.codegen.triton.stream_declarations import drop_repeated_stream_declarations
 
         code = drop_repeated_stream_declarations(embed_cubins(code))
         code = fix_boxed_int_lists(direct_scalar_reads(code))
@@ -188,7 +188,8 @@ class TritonCodegen(Codegen):
         return cheap_output_asserts(direct_allocations(code))
 
     def build_path(self):
-        from eagerc.compile import plan_build, wrapper_build
+        from eagerc.codegen.triton import plan_build
+        from eagerc.codegen.cpp import wrapper_build
 
         # Every build of a GPU wrapper is one compile-and-link of glue (its kernels are
         # Triton's), or none: a launch plan.

@@ -1,6 +1,6 @@
 """Accelerator decompositions of linear algebra, over the solvers Inductor's C shims list.
 
-A target without native kernels (accelerator_decompositions.py) would run ATen's linalg
+A target without native kernels (decompositions.py) would run ATen's linalg
 ops with no lowering on the host. Those that ATen itself builds from LAPACK's QR and
 triangular solves are traced here into the ATen ops each code generator's vendor library
 offers through Inductor's C shim (`c_shim_cpu.h`, `c_shim_cuda.h`: `geqrf`, `ormqr`,

@@ -19,9 +19,9 @@ from eagerc.codegen.base import Codegen
 # covers the wrapper's headers only, so the kernels' vector headers, cpp_prefix.h, were
 # parsed every time) and ~0.4 s of ld reading libtorch_cpu's 75k dynamic symbols. Instead,
 # Inductor's "build separate" mode: the wrapper (glue code) at -O1 on eagerc's own header
-# (compile/glue_prelude.py), the kernels with Inductor's unchanged -O3 flags, each
+# (codegen/cpp/glue_prelude.py), the kernels with Inductor's unchanged -O3 flags, each
 # translation unit with its own precompiled header, the two compiles in parallel, libtorch
-# linked through an empty stub (compile/wrapper_build.py); input size asserts left to
+# linked through an empty stub (codegen/cpp/wrapper_build.py); input size asserts left to
 # eagerc's guard; a graph of extern calls alone built as glue at -O1. ~0.9 s per kernel.
 BUILD_RECIPE = "cpu-build-v2:separate-O1-wrapper:no-input-asserts:torch-cpu-link-stub:glue-prelude-v1"
 
@@ -69,7 +69,8 @@ class CppCodegen(Codegen):
         return cpu_arch()
 
     def compiler_settings(self) -> dict:
-        from eagerc.compile import cpu_decompositions, settings
+        from eagerc.codegen.cpp import cpu_decompositions
+        from eagerc.compile import settings
 
         # "threads": parallel kernels take the thread count at run time (compile/op.py);
         # kernels stored before that must not be loaded.
@@ -77,7 +78,7 @@ class CppCodegen(Codegen):
                 "decompositions": cpu_decompositions.VERSION}
 
     def decompositions(self) -> dict:
-        from eagerc.compile.cpu_decompositions import CPU_DECOMPOSITIONS
+        from eagerc.codegen.cpp.cpu_decompositions import CPU_DECOMPOSITIONS
 
         return CPU_DECOMPOSITIONS
 
@@ -85,7 +86,7 @@ class CppCodegen(Codegen):
         return {k: v for k, v in _PATCHES.items() if hasattr(config, k)}
 
     def rewrite_generated(self, code: str) -> str:
-        from eagerc.compile.scratch_buffers import scratch_buffers
+        from eagerc.codegen.cpp.scratch_buffers import scratch_buffers
 
         return scratch_buffers(code)
 
@@ -99,7 +100,7 @@ class CppCodegen(Codegen):
         return cheap_output_asserts(direct_allocations(code))
 
     def build_path(self):
-        from eagerc.compile import wrapper_build
+        from eagerc.codegen.cpp import wrapper_build
 
         return wrapper_build.routed_builds()
 

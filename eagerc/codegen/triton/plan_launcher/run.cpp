@@ -1,6 +1,6 @@
 // eagerc's plan launcher: the entry and guard of a GPU artifact whose kernels are all
 // Triton's (or cuBLAS's and cuDNN's, through AOTI's mm/addmm/convolution shims), reading
-// what to do from a launch plan (eagerc/compile/launch_plan.py) instead of being a
+// what to do from a launch plan (eagerc/codegen/triton/launch_plan.py) instead of being a
 // generated C++ wrapper. Built once per machine as a shared library from this folder
 // (plan_build.py); an artifact is a copy of that library with its plan text and cubins
 // appended after the ELF image (the loader ignores bytes past it), which payload.cpp reads

@@ -54,7 +54,7 @@ import torch
 aten = torch.ops.aten
 
 # Changes whenever a decomposition here changes the code it produces: the C++ code
-# generator's compiler settings hold it (eagerc/codegen/cpp.py), so kernels built with an
+# generator's compiler settings hold it (eagerc/codegen/cpp/generator.py), so kernels built with an
 # older one are not hits. Importing this module does not import Inductor.
 VERSION = "2"
 

@@ -24,7 +24,7 @@ import re
 import subprocess
 import tempfile
 
-from eagerc.compile import lean_gpu_prelude
+from eagerc.codegen.triton import lean_gpu_prelude
 
 # What every generated wrapper uses: RAII tensor handles and error checks (utils.h), the
 # C shims, device helpers, scalar_to_tensor, generic math, align(); Python.h only for the

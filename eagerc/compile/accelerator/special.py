@@ -266,7 +266,7 @@ def _polygamma(n, x):
 
 
 def _table():
-    from eagerc.compile.accelerator_polynomials import POLYNOMIALS
+    from eagerc.compile.accelerator.polynomials import POLYNOMIALS
 
     return {"ndtr": _ndtr, "log_ndtr": _log_ndtr, "spherical_bessel_j0": _spherical_bessel_j0,
             "ndtri": _ndtri, "modified_bessel_k0": _bessel_k(0, False),

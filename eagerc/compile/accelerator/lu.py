@@ -21,14 +21,14 @@ rounding (as ATen's CPU and CUDA kernels differ there too).
 - _linalg_det / _linalg_slogdet: the diagonal's product (log-magnitudes' sum and signs)
   times the permutation's sign, with LU and pivots (of A^T for a row-major A, as ATen).
 - linalg_inv_ex / _linalg_solve_ex: the factorization and linalg_lu_solve's decomposition
-  (accelerator_linalg.py), with ATen's vector right-hand side for solve.
+  (linalg.py), with ATen's vector right-hand side for solve.
 """
 from __future__ import annotations
 
 import torch
 
-from eagerc.compile.accelerator_linalg import column_major
-from eagerc.compile.value_checks import assert_values
+from eagerc.compile.accelerator.linalg import column_major
+from eagerc.compile.accelerator.value_checks import assert_values
 
 aten = torch.ops.aten
 
@@ -115,7 +115,7 @@ def slogdet(A):
 
 
 def inv_ex(A, *, check_errors=False):
-    from eagerc.compile.accelerator_linalg import lu_solve
+    from eagerc.compile.accelerator.linalg import lu_solve
 
     LU, pivots, info = lu_factor_ex(A, check_errors=check_errors)
     n = A.shape[-1]
@@ -124,7 +124,7 @@ def inv_ex(A, *, check_errors=False):
 
 
 def solve_ex(A, B, *, left=True, check_errors=False):
-    from eagerc.compile.accelerator_linalg import lu_solve
+    from eagerc.compile.accelerator.linalg import lu_solve
 
     LU, pivots, info = lu_factor_ex(A, check_errors=check_errors)
     # ATen's vector right-hand side: B of A's shape less its last dim (or 1-d).

@@ -37,9 +37,9 @@ from __future__ import annotations
 
 import re
 
-from eagerc.compile.cexpr import Compiler, Unsupported
-from eagerc.compile.gpu_context import make_context_current
-from eagerc.compile.plan_externs import EXTERNS, NAME as _NAME, extern_step, split_arguments
+from eagerc.codegen.triton.cexpr import Compiler, Unsupported
+from eagerc.codegen.triton.gpu_context import make_context_current
+from eagerc.codegen.triton.plan_externs import EXTERNS, NAME as _NAME, extern_step, split_arguments
 
 VERSION = 1
 

@@ -19,8 +19,8 @@ from __future__ import annotations
 
 import torch
 
-from eagerc.compile.accelerator_linalg import column_major
-from eagerc.compile.value_checks import assert_values
+from eagerc.compile.accelerator.linalg import column_major
+from eagerc.compile.accelerator.value_checks import assert_values
 
 aten = torch.ops.aten
 
