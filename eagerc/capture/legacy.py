@@ -7,6 +7,8 @@ numbers are the guard's or the code's), sizes -> `torch.empty(sizes, dtype=...)`
 that is not an int) is left to the annotation, which stops capture."""
 import torch
 
+from .torch_calls import storage_id
+
 _DTYPES = {torch.FloatTensor: torch.float32, torch.DoubleTensor: torch.float64,
            torch.HalfTensor: torch.float16, torch.BFloat16Tensor: torch.bfloat16,
            torch.LongTensor: torch.int64, torch.IntTensor: torch.int32,
@@ -57,7 +59,6 @@ def record_legacy(mon, fn, args, kw_values, set_post):
         if random:
             rec.random = True
         else:
-            from .torch_calls import storage_id
             rec.const.add(node)  # made from constants only: Python may read it
             mon.opaque += 1  # our own read of its memory's identity, not the program's
             try:

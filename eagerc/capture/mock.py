@@ -15,8 +15,9 @@ import types
 import torch
 
 from . import numpy_ops
-from .guards import is_literal
+from .guards import access, is_literal
 from .refgraph import Relation, contents, expandable
+from .replayed_updates import render
 from .symbolic import plain
 
 IMMUTABLE_TYPES = (int, float, bool, str, bytes, complex, type(None), torch.dtype, torch.device,
@@ -185,9 +186,6 @@ class MockBuilder:
 
     def _replayed(self, expr):
         """The expression recomputing a replayed update from the values at call time."""
-        from .guards import access
-        from .replayed_updates import render
-
         def source(key):
             name = self._sources.get(key)
             if name is None:

@@ -38,6 +38,7 @@ import torch
 
 from . import active_monitor
 from .capture_stop import CaptureStop
+from .guards import ARRAY_VALUE_LIMIT
 
 try:
     import numpy as np
@@ -141,7 +142,6 @@ def _fold_refusal(mon, arr):
     """Why `arr` (a plain ndarray) cannot be a constant of the record, or None: an array
     from outside must be guarded by value (guards.snapshot), one the run made is numpy on
     guarded values."""
-    from .guards import ARRAY_VALUE_LIMIT
     if arr.dtype.kind not in "biufc":
         return f"a numpy array of dtype {arr.dtype} in the operator graph"
     if arr.size > ARRAY_VALUE_LIMIT:
