@@ -96,3 +96,11 @@ def test_synchronize_calls_and_stream_types():
     assert wrapped == s
     with pytest.raises(ValueError, match="exactly one device"):
         torch.eagerc.Stream("eagerc:1")
+
+
+def test_record_stream_is_accepted_and_checks_the_streams_device():
+    x = torch.ones(4, device="eagerc")
+    x.record_stream(torch.Stream("eagerc"))  # host memory: every kernel has already finished
+    torch.testing.assert_close(x.cpu(), torch.ones(4))
+    with pytest.raises(RuntimeError, match="record_stream expects a stream of eagerc"):
+        x.record_stream(torch.Stream("cpu"))

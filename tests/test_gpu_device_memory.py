@@ -96,6 +96,18 @@ def test_streams_are_cuda_streams_and_kernels_run_on_them(tmp_path):
         torch.accelerator.current_stream().wait_event(ev)
         torch.accelerator.synchronize()
         assert ev.query() and other.query()
+        # record_stream: a default-stream block in use on a busy side stream is not handed
+        # out again when freed (without it, the next allocation of its size reuses it).
+        used = torch.zeros(1 << 20, device="eagerc")
+        with torch.eagerc.stream(side):
+            busy()
+            used.add_(1)
+        used.record_stream(side)
+        old = used.data_ptr()
+        del used
+        fresh = torch.empty(1 << 20, device="eagerc")   # the default stream's allocation
+        assert fresh.data_ptr() != old and not side.query()
+        torch.accelerator.synchronize()
         print("OK")
     """, tmp_path / "cache")
     assert "OK" in out

@@ -188,6 +188,14 @@ at::Tensor& set_storage(at::Tensor& self, at::Storage source, int64_t offset, at
   return at::native::set_storage_cpu_(self, std::move(source), offset, size, stride);
 }
 
+// record_stream: the allocator keeps the block from reuse until the work queued on `stream`
+// is done (CUDA's caching allocator on GPU memory; nothing to wait for on host memory).
+void record_stream(at::Tensor& self, c10::Stream stream) {
+  TORCH_CHECK(stream.device_type() == kDeviceType, "eagerc: record_stream expects a stream of ",
+              kDeviceType, ", got one of ", stream.device_type());
+  host_allocator()->recordStream(self.storage().data_ptr(), stream);
+}
+
 at::Scalar local_scalar_dense(const at::Tensor& self) {
   return at::_local_scalar_dense(cpu_alias(self));
 }
@@ -215,6 +223,8 @@ std::vector<RuntimeOp> runtime_ops() {
   add(ops, "_copy_from_and_resize", TORCH_FN(copy_from_and_resize));
   // Reading a value back to the host (.item(), bool(t), printing).
   add(ops, "_local_scalar_dense", TORCH_FN(local_scalar_dense));
+  // The allocator's view of streams: a block stays reserved for work queued on another stream.
+  add(ops, "record_stream", TORCH_FN(record_stream));
   // Storage mutation: reallocates or rebinds storage, no data computation.
   add(ops, "resize_", TORCH_FN(resize));
   add(ops, "set_", TORCH_FN(set_empty));
