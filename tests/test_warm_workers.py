@@ -113,4 +113,4 @@ def test_workers_import_the_callers_eagerc_not_the_working_directorys(tmp_path):
     result = json.loads(run.stdout.strip().splitlines()[-1])
     assert result["eagerc"] == str(installed / "eagerc" / "__init__.py")
     assert result["failed"] == [], run.stderr[-3000:]
-    assert result["compiled"] > 0
+    assert result["compiled"] > 0, (result, run.stderr[-5000:])

@@ -67,6 +67,9 @@ def _replay_in_workers(calls, device_type: str, workers: int, collect) -> None:
         todo.put(call)
     done: queue.Queue = queue.Queue()
     one_started = threading.Event()
+    # A replay compiles before it answers: an interim answer would leave the kernel to
+    # compile elsewhere, after the report.
+    env = dict(os.environ, EAGERC_COMPILE="now")
 
     def fail_the_rest(reason: str) -> None:
         while True:
@@ -85,7 +88,7 @@ def _replay_in_workers(calls, device_type: str, workers: int, collect) -> None:
                     return
                 try:
                     if worker is None:
-                        worker = WorkerProcess("eagerc.warm.compile_worker", device_type)
+                        worker = WorkerProcess("eagerc.warm.compile_worker", device_type, env=env)
                         worker.start()
                         one_started.set()
                     done.put(worker.ask(call))
