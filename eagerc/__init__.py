@@ -59,11 +59,13 @@ def _serve_vendor_device(name: str) -> None:
 _register_device()
 
 
-def wait_compiles() -> None:
-    """Block until every background compile (``compile="background"``) has finished."""
-    from eagerc.per_op.background import compiler
+def wait_compiles(timeout=None) -> bool:
+    """Block until the compile service has finished every kernel this process's misses
+    sent it (background mode, the default), or `timeout` seconds pass (then False). Each
+    kernel is loaded at its signature's next call."""
+    from eagerc.per_op.background import jobs
 
-    compiler().wait()
+    return jobs().wait(timeout)
 
 
 def warm_cache(model, *example_inputs, device=None, train=False, workers=None, optimizer=None,

@@ -81,25 +81,48 @@ def register_device_at_import() -> bool:
     return not torch.cuda.is_available()
 
 
-# "now": a miss waits for its kernel's compile; "background": it is served at once by a
-# kernel that exists while its own compiles on a thread (eagerc/per_op/background.py);
-# random ops compile at their first call, so their numbers follow the seed.
-# enable(device, compile=...) overrides it per device.
+# "background" (the default): a miss is answered at once by a kernel that exists (the
+# device's own in override mode, its memory home's on aliases, else the host round trip)
+# while the compile service compiles its kernel in worker processes of its own
+# (eagerc/per_op/background.py, eagerc/compile_service/); random ops compile at their first
+# call, so their numbers follow the seed. "now": a miss waits for its kernel's compile, in
+# the caller's process. enable(device, compile=...) overrides it per device.
 COMPILE_ENV = "EAGERC_COMPILE"
+COMPILE_MODES = ("background", "now")
 
 
 def compile_mode() -> str:
-    value = os.environ.get(COMPILE_ENV, "now").strip().lower() or "now"
-    if value not in ("now", "background"):
-        raise ValueError(f"{COMPILE_ENV}={value!r}: expected 'now' or 'background'")
+    value = os.environ.get(COMPILE_ENV, "background").strip().lower() or "background"
+    if value not in COMPILE_MODES:
+        raise ValueError(f"{COMPILE_ENV}={value!r}: expected 'background' (compile in the compile "
+                         "service, answer misses at once) or 'now' (compile before answering)")
     return value
+
+
+# The compile service's worker processes (default: half the cores, at least one) and how
+# long it stays with nothing to do before it exits (seconds).
+COMPILE_WORKERS_ENV = "EAGERC_COMPILE_WORKERS"
+SERVICE_IDLE_ENV = "EAGERC_COMPILE_SERVICE_IDLE_S"
+
+
+def compile_workers() -> int:
+    text = os.environ.get(COMPILE_WORKERS_ENV, "").strip()
+    if not text:
+        return max(1, (os.cpu_count() or 2) // 2)
+    if not text.isdigit() or int(text) < 1:
+        raise ValueError(f"{COMPILE_WORKERS_ENV}={text!r}: expected a number of processes, 1 or more")
+    return int(text)
+
+
+def service_idle_seconds() -> float:
+    return _seconds(SERVICE_IDLE_ENV, 120.0)
 
 
 # Comparison switches for tools/bench_gpu.py's --ab (cold GPU compile, A against B):
 # EAGERC_GLUE_PRELUDE picks the header a kernel's C++ glue is built on: "1" (default) the
-# lean prelude where the wrapper fits it, else eagerc's own (eagerc/compile/glue_prelude.py),
+# lean prelude where the wrapper fits it, else eagerc's own (eagerc/codegen/cpp/glue_prelude.py),
 # "full" eagerc's own only, "0" Inductor's header. EAGERC_GPU_LAUNCHER="0" turns launch plans
-# off, so every GPU wrapper is compiled by g++ (eagerc/compile/plan_build.py).
+# off, so every GPU wrapper is compiled by g++ (eagerc/codegen/triton/plan_build.py).
 GLUE_PRELUDE_ENV = "EAGERC_GLUE_PRELUDE"
 GPU_LAUNCHER_ENV = "EAGERC_GPU_LAUNCHER"
 
@@ -116,7 +139,7 @@ def gpu_launcher_enabled() -> bool:
 
 
 # A launch plan runs mm and addmm (float32, 2-D, a row bias) as one cuBLASLt call with
-# descriptors and algorithm kept per problem (eagerc/compile/plan_launcher/lt_matmul.cpp);
+# descriptors and algorithm kept per problem (eagerc/codegen/triton/plan_launcher/lt_matmul.cpp);
 # "0" leaves them to ATen's structured kernels through AOTI's shim (A/B timing). Read by the
 # artifact loader, csrc/matmul_precision.cpp, when it loads a plan's library.
 GPU_CUBLASLT_ENV = "EAGERC_GPU_CUBLASLT"
@@ -136,7 +159,7 @@ def inductor_cache_dir() -> str | None:
     return os.environ.get("TORCHINDUCTOR_CACHE_DIR") or None
 
 
-# Where the C++ compiler's ISA probe verdicts are kept (eagerc/compile/vec_isa_memo.py):
+# Where the C++ compiler's ISA probe verdicts are kept (eagerc/codegen/cpp/vec_isa_memo.py):
 # EAGERC_PROBE_DIR, else $XDG_CACHE_HOME/eagerc-probes (~/.cache/eagerc-probes).
 PROBE_DIR_ENV = "EAGERC_PROBE_DIR"
 

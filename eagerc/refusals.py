@@ -36,14 +36,6 @@ class CompileError(NotCompiled):
         self.remembered = remembered
 
 
-class Deferred(CompileError):
-    """The kernel compiles in the background (eagerc/per_op/background.py); an existing
-    kernel serves this call."""
-
-    def __init__(self):
-        super().__init__("compiling in the background", NOWHERE)
-
-
 class InductorFailed(CompileError):
     """Inductor itself failed on a traced graph (the cause is chained)."""
 

@@ -4,7 +4,8 @@ is replaced here, not honoured) nor a shared remote tier ($EAGERC_REMOTE_CACHE i
 the Redis tests start their own server); compiled kernels are shared across the tests of
 one session (compiling is the slow part) and removed when the session ends
 (``EAGERC_TEST_KEEP_CACHE=1`` keeps it). Inductor's own caches stay shared: they hold
-build products, not eagerc's kernels.
+build products, not eagerc's kernels. Misses compile in the test's process
+(``EAGERC_COMPILE=now``), except where a test asks for background mode.
 
 Under pytest-xdist (``-n 2``, with pyproject's ``--dist loadfile``: a test file runs whole,
 in order, on one worker) every worker has a session cache of its own, so a worker sees
@@ -29,6 +30,11 @@ import pytest
 _SESSION_CACHE = tempfile.mkdtemp(prefix="eagerc-test-cache-")
 os.environ["EAGERC_CACHE_DIR"] = _SESSION_CACHE
 os.environ.pop("EAGERC_REMOTE_CACHE", None)
+# The suite compiles before answering ("now"): most tests count a miss's compile in the
+# test's own process. The default, background mode (a miss answered at once, its kernel
+# compiled by the compile service), is tested where it is asked for:
+# tests/test_background_compile.py and tests/test_background_random_streams.py.
+os.environ["EAGERC_COMPILE"] = "now"
 
 
 @pytest.fixture

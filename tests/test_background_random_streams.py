@@ -1,11 +1,11 @@
 """Background compilation leaves the caller's random streams alone: a program seeded with
-torch.manual_seed draws the same numbers whether its misses compile now or on the
-background thread (eagerc/per_op/background.py, eagerc/random_streams.py).
+torch.manual_seed draws the same numbers whether its misses compile now or in the compile
+service (eagerc/per_op/background.py, eagerc/random_streams.py).
 
-The background thread is held at each point where its work could have drawn or saved a
-generator's state to restore it (inside eager's check, after its run of the op; after the
-compile; whenever it reads the CPU generator's state), and the caller draws there: whatever
-the background drew, or rewound, shows in the caller's numbers, whatever the timing."""
+The service compiles in processes of its own, which cannot touch the caller's generators;
+what remains to hold is the caller's side: random ops are not answered in the interim but
+compiled at their first call, on the caller's thread, under a save and restore of the
+streams, while every other miss is answered in the interim."""
 from __future__ import annotations
 
 import threading
@@ -16,78 +16,15 @@ import torch.nn.functional as F
 
 import eagerc
 from eagerc import _C
-from eagerc.per_op import background, eager_rules
+from eagerc.per_op import background
 from eagerc.testing import assert_close
-
-BACKGROUND_THREAD = "eagerc-background-compile"
-
-
-class _Stops:
-    """The background thread stops at each hold until the caller has drawn once."""
-
-    def __init__(self):
-        self.arrived = threading.Event()
-        self.resume = threading.Event()
-        self.where: list = []
-        self.released = False  # after the test: compiles left run through
-
-    def hold(self, where: str) -> None:
-        if threading.current_thread().name != BACKGROUND_THREAD or self.released:
-            return
-        self.where.append(where)
-        self.resume.clear()
-        self.arrived.set()
-        self.resume.wait(120)
-
-    def drain(self, draw) -> list:
-        """Draw once at every stop, until no compile is queued or running."""
-        drawn = []
-        while True:
-            if self.arrived.wait(0.02):
-                self.arrived.clear()
-                drawn.append(draw())
-                self.resume.set()
-            elif background.compiler().pending() == 0 and not self.arrived.is_set():
-                return drawn
 
 
 @pytest.fixture
-def stops(monkeypatch):
-    from eagerc.compile import op as op_compiler
-
-    # Every deferred job stops first inside eager's check, before it takes the compile lock:
-    # the caller's own compiles (random ops, on its thread) never wait for a held thread.
-    found = _Stops()
-    run_for = eager_rules.callable_for
-    compile_op = op_compiler.compile_op
-
-    def checked(op, args):
-        run = run_for(op, args)
-
-        def run_then_hold(*a, **kw):
-            out = run(*a, **kw)
-            found.hold(f"check {op}")  # inside random_streams.kept() for a random op
-            return out
-        return run_then_hold
-
-    def compiled(*a, **kw):
-        out = compile_op(*a, **kw)
-        found.hold("compile")
-        return out
-
-    def saved_state():
-        state = get_rng_state()
-        found.hold("saved the CPU generator's state")  # a restore would rewind what follows
-        return state
-
-    get_rng_state = torch.random.get_rng_state
-    monkeypatch.setattr(torch.random, "get_rng_state", saved_state)
-    monkeypatch.setattr(eager_rules, "callable_for", checked)
-    monkeypatch.setattr(op_compiler, "compile_op", compiled)
-    yield found
-    found.released = True
-    found.resume.set()
-    eagerc.wait_compiles()
+def service_env(fresh_cache, monkeypatch):
+    monkeypatch.setenv("EAGERC_COMPILE_SERVICE_IDLE_S", "15")
+    yield fresh_cache
+    eagerc.wait_compiles(timeout=900)
 
 
 class _Net(torch.nn.Module):
@@ -110,28 +47,22 @@ def _small_net():
     return _Net().train(), torch.randn(8, 16), lambda net, x: net(x)
 
 
-def _program(device, stops=None, counts=None, steps=3, build=_small_net):
+def _program(device, steps=3, build=_small_net):
     """Seeded: a module in train mode (dropout; `build()` gives it, its input and how to
-    call it) and random factories and in-place draws on `device`, with CPU draws between
-    them (at the background's stops, or `counts[i]` of them after step i). Returns every
-    value drawn or computed, on CPU."""
+    call it) and random factories and in-place draws on `device`, with a CPU draw after
+    each step. Returns every value drawn or computed, on CPU."""
     net, x, forward = build()
     torch.manual_seed(1234)
     net, x = net.to(device), x.to(device)
-    values, drawn_counts = [], []
-    for step in range(steps):
+    values = []
+    for _ in range(steps):
         values.append(forward(net, x))
         values.append(torch.rand(40, device=device))
         values.append(torch.randn(40, device=device))
         values.append(torch.full((40,), 0.5, device=device).bernoulli_())
         values.append(F.dropout(torch.ones(40, device=device), 0.25))
-        if stops is not None:
-            cpu = stops.drain(_cpu_draw)
-            drawn_counts.append(len(cpu))
-        else:
-            cpu = [_cpu_draw() for _ in range(counts[step])]
-        values.extend(cpu)
-    return [v.detach().cpu() for v in values], drawn_counts
+        values.append(_cpu_draw())
+    return [v.detach().cpu() for v in values]
 
 
 def _compare(got, want):
@@ -140,54 +71,48 @@ def _compare(got, want):
         assert_close(g, w, msg=f"value {i}")
 
 
-def test_override_mode_background_draws_are_native_eagers(fresh_cache, stops):
-    # Random ops stay native in override mode (ops=None leaves them out); the compiles the
-    # background runs for the rest must not move the CPU generator they draw from.
+def test_override_mode_background_draws_are_native_eagers(service_env):
+    # Random ops stay native in override mode (ops=None leaves them out); the rest is
+    # answered in the interim while the service compiles it.
     eagerc.enable("cpu", compile="background")
     try:
-        got, counts = _program("cpu", stops=stops)
-        eagerc.wait_compiles()
+        got = _program("cpu")
+        s = eagerc.stats()
     finally:
         eagerc.disable("cpu")
         background.set_mode("cpu", None)
-    s = eagerc.stats()
-    assert s["interim"] > 0 and s["background_compiles"] > 0, s
-    assert sum(counts) == len(stops.where) > 0  # the background stopped, the caller drew
-    want, _ = _program("cpu", counts=counts)
-    _compare(got, want)
+    assert s["interim"] > 0 and s["compiles"] == 0, s
+    _compare(got, _program("cpu"))
 
 
-def test_device_background_draws_follow_the_seed(fresh_cache, stops, build=_small_net, steps=3):
+def test_device_background_draws_follow_the_seed(service_env, build=_small_net, steps=3):
     # On the eagerc device random ops are compiled (Inductor's seeds come from the CPU
     # generator): background mode must draw what compile="now" draws, at every step.
     eagerc.enable("eagerc", compile="background")
     try:
-        got, counts = _program("eagerc", stops=stops, build=build, steps=steps)
-        eagerc.wait_compiles()
+        got = _program("eagerc", build=build, steps=steps)
         s = eagerc.stats()
-        assert s["interim"] > 0 and s["background_compiles"] > 0, s
-        assert sum(counts) == len(stops.where) > 0
+        assert s["interim"] > 0, s
         # Random ops compile on the caller's thread, at their first call.
         for op in ("aten::native_dropout", "aten::rand", "aten::randn", "aten::bernoulli_.float"):
             per_op = s["ops"][f"{op}@PrivateUse1"]
             assert per_op["interim"] == 0 and per_op["compiles"] >= 1, (op, per_op)
-        assert not [w for w in stops.where if "rand" in w or "bernoulli" in w or "dropout" in w]
         background.set_mode("eagerc", "now")
         _C._clear_tables()
-        want, _ = _program("eagerc", counts=counts, build=build, steps=steps)
+        want = _program("eagerc", build=build, steps=steps)
     finally:
         background.set_mode("eagerc", None)
     _compare(got, want)
 
 
 @pytest.mark.slow
-def test_device_background_bert_training_follows_the_seed(fresh_cache, stops, tiny_bert):
+def test_device_background_bert_training_follows_the_seed(service_env, tiny_bert):
     # transformers' BERT in train mode: dropout after embeddings, attention and each layer.
     def build():
         ids = torch.randint(0, 100, (2, 12), generator=torch.Generator().manual_seed(3))
         return tiny_bert().train(), ids, lambda net, x: net(x).last_hidden_state
 
-    test_device_background_draws_follow_the_seed(fresh_cache, stops, build=build, steps=2)
+    test_device_background_draws_follow_the_seed(service_env, build=build, steps=2)
 
 
 def test_autotuning_example_values_off_the_owning_thread():

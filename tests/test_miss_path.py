@@ -5,11 +5,12 @@ The call path of one miss is recorded with sys.setprofile while a fresh signatur
 
 - the hall is eagerc/per_op/resolver.py: it drives every step;
 - a room is a module the hall calls into: the target (eagerc/targets.py), background
-  compiles (eagerc/per_op/background.py), the compile/cache service (eagerc/cache.py),
-  eager's check (eagerc/per_op/eager_rules.py) and the compiler (eagerc/compile/*,
-  eagerc/codegen/*). Whatever a room calls while the hall waits for it (the compiler asking
-  the target for stand-ins, the service asking kernel_cache and compile/settings for the
-  namespace) is that room's own work, inside the same visit;
+  compiles (eagerc/per_op/background.py: whether the miss waits for its compile), the
+  compile/cache service (eagerc/cache.py), eager's check (eagerc/per_op/eager_rules.py)
+  and the compiler (eagerc/compile/*, eagerc/codegen/*). Whatever a room calls while the
+  hall waits for it (the compiler asking the target for stand-ins, the service asking
+  kernel_cache and compile/settings for the namespace) is that room's own work, inside the
+  same visit;
 - small helpers any step may use are not rooms: eagerc/aten_meta.py (the op by name),
   eagerc/_stats.py (counters), eagerc/_config.py, eagerc/refusals.py, eagerc/artifact.py,
   eagerc/random_streams.py (the caller's random streams kept across the check and the
@@ -132,10 +133,9 @@ def test_the_record_sees_a_callback_into_the_hall(fresh_cache, monkeypatch):
 
 def test_each_refusal_has_one_answer():
     from eagerc.per_op.resolver import answer
-    from eagerc.refusals import (IN_PROCESS, NOWHERE, CompileError, Deferred, EagerRaises,
-                                 InductorFailed, NeedsHostAliases, NotCompiled, SpecializeValues)
+    from eagerc.refusals import (IN_PROCESS, NOWHERE, CompileError, EagerRaises, InductorFailed,
+                                 NeedsHostAliases, NotCompiled, SpecializeValues)
 
-    assert answer(Deferred()).action == "interim"  # a CompileError, answered as itself
     assert answer(NeedsHostAliases("aten::mm")).action == "run_on_host_aliases"
     assert answer(SpecializeValues("lifted scalar")).action == "specialize_values"
     raised = answer(EagerRaises("IndexError", "index 9 is out of bounds"))

@@ -1,52 +1,63 @@
-"""Background compilation: a miss need not wait for its compile.
+"""Background compilation (the default): a miss is answered at once, and its kernel is
+compiled out of the caller's way, by the compile service (eagerc/compile_service/).
 
-With ``EAGERC_COMPILE=background`` (or ``enable(device, compile="background")``), a call
-whose kernel is neither in L1 nor in a store is served at once by a kernel that already
-exists, and its own kernel compiles on a background thread:
+A call whose kernel is neither in L1 nor in a store is served by a kernel that exists
+(csrc/kernel_holder.cpp, ``run_interim``):
 
 - override mode (cpu, cuda): the device's own kernel;
-- the eagerc device: ATen's kernel of its memory's home device on zero-copy aliases
-  (csrc/kernel_holder.cpp, ``run_interim``).
+- a device whose memory has a home (the eagerc device: host or CUDA memory): the home's
+  ATen kernel on zero-copy aliases;
+- a device with no home (a vendor's): the host round trip.
 
-Such calls count as ``interim`` in ``eagerc.stats()``. The compile goes through the same
-compile/cache service (stored atomically, so a process that exits mid-compile leaves no
-broken entry) and loads the kernel on the background thread. Only the holder's own thread
-can put a kernel into its C++ table (L1), so the kernel waits here, ready: the next call of
-that signature takes it without a store lookup and counts as a hit (the caller found its
-kernel ready; ``eagerc.stats()`` moves it from misses to hits), and later calls hit in L1.
-A background compile that does not produce a kernel is not retried in the background: the
-next miss decides in the foreground, with the call's real arguments.
+Such calls count as ``interim`` in ``eagerc.stats()``. The miss's description (op,
+arguments' metadata, size class) goes to the compile service, a process of its own with
+worker processes that compile it into the persistent kernel cache: the caller's GIL is
+never held by a compile, and a compile queued by a process that exits still reaches the
+cache. A signature served in the interim is called again: while its job is queued or
+compiling it is answered in the interim again (a look at the service's finished jobs at
+most every ``client.POLL_S``); once the job is done, the kernel is loaded from the store
+(counted as ``background_compiles``) and goes into L1. Nothing calls back into the miss
+path: this module only says what became of a job.
 
-The background thread never draws from the caller's random streams (the process's
-generators, which torch.manual_seed seeds): random ops are not deferred (they compile on
-the caller's thread, at their first call), and the compiles it runs draw nothing
-(eagerc/random_streams.py).
+A job the service could not finish (its worker died, the replay did not reach the
+signature, the service does not run) is compiled in the caller's process at the
+signature's next miss, as in "now" mode, with the call's real arguments: never wrong, and
+the service still takes the process's other misses.
 
-The background compile sees fresh tensors with the call's sizes, strides, offsets and
-dtypes (zero bytes, made without any dispatch), never the caller's tensors, which the
-program may change or free meanwhile.
+Random ops are not deferred (but for attention called with ``dropout_p=0``, which draws
+nothing): they compile on the caller's thread at their first call, so their numbers
+follow torch.manual_seed whatever the timing. ``compile="now"`` (or
+``EAGERC_COMPILE=now``) makes every miss wait for its compile, in the caller's process.
 """
 from __future__ import annotations
 
-import atexit
-import queue
+import hashlib
+import logging
+import os
 import threading
+import time
 
-import torch
+from eagerc import _config, random_streams
+from eagerc.compile_service import call as call_description
+from eagerc.compile_service.client import client, folder_for
 
-from eagerc import _config, _stats, random_streams
-from eagerc.aten_meta import storage_extent
-from eagerc.refusals import Deferred
+log = logging.getLogger("eagerc")
 
 _modes: dict = {}          # device -> "now" | "background" (set by enable)
+
+# What became of a signature's job, as the miss path asks.
+NEW = "new"              # none queued by this process
+WAITING = "waiting"      # queued or compiling: answer in the interim
+FINISHED = "finished"    # the store holds its kernel (or a refusal recorded for it)
+FAILED = "failed"        # compiled in this process from now on
 
 
 def set_mode(device: str, mode) -> None:
     if mode is None:
         _modes.pop(device, None)
         return
-    if mode not in ("now", "background"):
-        raise ValueError(f"compile={mode!r}: expected 'now' or 'background'")
+    if mode not in _config.COMPILE_MODES:
+        raise ValueError(f"compile={mode!r}: expected 'background' or 'now'")
     _modes[device] = mode
 
 
@@ -54,135 +65,102 @@ def is_background(device: str) -> bool:
     return _modes.get(device, _config.compile_mode()) == "background"
 
 
-def _snapshot(value):
-    """A stand-in of `value` with the same metadata, built without dispatching an op
-    (no kernel of any enabled device runs)."""
-    if isinstance(value, torch.Tensor):
-        t = value
-        extent = storage_extent(t.shape, t.stride(), t.storage_offset())
-        raw = torch.frombuffer(bytearray(max(extent, 1) * t.element_size()), dtype=torch.uint8)
-        base = raw.view(t.dtype)[:extent] if t.dtype != torch.bool else raw[:extent].view(torch.bool)
-        if t.device.type != "cpu":
-            base = base.to(t.device)
-        return base.as_strided(t.shape, t.stride(), t.storage_offset())
-    if isinstance(value, (list, tuple)):
-        return type(value)(_snapshot(v) for v in value)
-    return value
+def job_for(request, target, op, transient: bool):
+    """This process's name for the job of the miss `request`, or None when the miss is
+    compiled now: compile="now", a random op, a call inside a dispatch mode, or a device
+    with no kernel to serve it meanwhile (no home and the host round trip off)."""
+    if transient or not is_background(target.device):
+        return None
+    if random_streams.draws(op) and not _draws_nothing(op, request.args):
+        return None
+    if target.new_device and not target.host_aliases and not _config.cpu_fallback_enabled():
+        return None
+    from kernel_cache.layout import default_directory
+
+    return (default_directory(), request.op_name, request.dispatch_key, bytes(request.key),
+            request.specialize_values)
 
 
-class BackgroundCompiler:
-    """One daemon thread compiling queued calls, in order."""
+def _draws_nothing(op, args) -> bool:
+    """A seeded op called so that it draws nothing (attention with dropout_p=0: ATen's
+    kernel and a compiled one alike), so which of them serves it changes no number."""
+    for argument, value in zip(op._schema.arguments, args):
+        if argument.name == "dropout_p":
+            return isinstance(value, (int, float)) and value == 0
+    return False
+
+
+class Jobs:
+    """The jobs this process queued, by its name for them (:func:`job_for`)."""
 
     def __init__(self):
-        self._queue: queue.Queue = queue.Queue()
-        self._pending: set = set()
-        self._given_up: set = set()
-        self._ready: dict = {}  # key -> (cache directory, loaded kernel), not yet in L1
         self._lock = threading.Lock()
-        self._thread = None
-        self._stopping = False
+        self._queued: dict = {}    # name -> (service folder, job id)
+        self._given_up: set = set()
 
-    def defer(self, key_id, stat_key: str, job) -> None:
-        """Queue `job(args_snapshot) -> bool` (True: a kernel or a recorded refusal is in
-        the store) unless this key is queued already, then raise Deferred. A key whose
-        background compile gave nothing is not deferred again: returns, and the caller
-        compiles in the foreground."""
+    def state(self, name) -> str:
         with self._lock:
-            if key_id in self._given_up or self._stopping:
-                return
-            if key_id not in self._pending:
-                self._pending.add(key_id)
-                self._queue.put((key_id, stat_key, job))
-                if self._thread is None or not self._thread.is_alive():
-                    self._thread = threading.Thread(target=self._run, name="eagerc-background-compile",
-                                                    daemon=True)
-                    self._thread.start()
-        raise Deferred()
-
-    def _run(self) -> None:
-        while True:
-            item = self._queue.get()
-            if item is None or self._stopping:
-                self._queue.task_done()
-                return
-            key_id, stat_key, job = item
-            try:
-                try:
-                    # This thread draws nothing from the caller's random streams.
-                    with random_streams.elsewhere():
-                        ok = job()
-                except Exception:  # noqa: BLE001 - the foreground decides next time
-                    ok = False
-                with self._lock:
-                    self._pending.discard(key_id)
-                    if not ok:
-                        self._given_up.add(key_id)
-                if ok:
-                    _stats.count(stat_key, "background_compiles")
-            finally:
-                self._queue.task_done()
-
-    def wait(self) -> None:
-        """Until every queued compile has finished."""
-        self._queue.join()
-
-    def keep_ready(self, key_id, kernel) -> None:
-        """A kernel this thread compiled (or loaded) for `key_id`, for its next miss."""
+            if name in self._given_up:
+                return FAILED
+            queued = self._queued.get(name)
+        if queued is None:
+            return NEW
+        outcome = client().outcome(*queued)
+        if outcome is None:
+            return WAITING
         with self._lock:
-            self._ready[key_id] = (_cache_directory(), kernel)
+            self._queued.pop(name, None)
+            if not outcome.get("ok"):
+                self._given_up.add(name)
+        if outcome.get("ok"):
+            return FINISHED
+        log.info("eagerc: the compile service did not compile %s (%s); compiling it here",
+                 name[1], outcome.get("why", ""))
+        return FAILED
 
-    def take_ready(self, key_id, known_variants=()):
-        """The kernel kept for `key_id`, once; None when there is none, when the kernel
-        cache directory changed since (a kernel of another cache is not this one's), or
-        when the caller's table holds that variant already (its guard failed)."""
+    def submit(self, name, request, target, key) -> bool:
+        """Queue the miss at the service; False (and compiled here from now on) when it
+        cannot be described or the service cannot be reached."""
+        namespace = key.namespace().digest()
+        described = call_description.describe(request.op_name, request.args, request.parallel,
+                                              request.key, target, namespace)
+        queued = False
+        if described is not None:
+            folder = folder_for(os.environ)
+            job_id = hashlib.sha256(namespace.encode() + b"\0" + key.entry_key()).hexdigest()[:32]
+            queued = client().submit(folder, job_id, described.to_bytes())
         with self._lock:
-            kept = self._ready.pop(key_id, None)
-        if kept is None:
-            return None
-        directory, kernel = kept
-        if directory != _cache_directory() or kernel.variant_id in known_variants:
-            return None
-        return kernel
+            if queued:
+                self._queued[name] = (folder, job_id)
+            else:
+                self._given_up.add(name)
+        return queued
 
-    def is_pending(self, key_id) -> bool:
+    def give_up(self, name) -> None:
         with self._lock:
-            return key_id in self._pending
-
-    def shutdown(self) -> None:
-        """At exit: drop what is queued and let the compile in progress finish (its
-        store is atomic either way, but a thread torn down inside Inductor or the C++
-        compiler's runtime can abort the interpreter's exit)."""
-        with self._lock:
-            self._stopping = True
-            thread = self._thread
-        while True:
-            try:
-                self._queue.get_nowait()
-            except queue.Empty:
-                break
-            self._queue.task_done()
-        if thread is not None and thread.is_alive():
-            self._queue.put(None)  # wakes the thread when it was idle
-            thread.join(timeout=120)
+            self._given_up.add(name)
 
     def pending(self) -> int:
         with self._lock:
-            return len(self._pending)
+            return len(self._queued)
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Until every job this process queued has an outcome (True), or `timeout` seconds
+        (False). The kernels are taken at each signature's next call."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            with self._lock:
+                queued = list(self._queued.items())
+            waiting = [name for name, where in queued if client().outcome(*where) is None]
+            if not waiting:
+                return True
+            if deadline is not None and time.monotonic() > deadline:
+                return False
+            time.sleep(0.05)
 
 
-def _cache_directory() -> str:
-    from kernel_cache.layout import default_directory
-
-    return default_directory()
+_jobs = Jobs()
 
 
-_compiler = BackgroundCompiler()
-atexit.register(_compiler.shutdown)
-
-
-def compiler() -> BackgroundCompiler:
-    return _compiler
-
-
-def snapshot_args(args):
-    return tuple(_snapshot(a) for a in args)
+def jobs() -> Jobs:
+    return _jobs

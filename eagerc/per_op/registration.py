@@ -38,10 +38,12 @@ def enable(device: str = "cpu", ops: Optional[Iterable[str]] = None,
     runtime (allocation, copies) stay native. Name ops ("aten::add.Tensor",
     "aten::abs") to serve only those; a random op named here is compiled too.
     A device eagerc has no target for (eagerc/targets.py) raises TargetError, a
-    ValueError naming the known targets and how to add one. ``compile="background"``
-    serves a miss at once with an existing kernel while its own compiles on a
-    background thread (eagerc/per_op/background.py; random ops compile at their first
-    call, so their numbers follow the seed); default: ``$EAGERC_COMPILE`` or "now".
+    ValueError naming the known targets and how to add one. ``compile``: "background"
+    (the default, ``$EAGERC_COMPILE``) answers a miss at once with a kernel that exists
+    (the device's own; its memory home's on aliases; else the host round trip) while the
+    compile service compiles its kernel in other processes (eagerc/per_op/background.py;
+    random ops compile at their first call, so their numbers follow the seed); "now"
+    compiles before answering, in this process.
 
         >>> import torch, eagerc
         >>> ops = eagerc.enable("cpu", ops=["aten::abs"])
@@ -122,13 +124,14 @@ def enabled(device: str = "cpu", ops: Optional[Iterable[str]] = None):
 
 def stats() -> dict:
     """Totals and per-op counters: hits, misses, compiles, disk_loads, fallbacks,
-    compile_seconds, interim (served by an existing kernel while theirs compiled in the
-    background), background_compiles, and on a device with no native kernels and aliases
-    off, the calls no compiled kernel served: externs (the vendor library's kernel the code
-    generator lists) and host_round_trips (copied to CPU and back; docs/vendor.md) (and per
-    op: kernels, fallback_reasons, and
-    on_home_aliases: on a device whose memory has a home, the op's kernels run on zero-copy
-    aliases of the home device, CPU or CUDA, because they call its ATen functions).
+    compile_seconds, interim (calls answered by an existing kernel while the compile service
+    compiled theirs), background_compiles (kernels the compile service compiled, loaded
+    here), and on a device with no native kernels and aliases off, the calls no compiled
+    kernel served: externs (the vendor library's kernel the code generator lists) and
+    host_round_trips (copied to CPU and back; docs/vendor.md) (and per op: kernels,
+    fallback_reasons, and on_home_aliases: on a device whose memory has a home, the op's
+    kernels run on zero-copy aliases of the home device, CPU or CUDA, because they call its
+    ATen functions).
 
         >>> import eagerc
         >>> sorted(k for k in eagerc.stats() if k != "ops")

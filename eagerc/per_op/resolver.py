@@ -4,7 +4,9 @@ One pass, driven from here; every step is one call into a module that returns, a
 calls back into this one::
 
     MissRequest -> the device's target (eagerc/targets.py)
-      -> a kernel the background compiled (eagerc/per_op/background.py)
+      -> background mode: what became of the signature's job (eagerc/per_op/background.py):
+         compiling -> interim; else service().get(key) -> the kernel; new -> queued at
+         the compile service (eagerc/compile_service/) -> interim
       -> with service().locked(key): service().get(key)          (eagerc/cache.py)
       -> eager's check, run once per miss (eagerc/per_op/eager_rules.py)
       -> compile_op (eagerc/compile/op.py)
@@ -15,8 +17,6 @@ Nothing here looks at a dispatch key to decide anything: the device's target doe
 """
 from __future__ import annotations
 
-import contextlib
-
 import torch
 
 from eagerc import _C, _stats, random_streams
@@ -24,13 +24,12 @@ from eagerc.aten_meta import overload_by_name
 from eagerc.cache import CacheKey, service
 from eagerc.per_op import background
 from eagerc.per_op.eager_rules import check_call
-from eagerc.refusals import (NOWHERE, ON_DISK, CompileError, Deferred, EagerRaises, NeedsHostAliases,
-                             NotCompiled, SpecializeValues)
+from eagerc.refusals import (NOWHERE, CompileError, EagerRaises, NeedsHostAliases, NotCompiled,
+                             SpecializeValues)
 from eagerc.targets import TargetError, for_device, served_device
 
 # What each refusal answers (the first class of the refusal's MRO found here).
 _ANSWERS = {
-    Deferred: lambda r: _C.MissAnswer.interim(),
     NeedsHostAliases: lambda r: _C.MissAnswer.run_on_host_aliases(),
     SpecializeValues: lambda r: _C.MissAnswer.specialize_values(),
     EagerRaises: lambda r: _C.MissAnswer.raise_error(r.kind, r.message),
@@ -85,30 +84,21 @@ def resolve(request) -> "_C.MissAnswer":
         return _C.MissAnswer.fallback(str(e), True)
     op = overload_by_name(request.op_name)
     stat_key = f"{request.op_name}@{request.dispatch_key}"
-    deferred_id = (stat_key, bytes(request.key), request.specialize_values)
-    compiler = background.compiler()
-    if compiler.is_pending(deferred_id):
-        return _C.MissAnswer.interim()  # still compiling: no store lookup per call
-    ready = compiler.take_ready(deferred_id, request.known_variants)
-    if ready is not None:
-        _stats.count(stat_key, "ready_on_miss")  # a hit for the caller (background.py)
-        return _C.MissAnswer.kernel(ready)
-    # A random op is never deferred: served by an existing kernel it would draw other
-    # numbers than its compiled kernel (which one served it would depend on the compile's
-    # timing, not on the seed), and eager's check of it draws, which only the caller's
-    # own thread can keep from moving the seeded streams (random_streams.kept).
-    defer = deferred_id if background.is_background(target.device) \
-        and not random_streams.draws(op) else None
+    transient = _context_is_unusual()
+    job = background.job_for(request, target, op, transient)  # None: compiled now, here
     key = CacheKey("op", target, request.op_name, request.key)
     verdict = _EagerVerdict(op, request.args, target)
-    transient = _context_is_unusual()
     try:
+        if job is not None:
+            meanwhile = _stored_or_interim(job, request, target, key, stat_key)
+            if meanwhile is not None:
+                return meanwhile
         return _C.MissAnswer.kernel(_kernel(op, request.args, request.layout, request.parallel,
                                             target, key, stat_key, request.known_variants,
-                                            verdict, transient, defer))
+                                            verdict, transient))
     except NotCompiled as refusal:
-        if type(refusal) is not Deferred and isinstance(refusal, CompileError) \
-                and target.new_device and not transient and not verdict.ran:
+        if isinstance(refusal, CompileError) and target.new_device and not transient \
+                and not verdict.ran:
             # A recorded refusal raises NotImplementedError on a device with no kernels
             # of its own; a call that eager rejects must still get eager's error.
             try:
@@ -118,8 +108,30 @@ def resolve(request) -> "_C.MissAnswer":
         return answer(refusal)
 
 
+def _stored_or_interim(job, request, target, key, stat_key):
+    """In background mode: the stored kernel, or the interim answer while the compile
+    service compiles it; None when this process compiles it now (the service failed the
+    job). Raises a refusal recorded for the key. No lock: the service's worker may hold
+    the key's, and this call must not wait for it."""
+    jobs = background.jobs()
+    state = jobs.state(job)
+    if state == background.WAITING:
+        return _C.MissAnswer.interim()  # still compiling: no store lookup per call
+    if state == background.FAILED:
+        return None
+    hit = service().get(key, stat_key, frozenset(request.known_variants))
+    if hit is not None:
+        if state == background.FINISHED:
+            _stats.count(stat_key, "background_compiles")
+        return _C.MissAnswer.kernel(hit.kernel)
+    if state == background.FINISHED:
+        jobs.give_up(job)  # finished, yet not in the store: compiled here
+        return None
+    return _C.MissAnswer.interim() if jobs.submit(job, request, target, key) else None
+
+
 def _kernel(op, args, layout, parallel, target, key, stat_key, known_variants, verdict,
-            transient=False, defer=None, keep_random=True):
+            transient=False):
     """The loaded kernel of `key`: stored, or checked, compiled and stored now. Raises the
     refusal (recorded, or what this pass met)."""
     svc = service()
@@ -133,16 +145,9 @@ def _kernel(op, args, layout, parallel, target, key, stat_key, known_variants, v
                 # but none is compiled here (the next call in a plain context compiles it).
                 raise CompileError("called inside a dispatch mode or no_dispatch(); not "
                                    "compiled there", NOWHERE)
-            if defer is not None:
-                # Raises Deferred (an existing kernel serves the call now), unless the
-                # background already failed for this key: then compiled here.
-                background.compiler().defer(defer, stat_key, _BackgroundJob(
-                    op, background.snapshot_args(args), layout, parallel, target, key,
-                    stat_key, defer))
             # Eager's check and the compile leave the caller's random streams as they
             # were (both may draw from them), so a first call follows torch.manual_seed.
-            # Not on the background thread: restoring there would rewind the caller's draws.
-            with random_streams.kept() if keep_random else contextlib.nullcontext():
+            with random_streams.kept():
                 # A user error is eager's to report, and says nothing about the signature.
                 verdict.check()
                 # Imported here: a process whose kernels are all stored never loads the compiler.
@@ -153,29 +158,3 @@ def _kernel(op, args, layout, parallel, target, key, stat_key, known_variants, v
             svc.refuse(key, refusal)
             raise
         return svc.put(key, stat_key, artifact).kernel
-
-
-class _BackgroundJob:
-    """The compile of one deferred miss, run on the background thread (on stand-ins of the
-    call's tensors): True when the store then holds a kernel (loaded and kept for the
-    key's next miss) or a refusal that is a property of the signature."""
-
-    def __init__(self, op, args, layout, parallel, target, key, stat_key, deferred_id):
-        self.call = (op, args, layout, parallel, target, key, stat_key)
-        self.deferred_id = deferred_id
-
-    def __call__(self) -> bool:
-        op, args, layout, parallel, target, key, stat_key = self.call
-        _C._enter_activity()  # as inside a miss: ops the compile runs are native
-        try:
-            kernel = _kernel(op, args, layout, parallel, target, key, stat_key, (),
-                             _EagerVerdict(op, args, target), keep_random=False)
-        except NotCompiled as refusal:
-            # A recorded answer ("run on CPU aliases", or a signature's refusal) serves
-            # the next miss from the store; anything else is decided in the foreground.
-            return isinstance(refusal, NeedsHostAliases) or (
-                isinstance(refusal, CompileError) and refusal.remembered == ON_DISK)
-        finally:
-            _C._exit_activity()
-        background.compiler().keep_ready(self.deferred_id, kernel)
-        return True

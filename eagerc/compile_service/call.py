@@ -1,0 +1,132 @@
+"""A miss described for another process, and its replay there.
+
+The description holds what the kernel's signature reads (the op, each tensor's sizes,
+strides, storage offset, dtype and device, the other arguments as they were, the size
+class) and never the caller's data. The replay allocates stand-ins with that metadata
+(zero bytes: valid indices, no NaN) and calls the op on the device, so the device's own
+dispatch computes the signature and compiles (or records a refusal for) exactly the key
+the caller missed. The description also carries the caller's namespace digest: a worker
+whose settings would put the kernel under another namespace (an Inductor setting changed
+in the caller's process) says so instead of compiling a kernel the caller cannot find.
+"""
+from __future__ import annotations
+
+import ctypes
+import dataclasses
+import pickle
+
+import torch
+
+from eagerc.aten_meta import storage_extent
+
+
+@dataclasses.dataclass(frozen=True)
+class TensorMeta:
+    """A tensor by what a signature reads of it."""
+
+    size: tuple
+    stride: tuple
+    storage_offset: int
+    dtype: torch.dtype
+    device: str
+
+    @classmethod
+    def of(cls, t: torch.Tensor, device: str | None = None) -> "TensorMeta":
+        return cls(tuple(t.shape), tuple(t.stride()), t.storage_offset(), t.dtype,
+                   device or str(t.device))
+
+    def standin(self) -> torch.Tensor:
+        """Zero bytes with this metadata, made without dispatching an op eagerc serves
+        (empty and a view are the device runtime's; the bytes are zeroed without an op).
+        Allocated by torch's allocator, so its alignment is what the caller's was."""
+        extent = max(storage_extent(self.size, self.stride, self.storage_offset), 1)
+        raw = torch.empty(extent * self.dtype.itemsize, dtype=torch.uint8)
+        ctypes.memset(raw.data_ptr(), 0, raw.numel())
+        base = raw.view(self.dtype)
+        if self.device != "cpu":
+            base = base.to(self.device)
+        return base.as_strided(self.size, self.stride, self.storage_offset)
+
+
+@dataclasses.dataclass(frozen=True)
+class CallDescription:
+    """One miss: enough for another process to compile its kernel."""
+
+    op: str               # "aten::add.Tensor"
+    device: str           # the served device: "cpu" (override mode), "eagerc", a vendor's
+    args: tuple           # the schema's arguments in order, tensors as TensorMeta
+    parallel: bool        # the size class (a parallel kernel, or a single-threaded one)
+    signature: bytes      # the caller's signature bytes: what the worker checks it stored
+    namespace: str        # the caller's namespace digest
+    served_ops: tuple = ()  # override mode: the ops to enable for the replay (this one)
+
+    def to_bytes(self) -> bytes:
+        return pickle.dumps(self, protocol=pickle.HIGHEST_PROTOCOL)
+
+
+def describe(op_name: str, args, parallel: bool, signature: bytes, target,
+             namespace: str) -> CallDescription | None:
+    """The description of a miss, or None when an argument has no description (an object
+    the replay cannot rebuild): that miss compiles in the caller's process."""
+    # On a device whose memory has a home, a kernel that calls the home's ATen functions
+    # misses again on aliases of the home: the arguments are then all home tensors, and
+    # the replay must start from the device's own tensors to take that path too.
+    device_tensors = [t for t in _tensors(args) if t.device.type == target.device]
+    on_aliases = target.host_aliases and target.new_device and not device_tensors
+    home = target.home if target.host_aliases else None
+
+    def meta(value):
+        if isinstance(value, torch.Tensor):
+            if value.layout != torch.strided or value.is_quantized or value.is_nested:
+                raise _NoDescription
+            device = f"{target.device}:{value.device.index or 0}" if (
+                on_aliases and value.device.type == home) else None
+            return TensorMeta.of(value, device)
+        if isinstance(value, (list, tuple)):
+            return type(value)(meta(v) for v in value)
+        if isinstance(value, (torch.Generator, torch.UntypedStorage, torch.TypedStorage)):
+            raise _NoDescription
+        return value
+
+    try:
+        described = CallDescription(op_name, target.device, tuple(meta(a) for a in args),
+                                    parallel, bytes(signature), namespace,
+                                    () if target.new_device else (op_name,))
+        described.to_bytes()
+    except (_NoDescription, pickle.PicklingError, TypeError, AttributeError):
+        return None
+    return described
+
+
+class _NoDescription(Exception):
+    pass
+
+
+def _tensors(args):
+    for a in args:
+        if isinstance(a, torch.Tensor):
+            yield a
+        elif isinstance(a, (list, tuple)):
+            yield from _tensors(a)
+
+
+def standin_args(call: CallDescription) -> tuple:
+    def build(value):
+        if isinstance(value, TensorMeta):
+            return value.standin()
+        if isinstance(value, (list, tuple)):
+            return type(value)(build(v) for v in value)
+        return value
+
+    return tuple(build(a) for a in call.args)
+
+
+def split_by_schema(op, args) -> tuple:
+    """(positional, keyword) as the op's schema takes them."""
+    positional, keywords = [], {}
+    for argument, value in zip(op._schema.arguments, args):
+        if argument.kwarg_only:
+            keywords[argument.name] = value
+        else:
+            positional.append(value)
+    return positional, keywords

@@ -1,0 +1,169 @@
+"""The caller's side of the compile service: which service serves this process, queueing
+a job, learning that it finished, and starting the service when none lives.
+
+Every call is cheap enough for a miss path: queueing writes one small file; asking about
+a job reads the folder of finished jobs at most every ``POLL_S`` seconds (one listing for
+all of a process's jobs) and asks whether the service lives at most every ``ALIVE_S``.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+
+import torch
+
+from eagerc import _config
+from eagerc.compile_service import spool
+
+POLL_S = 0.02
+ALIVE_S = 0.5
+# A service that does not hold its lock this long after its start did not start (an
+# interpreter that cannot run the service): its jobs are the callers' to compile.
+START_GRACE_S = 10.0
+STARTS_PER_FOLDER = 3
+
+_DAEMON = os.path.join(os.path.dirname(os.path.abspath(__file__)), "daemon.py")
+# Variables that choose what a worker compiles, or which eagerc and torch it imports.
+_COMPILER_VARIABLES = ("CC", "CXX", "CFLAGS", "CXXFLAGS", "LDFLAGS", "PYTHONPATH",
+                       "LD_LIBRARY_PATH", "CUDA_VISIBLE_DEVICES")
+
+
+def _eagerc_parent() -> str:
+    import eagerc
+
+    return os.path.dirname(os.path.dirname(os.path.abspath(eagerc.__file__)))
+
+
+def vendor_modules() -> list:
+    """Modules a worker imports before eagerc so that it serves the caller's devices: those
+    of EAGERC_IMPORT, and the module of a vendor's PrivateUse1 device (torch.<name>)."""
+    modules = list(_config.modules_to_import_first())
+    vendor = _config.vendor_device()
+    module = getattr(getattr(torch, vendor, None), "__name__", None) if vendor else None
+    if module and module not in modules and not module.startswith("torch."):
+        modules.append(module)
+    return modules
+
+
+def service_environment() -> dict:
+    """The service's environment: the caller's, compiling now, importing this eagerc."""
+    env = dict(os.environ)
+    env[_config.COMPILE_ENV] = "now"
+    paths = [_eagerc_parent()] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
+    env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(paths))
+    modules = vendor_modules()
+    if modules:
+        env[_config.IMPORT_ENV] = ",".join(modules)
+    return env
+
+
+def identity(env: dict) -> dict:
+    """What makes two processes' services one: the same interpreter, eagerc, cache and
+    settings (the service's own knobs aside)."""
+    own = (_config.COMPILE_ENV, _config.COMPILE_WORKERS_ENV, _config.SERVICE_IDLE_ENV)
+    return {"python": sys.executable, "eagerc": _eagerc_parent(),
+            **{k: v for k, v in sorted(env.items())
+               if (k.startswith(("EAGERC_", "TORCHINDUCTOR_", "OMP_")) or k in _COMPILER_VARIABLES)
+               and k not in own}}
+
+
+def folder_for(env: dict) -> str:
+    from kernel_cache.layout import default_directory
+
+    digest = hashlib.sha256(json.dumps(identity(env), sort_keys=True).encode()).hexdigest()[:16]
+    return os.path.join(default_directory(), "compile-service", digest)
+
+
+class Client:
+    """One per process (:func:`client`)."""
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._finished: dict = {}   # folder -> (polled at, finished job ids)
+        self._alive: dict = {}      # folder -> (asked at, alive)
+        self._starts: dict = {}     # folder -> [start times]
+
+    def submit(self, folder: str, job_id: str, data: bytes) -> bool:
+        """Queue a job (once across processes); False when the service cannot be reached
+        (the caller compiles the call itself)."""
+        try:
+            spool.make_folders(folder)
+            queued = spool.job_path(folder, spool.QUEUED, job_id)
+            if not (os.path.exists(queued) or os.path.exists(spool.job_path(folder, spool.RUNNING, job_id))):
+                # An outcome left by an earlier job of this id (its kernel is not in the
+                # store any more, or a process gave up on it) is not this job's.
+                try:
+                    os.remove(spool.job_path(folder, spool.DONE, job_id))
+                except FileNotFoundError:
+                    pass
+                spool.write_atomically(queued, data)
+            with self._lock:
+                self._finished.pop(folder, None)
+        except OSError:
+            return False
+        return self.ensure_service(folder)
+
+    def outcome(self, folder: str, job_id: str) -> dict | None:
+        """The job's outcome once finished ({"ok": bool, "why": str}); None while it is
+        queued or compiling. A job whose service died before finishing it fails."""
+        now = time.monotonic()
+        with self._lock:
+            polled, done = self._finished.get(folder, (-1.0, set()))
+            if now - polled >= POLL_S:
+                done = spool.finished_ids(folder)
+                self._finished[folder] = (now, done)
+        if job_id in done:
+            return spool.outcome(folder, job_id) or {"ok": False, "why": "unreadable outcome"}
+        if not self.ensure_service(folder):
+            return {"ok": False, "why": "the compile service is not running"}
+        return None
+
+    def ensure_service(self, folder: str) -> bool:
+        """Whether a service serves `folder` (started here when none does, at most
+        STARTS_PER_FOLDER times per process). A service that was just started counts as
+        serving for START_GRACE_S, before it holds its lock."""
+        now = time.monotonic()
+        with self._lock:
+            asked, alive = self._alive.get(folder, (-1.0, False))
+            if now - asked < ALIVE_S and alive:
+                return True
+            alive = spool.service_alive(folder)
+            starts = self._starts.setdefault(folder, [])
+            if not alive and starts and now - starts[-1] < START_GRACE_S:
+                alive = True  # starting
+            elif not alive and len(starts) < STARTS_PER_FOLDER:
+                alive = self._start(folder)
+                if alive:
+                    starts.append(now)
+            self._alive[folder] = (now, alive)
+            return alive
+
+    def _start(self, folder: str) -> bool:
+        env = service_environment()
+        try:
+            log = open(os.path.join(folder, spool.LOG), "ab")
+        except OSError:
+            return False
+        try:
+            subprocess.Popen(
+                [sys.executable, _DAEMON, folder, str(_config.compile_workers()),
+                 str(_config.service_idle_seconds())],
+                cwd=folder, env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                start_new_session=True, close_fds=True)
+        except OSError:
+            return False
+        finally:
+            log.close()
+        return True
+
+
+_client = Client()
+
+
+def client() -> Client:
+    return _client

@@ -1,0 +1,152 @@
+"""The compile service process: ``python daemon.py <folder> <workers> <idle seconds>``.
+
+Started detached by the first caller that needs it (eagerc/compile_service/client.py), in
+a session of its own, so it outlives that caller. It holds the folder's lock while it
+lives (a second service started at the same moment finds the lock held and exits), takes
+queued jobs oldest first, runs each in one of ``workers`` worker processes (spawned
+interpreters that import torch and eagerc; this process imports neither), writes each
+job's outcome, and exits after ``idle seconds`` with nothing queued or running.
+
+A worker that dies (a crash in the compiler, memory) fails the jobs it was running; the
+next jobs get new workers. A job found in running/ at start was being compiled when an
+earlier service stopped: it is failed, not retried (it may be what stopped it).
+"""
+from __future__ import annotations
+
+import concurrent.futures
+import errno
+import fcntl
+import multiprocessing
+import os
+import sys
+import time
+
+import spool  # this file's folder is sys.path[0]: run as a script, never as eagerc's module
+
+_POLL_S = 0.05
+_KEEP_OUTCOMES_S = 24 * 3600.0
+
+
+def _compile(path: str):
+    """In a worker process: one job (imports eagerc on the worker's first job)."""
+    from eagerc.compile_service.worker import compile_job
+
+    return compile_job(path)
+
+
+def _take_lock(folder: str):
+    fd = os.open(os.path.join(folder, spool.LOCK), os.O_RDWR | os.O_CREAT, 0o644)
+    # A caller asking whether a service lives takes a shared lock for a moment: retry.
+    for _ in range(40):
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as e:
+            if e.errno not in (errno.EAGAIN, errno.EACCES, errno.EWOULDBLOCK):
+                raise
+            time.sleep(0.05)
+            continue
+        os.ftruncate(fd, 0)
+        os.write(fd, str(os.getpid()).encode())
+        return fd
+    os.close(fd)
+    return None
+
+
+def _tidy(folder: str) -> None:
+    """Fail what an earlier service left running; drop outcomes older than a day."""
+    for name in os.listdir(os.path.join(folder, spool.RUNNING)):
+        if name.endswith(".job"):
+            spool.finish(folder, name[:-4], False, "the compile service stopped while compiling it")
+            _remove(os.path.join(folder, spool.RUNNING, name))
+    now = time.time()
+    done = os.path.join(folder, spool.DONE)
+    for name in os.listdir(done):
+        path = os.path.join(done, name)
+        try:
+            if now - os.path.getmtime(path) > _KEEP_OUTCOMES_S:
+                os.remove(path)
+        except OSError:
+            pass
+
+
+def _remove(path: str) -> None:
+    try:
+        os.remove(path)
+    except OSError:
+        pass
+
+
+def _queued(folder: str) -> list:
+    """Queued job file names, oldest first."""
+    where = os.path.join(folder, spool.QUEUED)
+    found = []
+    for name in os.listdir(where):
+        if name.endswith(".job"):
+            try:
+                found.append((os.path.getmtime(os.path.join(where, name)), name))
+            except OSError:
+                continue  # taken meanwhile
+    return [name for _, name in sorted(found)]
+
+
+def serve(folder: str, workers: int, idle_s: float) -> int:
+    spool.make_folders(folder)
+    lock = _take_lock(folder)
+    if lock is None:
+        return 0  # another service serves this folder
+    try:
+        os.nice(10)  # the callers' own work comes first on a busy machine
+    except OSError:
+        pass
+    _tidy(folder)
+    print(f"eagerc compile service {os.getpid()}: {workers} workers, exits after {idle_s:g} s idle",
+          flush=True)
+    pool = None
+    in_flight: dict = {}  # future -> job id
+    last_busy = time.monotonic()
+    try:
+        while True:
+            for name in _queued(folder):
+                if len(in_flight) >= workers:
+                    break
+                running = os.path.join(folder, spool.RUNNING, name)
+                try:
+                    os.replace(os.path.join(folder, spool.QUEUED, name), running)
+                except FileNotFoundError:
+                    continue
+                if pool is None:
+                    pool = concurrent.futures.ProcessPoolExecutor(
+                        max_workers=workers, mp_context=multiprocessing.get_context("spawn"))
+                in_flight[pool.submit(_compile, running)] = name[:-4]
+            if not in_flight:
+                if time.monotonic() - last_busy > idle_s:
+                    return 0
+                time.sleep(_POLL_S)
+                continue
+            done, _ = concurrent.futures.wait(in_flight, timeout=_POLL_S,
+                                              return_when=concurrent.futures.FIRST_COMPLETED)
+            broken = False
+            for future in done:
+                job_id = in_flight.pop(future)
+                try:
+                    ok, why = future.result()
+                except concurrent.futures.process.BrokenProcessPool:
+                    ok, why, broken = False, "the compile worker died", True
+                except Exception as e:  # noqa: BLE001 - the job's failure is its outcome
+                    ok, why = False, f"{type(e).__name__}: {e}"
+                spool.finish(folder, job_id, ok, why)
+                _remove(os.path.join(folder, spool.RUNNING, job_id + ".job"))
+                print(f"{job_id}: {'ok' if ok else 'failed: ' + why.splitlines()[0] if why else 'failed'}",
+                      flush=True)
+            if broken:
+                pool.shutdown(wait=False, cancel_futures=True)
+                pool = None
+            last_busy = time.monotonic()
+    finally:
+        if pool is not None:
+            pool.shutdown(wait=True, cancel_futures=True)
+        os.close(lock)
+
+
+if __name__ == "__main__":
+    sys.exit(serve(sys.argv[1], int(sys.argv[2]), float(sys.argv[3])))

@@ -1,0 +1,85 @@
+"""What a compile service worker runs for one job: the call replayed on stand-ins, so the
+device's own dispatch compiles the caller's signature into the kernel cache.
+
+Runs in the service's worker processes (eagerc/compile_service/daemon.py), never in the
+caller's. The worker compiles in "now" mode: it is the one that waits.
+"""
+from __future__ import annotations
+
+import pickle
+
+from eagerc.refusals import NotCompiled, error_summary
+
+
+def compile_job(path: str) -> tuple:
+    """(ok, why): ok when the store holds the caller's kernel, or a refusal recorded for
+    its signature (that answers the caller too)."""
+    with open(path, "rb") as f:
+        call = pickle.load(f)
+    import eagerc
+    from eagerc import _C, targets
+    from eagerc.aten_meta import overload_by_name
+    from eagerc.cache import CacheKey
+    from eagerc.compile_service.call import split_by_schema, standin_args
+
+    target = targets.for_device(call.device)
+    # The service starts its workers with EAGERC_COMPILE=now. A new device is served whole
+    # since `import eagerc`; in override mode (cpu, cuda) the replayed op is served.
+    if call.served_ops:
+        eagerc.enable(call.device, ops=list(call.served_ops), compile="now")
+    key = CacheKey("op", target, call.op, call.signature)
+    if key.namespace().digest() != call.namespace:
+        return False, ("the compile service's settings put kernels under another namespace "
+                       "than the caller's (an Inductor setting changed in the caller's process?)")
+    stat_key = f"{call.op}@service"
+    if _stored(key, stat_key):
+        return True, ""
+    op = overload_by_name(call.op)
+    why = ""
+    missed = _record_misses()
+    try:
+        positional, keywords = split_by_schema(op, standin_args(call))
+        _C._force_size_class("P" if call.parallel else "S")
+        try:
+            op(*positional, **keywords)
+        finally:
+            _C._force_size_class("")
+    except Exception as e:  # noqa: BLE001 - a call eager rejects on stand-ins: the caller decides
+        why = error_summary(e)
+    if _stored(key, stat_key):
+        return True, ""
+    if why:
+        return False, f"{call.op}: {why}"
+    others = [k.hex() for name, k in missed if name == call.op and k != call.signature]
+    return False, (f"{call.op}: the replay did not reach the caller's signature {call.signature.hex()}"
+                   + (f" (it missed {', '.join(others[:3])})" if others else ""))
+
+
+_misses: list = []       # (op, signature) of each miss of the job being replayed
+_recording = False
+
+
+def _record_misses() -> list:
+    """The misses of the next replay, recorded for a failure's reason."""
+    global _recording
+    from eagerc import _C
+    from eagerc.per_op import registration
+
+    def recording(request):
+        _misses.append((request.op_name, bytes(request.key)))
+        return registration._resolve(request)
+
+    if not _recording:
+        _C._set_resolver(recording)
+        _recording = True
+    _misses.clear()
+    return _misses
+
+
+def _stored(key, stat_key: str) -> bool:
+    from eagerc.cache import service
+
+    try:
+        return service().get(key, stat_key) is not None
+    except NotCompiled:
+        return True  # a refusal recorded for the signature: the caller's answer too

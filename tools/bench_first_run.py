@@ -1,0 +1,103 @@
+"""A model's first run on empty caches: CPU eager's first `generate` against the eagerc
+device's first `generate`, each in a fresh process.
+
+Every round starts from empty kernel caches (a new EAGERC_CACHE_DIR and
+TORCHINDUCTOR_CACHE_DIR) and runs both processes, the order alternating between rounds;
+the medians of the first `generate` times and their ratio are printed, with the tokens
+checked equal. The device's process then waits for the compile service (how long its
+kernels took to reach the cache), and a third fresh process on the same caches times the
+next run (it should find every kernel in the cache).
+
+    python tools/bench_first_run.py --rounds 3
+    python tools/bench_first_run.py --rounds 1 --compile now     # misses wait for their compile
+
+Model: transformers' GPT-2 from a tiny config (1 layer, 64 wide, 2 heads, vocabulary 256),
+12 new tokens, greedy.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+CHILD = r"""
+import json, os, sys, time
+import torch
+import transformers
+
+kind = sys.argv[1]
+if kind != "cpu":
+    import eagerc
+torch.manual_seed(0)
+config = transformers.GPT2Config(n_layer=1, n_embd=64, n_head=2, vocab_size=256, n_positions=64)
+model = transformers.GPT2LMHeadModel(config).eval()
+ids = torch.randint(0, 256, (1, 8))
+mask = torch.ones_like(ids)
+device = "cpu" if kind == "cpu" else "eagerc"
+model, ids, mask = model.to(device), ids.to(device), mask.to(device)
+start = time.perf_counter()
+with torch.no_grad():
+    out = model.generate(ids, attention_mask=mask, max_new_tokens=12, min_new_tokens=12,
+                         do_sample=False, pad_token_id=0)
+seconds = time.perf_counter() - start
+result = {"seconds": seconds, "tokens": out.cpu().tolist()}
+if kind != "cpu":
+    s = eagerc.stats()
+    result.update(interim=s["interim"], compiles=s["compiles"], disk_loads=s["disk_loads"])
+    start = time.perf_counter()
+    eagerc.wait_compiles()
+    result["service_seconds"] = time.perf_counter() - start
+print("RESULT " + json.dumps(result))
+"""
+
+
+def run(kind: str, env: dict) -> dict:
+    r = subprocess.run([sys.executable, "-c", CHILD, kind], env=env, capture_output=True, text=True,
+                       timeout=1800)
+    lines = [ln for ln in r.stdout.splitlines() if ln.startswith("RESULT ")]
+    if r.returncode != 0 or not lines:
+        raise SystemExit(f"the {kind} process failed ({r.returncode}):\n{r.stderr[-3000:]}")
+    return json.loads(lines[-1][len("RESULT "):])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--compile", choices=("background", "now"), default="background")
+    args = parser.parse_args()
+    cpu, device, next_run = [], [], []
+    for round_ in range(args.rounds):
+        with tempfile.TemporaryDirectory(prefix="eagerc-first-run-") as tmp:
+            env = dict(os.environ, EAGERC_CACHE_DIR=os.path.join(tmp, "eagerc"),
+                       TORCHINDUCTOR_CACHE_DIR=os.path.join(tmp, "inductor"),
+                       EAGERC_COMPILE=args.compile)
+            order = ("cpu", "device") if round_ % 2 == 0 else ("device", "cpu")
+            got = {kind: run(kind, env) for kind in order}
+            if got["cpu"]["tokens"] != got["device"]["tokens"]:
+                raise SystemExit(f"tokens differ: {got['cpu']['tokens']} vs {got['device']['tokens']}")
+            again = run("device", env)
+            if again["tokens"] != got["cpu"]["tokens"]:
+                raise SystemExit("tokens differ on the next run")
+            cpu.append(got["cpu"]["seconds"])
+            device.append(got["device"]["seconds"])
+            next_run.append(again["seconds"])
+            d = got["device"]
+            print(f"round {round_ + 1}: CPU eager {got['cpu']['seconds']:.3f} s, device "
+                  f"{d['seconds']:.3f} s ({d['seconds'] / got['cpu']['seconds']:.1f}x; "
+                  f"{d['interim']} calls interim, {d['compiles']} compiled in the process, "
+                  f"kernels in the cache {d['service_seconds']:.1f} s later); next run "
+                  f"{again['seconds']:.3f} s ({again['interim']} interim, {again['compiles']} "
+                  f"compiled, {again['disk_loads']} loaded)", flush=True)
+    c, d, n = statistics.median(cpu), statistics.median(device), statistics.median(next_run)
+    print(f"median of {args.rounds}: CPU eager first generate {c:.3f} s; eagerc device "
+          f"({args.compile}) {d:.3f} s = {d / c:.1f}x; next run {n:.3f} s = {n / c:.1f}x; "
+          f"load average {os.getloadavg()[0]:.1f}, {os.cpu_count()} cores")
+
+
+if __name__ == "__main__":
+    main()
