@@ -13,6 +13,7 @@
 #include "host_alias.h"
 #include "registration.h"
 #include "signature.h"
+#include "signature_layout.h"
 #include "resolver_bridge.h"
 
 namespace eagerc {
@@ -107,6 +108,15 @@ PYBIND11_MODULE(_C, m) {
   m.def("_device_alias", [](const at::Tensor& t, const std::string& device) {
         return eagerc::alias_on_device(t, c10::Device(device));
       }, "A tensor on `device` over the bytes of `t`, a tensor on that device's memory home.");
+  // The signature's layout (csrc/signature_layout.h), read by eagerc/kernel_key.py: its
+  // version is in every cache namespace, its parts are named in the key's DEBUG log.
+  m.def("_signature_layout", []() {
+    py::list parts;
+    for (const auto& part : eagerc::kSignatureParts) {
+      parts.append(py::make_tuple(part.name, part.bytes, part.why));
+    }
+    return py::make_tuple(eagerc::kSignatureLayoutVersion, parts);
+  }, "(version, [(name, bytes, why), ...]) of a call signature's layout.");
   // Tests: the key the unboxed convolution computes (csrc/unboxed_convolution.h).
   m.def("_convolution_signature_key",
         [](const at::Tensor& input, const at::Tensor& weight, std::optional<at::Tensor> bias,

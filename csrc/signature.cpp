@@ -1,6 +1,7 @@
 #include "signature.h"
 
 #include "host_alias.h"
+#include "signature_layout.h"
 
 #include <c10/macros/Macros.h>
 
@@ -58,11 +59,55 @@ void put_byte(KeyWriter& key, int64_t v) { key.byte(v); }
 
 void put_int(KeyWriter& key, int64_t v) { key.raw(&v, sizeof(v)); }
 
+// One writer per encoding of signature_layout.h: the boxed signature and the typed ones
+// (convolution, mm, addmm) call the same writers, so each encoding's bytes are written in
+// one place.
+void put_bool(KeyWriter& key, bool v) {
+  put_byte(key, tag::kBool);
+  put_byte(key, v);
+}
+
+void put_specialized_int(KeyWriter& key, int64_t v) {
+  put_byte(key, tag::kInt);
+  put_int(key, v);
+}
+
+void put_specialized_float(KeyWriter& key, double v) {
+  put_byte(key, tag::kFloat);
+  key.raw(&v, sizeof(v));
+}
+
+void put_list_header(KeyWriter& key, char list_tag, size_t size) {
+  put_byte(key, list_tag);
+  put_int(key, static_cast<int64_t>(size));
+}
+
+void put_symint(KeyWriter& key, const c10::SymInt& v, CallSignature* sig) {
+  if (v.is_heap_allocated()) {
+    sig->unsupported = "a symbolic int argument";
+  } else {
+    put_specialized_int(key, v.as_int_unchecked());
+  }
+}
+
+// A SymInt[] holding plain ints, as an int list.
+void put_int_list(KeyWriter& key, c10::SymIntArrayRef list, CallSignature* sig) {
+  put_list_header(key, tag::kIntList, list.size());
+  for (const c10::SymInt& x : list) {
+    if (x.is_heap_allocated()) {
+      sig->unsupported = "a symbolic int list argument";
+      return;
+    }
+    put_int(key, x.as_int_unchecked());
+  }
+}
+
 uint8_t size_class(int64_t v) { return v == 0 ? 0 : (v == 1 ? 1 : 2); }
 
 // A GPU tensor's size class: small (launch-bound), medium, large (bandwidth-bound).
 uint8_t gpu_size_class(int64_t numel) {
-  return numel < kParallelGrain ? 's' : (numel < (int64_t{1} << 22) ? 'm' : 'l');
+  return numel < kParallelGrain ? tag::kGpuSmall
+                                : (numel < (int64_t{1} << 22) ? tag::kGpuMedium : tag::kGpuLarge);
 }
 
 // Where the runtime input being added comes from; `layout` is null on the hit path.
@@ -96,11 +141,11 @@ std::optional<c10::Scalar> wrapped_number(const at::Tensor& t) {
 void add_tensor(const at::Tensor& t, CallSignature* sig, KeyWriter& key, int64_t* max_numel,
                 const Position& pos, bool specialize) {
   if (!t.defined()) {
-    put_byte(key, 'N');
+    put_byte(key, tag::kUndefinedTensor);
     return;
   }
   if (auto number = wrapped_number(t)) {
-    put_byte(key, 'W');
+    put_byte(key, tag::kWrappedNumber);
     add_value_scalar(*number, specialize, sig, key, pos);
     return;
   }
@@ -110,7 +155,7 @@ void add_tensor(const at::Tensor& t, CallSignature* sig, KeyWriter& key, int64_t
     return;
   }
   const int64_t dim = t.dim();
-  put_byte(key, 'T');
+  put_byte(key, tag::kTensor);
   put_byte(key, static_cast<int64_t>(t.scalar_type()));
   put_byte(key, static_cast<int64_t>(t.device().type()));
   put_byte(key, t.device().index());
@@ -122,19 +167,19 @@ void add_tensor(const at::Tensor& t, CallSignature* sig, KeyWriter& key, int64_t
   }
   // Layout class: contiguous, or the order of the strides (which dim is innermost).
   if (t.is_contiguous()) {
-    put_byte(key, 'C');
+    put_byte(key, tag::kContiguous);
   } else {
     std::array<int8_t, 16> order{};
     const int64_t n = std::min<int64_t>(dim, 16);
     for (int64_t d = 0; d < n; ++d) order[d] = static_cast<int8_t>(d);
     std::stable_sort(order.begin(), order.begin() + n,
                      [&](int8_t a, int8_t b) { return strides[a] > strides[b]; });
-    put_byte(key, t.is_non_overlapping_and_dense() ? 'D' : 'S');
+    put_byte(key, t.is_non_overlapping_and_dense() ? tag::kDense : tag::kStrided);
     for (int64_t d = 0; d < n; ++d) put_byte(key, order[d]);
   }
   // Vectorized and Triton loads assume 16-byte alignment when it holds.
   const bool aligned = (reinterpret_cast<uintptr_t>(t.data_ptr()) % 16) == 0;
-  put_byte(key, aligned ? 'A' : 'U');
+  put_byte(key, aligned ? tag::kAligned : tag::kUnaligned);
   if (memory_home(t.device()).is_cuda()) {  // a CUDA tensor is its own home
     // A Triton kernel's launch configuration (block sizes, warps) is tuned at compile time
     // on the call's sizes, and one tuned on a small call runs large ones slowly (H100,
@@ -156,8 +201,7 @@ void add_tensor(const at::Tensor& t, CallSignature* sig, KeyWriter& key, int64_t
 void add_value_scalar(const c10::Scalar& s, bool specialize, CallSignature* sig, KeyWriter& key,
                       const Position& pos) {
   if (s.isBoolean()) {  // bools select code paths: always specialized
-    put_byte(key, 'b');
-    put_byte(key, s.toBool());
+    put_bool(key, s.toBool());
     return;
   }
   if (s.isComplex()) {
@@ -170,21 +214,18 @@ void add_value_scalar(const c10::Scalar& s, bool specialize, CallSignature* sig,
                                                : (s.toDouble() == 0.0 || s.toDouble() == 1.0);
   if (specialize || zero_or_one) {
     if (s.isIntegral(false)) {
-      put_byte(key, 'i');
-      put_int(key, s.toLong());
+      put_specialized_int(key, s.toLong());
     } else {
-      put_byte(key, 'f');
-      double v = s.toDouble();
-      key.raw(&v, sizeof(v));
+      put_specialized_float(key, s.toDouble());
     }
     return;
   }
   if (s.isIntegral(false)) {
-    put_byte(key, 'I');
+    put_byte(key, tag::kLiftedInt);
     pos.record(SlotKind::Int, static_cast<int64_t>(sig->ints.size()), 0);
     sig->ints.push_back(s.toLong());
   } else {
-    put_byte(key, 'F');
+    put_byte(key, tag::kLiftedFloat);
     pos.record(SlotKind::Float, static_cast<int64_t>(sig->floats.size()), 0);
     sig->floats.push_back(s.toDouble());
   }
@@ -194,35 +235,24 @@ void add_value_scalar(const c10::Scalar& s, bool specialize, CallSignature* sig,
 // Values that shape the computation go into the key as they are.
 void add_specialized(const c10::IValue& v, CallSignature* sig, KeyWriter& key) {
   if (v.isNone()) {
-    put_byte(key, 'n');
+    put_byte(key, tag::kNone);
   } else if (v.isInt()) {
-    put_byte(key, 'i');
-    put_int(key, v.toInt());
+    put_specialized_int(key, v.toInt());
   } else if (v.isBool()) {
-    put_byte(key, 'b');
-    put_byte(key, v.toBool());
+    put_bool(key, v.toBool());
   } else if (v.isSymInt()) {
-    auto si = v.toSymInt();
-    if (!si.is_heap_allocated()) {
-      put_byte(key, 'i');
-      put_int(key, si.as_int_unchecked());
-    } else {
-      sig->unsupported = "a symbolic int argument";
-    }
+    put_symint(key, v.toSymInt(), sig);
   } else if (v.isIntList()) {
     auto list = v.toIntList();
-    put_byte(key, 'L');
-    put_int(key, static_cast<int64_t>(list.size()));
+    put_list_header(key, tag::kIntList, list.size());
     for (int64_t x : list) put_int(key, x);
   } else if (v.isBoolList()) {
     auto list = v.toBoolList();
-    put_byte(key, 'B');
-    put_int(key, static_cast<int64_t>(list.size()));
+    put_list_header(key, tag::kBoolList, list.size());
     for (bool x : list) put_byte(key, x);
   } else if (v.isList()) {  // SymInt[] holding plain ints
     auto list = v.toListRef();
-    put_byte(key, 'L');
-    put_int(key, static_cast<int64_t>(list.size()));
+    put_list_header(key, tag::kIntList, list.size());
     for (const auto& x : list) {
       if (x.isInt()) {
         put_int(key, x.toInt());
@@ -234,18 +264,16 @@ void add_specialized(const c10::IValue& v, CallSignature* sig, KeyWriter& key) {
       }
     }
   } else if (v.isString()) {
-    put_byte(key, 's');
+    put_byte(key, tag::kString);
     const std::string& text = v.toStringRef();
     key.raw(text.data(), text.size());
     put_byte(key, 0);
   } else if (v.isDevice()) {
-    put_byte(key, 'd');
+    put_byte(key, tag::kDevice);
     put_byte(key, static_cast<int64_t>(v.toDevice().type()));
     put_byte(key, v.toDevice().index());
   } else if (v.isDouble()) {
-    put_byte(key, 'f');
-    double d = v.toDouble();
-    key.raw(&d, sizeof(d));
+    put_specialized_float(key, v.toDouble());
   } else {
     sig->unsupported = "an argument value of an unsupported type";
   }
@@ -280,8 +308,8 @@ void begin_signature(CallSignature* sig) {
 
 void end_signature(KeyWriter& key, int64_t max_numel, CallSignature* sig) {
   sig->parallel = max_numel >= kParallelGrain;
-  if (forced_size_class != 0 && max_numel > 0) sig->parallel = forced_size_class == 'P';
-  put_byte(key, sig->parallel ? 'P' : 'S');
+  if (forced_size_class != 0 && max_numel > 0) sig->parallel = forced_size_class == tag::kParallel;
+  put_byte(key, sig->parallel ? tag::kParallel : tag::kSerial);
   key.finish();
 }
 
@@ -314,15 +342,14 @@ void compute_signature(const OpPlan& plan, const torch::jit::Stack& stack,
         add_tensor(v.toTensor(), sig, key, &max_numel, pos, specialize_values);
         break;
       case ArgKind::OptionalTensor:
-        if (v.isNone()) put_byte(key, 'N');
+        if (v.isNone()) put_byte(key, tag::kUndefinedTensor);
         else add_tensor(v.toTensor(), sig, key, &max_numel, pos, specialize_values);
         break;
       case ArgKind::TensorList: {
         // Tensor lists arrive as a list of IValues; the pointers stay valid
         // while the stack holds the list.
         const auto& list = v.toListRef();
-        put_byte(key, '[');
-        put_int(key, static_cast<int64_t>(list.size()));
+        put_list_header(key, tag::kTensorList, list.size());
         for (size_t j = 0; j < list.size(); ++j) {
           pos.item = static_cast<int>(j);
           add_tensor(list[j].toTensor(), sig, key, &max_numel, pos, specialize_values);
@@ -331,11 +358,10 @@ void compute_signature(const OpPlan& plan, const torch::jit::Stack& stack,
       }
       case ArgKind::OptionalTensorList: {
         const auto& list = v.toListRef();
-        put_byte(key, '[');
-        put_int(key, static_cast<int64_t>(list.size()));
+        put_list_header(key, tag::kTensorList, list.size());
         for (size_t j = 0; j < list.size(); ++j) {
           pos.item = static_cast<int>(j);
-          if (list[j].isNone()) put_byte(key, 'N');
+          if (list[j].isNone()) put_byte(key, tag::kUndefinedTensor);
           else add_tensor(list[j].toTensor(), sig, key, &max_numel, pos, specialize_values);
         }
         break;
@@ -346,7 +372,7 @@ void compute_signature(const OpPlan& plan, const torch::jit::Stack& stack,
         break;
       case ArgKind::OptionalScalar:
       case ArgKind::OptionalFloat:
-        if (v.isNone()) put_byte(key, 'n');
+        if (v.isNone()) put_byte(key, tag::kNone);
         else add_value_scalar(v.toScalar(), specialize_values, sig, key, pos);
         break;
       case ArgKind::Specialized:
@@ -363,23 +389,6 @@ void compute_signature(const OpPlan& plan, const torch::jit::Stack& stack,
   end_signature(key, max_numel, sig);
 }
 
-namespace {
-
-// The key bytes add_specialized writes for a SymInt[] holding plain ints ('L', size, ints).
-void put_int_list(KeyWriter& key, c10::SymIntArrayRef list, CallSignature* sig) {
-  put_byte(key, 'L');
-  put_int(key, static_cast<int64_t>(list.size()));
-  for (const c10::SymInt& x : list) {
-    if (x.is_heap_allocated()) {
-      sig->unsupported = "a symbolic int list argument";
-      return;
-    }
-    put_int(key, x.as_int_unchecked());
-  }
-}
-
-}  // namespace
-
 void compute_convolution_signature(const at::Tensor& input, const at::Tensor& weight,
                                    const at::Tensor* bias, c10::SymIntArrayRef stride,
                                    c10::SymIntArrayRef padding, c10::SymIntArrayRef dilation,
@@ -392,19 +401,13 @@ void compute_convolution_signature(const at::Tensor& input, const at::Tensor& we
   add_tensor(input, sig, key, &max_numel, Position{nullptr, 0, -1}, specialize_values);
   add_tensor(weight, sig, key, &max_numel, Position{nullptr, 1, -1}, specialize_values);
   if (bias) add_tensor(*bias, sig, key, &max_numel, Position{nullptr, 2, -1}, specialize_values);
-  else put_byte(key, 'N');
+  else put_byte(key, tag::kUndefinedTensor);
   put_int_list(key, stride, sig);
   put_int_list(key, padding, sig);
   put_int_list(key, dilation, sig);
-  put_byte(key, 'b');
-  put_byte(key, transposed);
+  put_bool(key, transposed);
   put_int_list(key, output_padding, sig);
-  if (groups.is_heap_allocated()) {
-    sig->unsupported = "a symbolic int argument";
-  } else {
-    put_byte(key, 'i');
-    put_int(key, groups.as_int_unchecked());
-  }
+  put_symint(key, groups, sig);
   end_signature(key, max_numel, sig);
 }
 
