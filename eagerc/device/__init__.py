@@ -18,9 +18,10 @@ import warnings
 
 import torch
 
+from eagerc.device.naming import NAME
+
 __all__ = ["NAME", "register"]
 
-NAME = "eagerc"
 # What torch calls PrivateUse1 before any backend renames it.
 _UNCLAIMED = ("privateuseone", "privateuse1")
 

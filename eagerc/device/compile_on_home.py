@@ -30,7 +30,7 @@ import sys
 import torch
 
 from eagerc import _C
-from eagerc.device import NAME
+from eagerc.device.naming import NAME
 
 _MODULE = "torch._inductor.compile_fx"
 # Whether compile_fx, once wrapped, compiles device graphs for the home (uninstall: no).

@@ -25,6 +25,8 @@ import torch
 
 # Memory statistics and streams, as torch.cuda names them (host memory or CUDA's).
 from eagerc.device import memory, streams
+from eagerc.device.naming import index as _index
+from eagerc.device.naming import on_gpu_memory as _on_gpu_memory
 from eagerc.device.memory import (empty_cache, max_memory_allocated, max_memory_reserved,  # noqa: F401
                                   mem_get_info, memory_allocated, memory_reserved, memory_stats,
                                   reset_accumulated_memory_stats, reset_peak_memory_stats)
@@ -68,34 +70,6 @@ def _default_generator(device=None) -> torch.Generator:
 
         _generators[index] = _C._device_default_generator(index)
     return _generators[index]
-
-
-def _index(device) -> int:
-    """The device index `device` names (an int, "eagerc:1", a torch.device; None or no
-    index: the current one); ValueError for an index the device does not have."""
-    if device is None:
-        return current_device()
-    if isinstance(device, int):
-        index = device
-    else:
-        device = torch.device(device)
-        if device.type != "eagerc":
-            raise ValueError(f"expected an eagerc device, got {device!r}")
-        index = device.index
-    if index is None or index == -1:
-        return current_device()
-    count = device_count()
-    if not 0 <= index < count:
-        what = ("exactly one device, index 0" if count == 1 and not _on_gpu_memory()
-                else f"{count} device(s), one per GPU")
-        raise ValueError(f"eagerc has {what}; got device {device!r}")
-    return index
-
-
-def _on_gpu_memory() -> bool:
-    from eagerc import _config
-
-    return _config.device_backing() == "cuda"
 
 
 def is_available() -> bool:

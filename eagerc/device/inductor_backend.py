@@ -40,7 +40,7 @@ from torch._inductor.codegen.cpp import CppScheduling
 from torch._inductor.codegen.cpp_wrapper_cpu import CppWrapperCpu
 
 from eagerc import _config
-from eagerc.device import NAME
+from eagerc.device.naming import NAME
 
 # Devices whose Inductor code is host C++ although their type is not "cpu".
 HOST_CPP_DEVICES = {"cpu", NAME}

@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import collections
 
+from eagerc.device.naming import index as _index
+
 __all__ = [
     "empty_cache",
     "max_memory_allocated",
@@ -29,12 +31,6 @@ __all__ = [
     "reset_accumulated_memory_stats",
     "reset_peak_memory_stats",
 ]
-
-
-def _index(device) -> int:
-    from eagerc.device.device_module import _index as index
-
-    return index(device)
 
 
 def empty_cache() -> None:

@@ -23,13 +23,13 @@ import contextlib
 
 import torch
 
+from eagerc.device import naming
+
 __all__ = ["Event", "Stream", "current_stream", "default_stream", "set_stream", "stream"]
 
 
 def _device(device) -> torch.device:
-    from eagerc.device.device_module import _index
-
-    return torch.device("eagerc", _index(device))
+    return torch.device(naming.NAME, naming.index(device))
 
 
 class Stream(torch.Stream):
