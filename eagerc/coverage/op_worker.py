@@ -14,7 +14,6 @@ def start(device: str):
     import torch
 
     torch.set_num_threads(1)  # one thread per worker: the runner runs one worker per core
-    import eagerc  # noqa: F401  (registers the eagerc device)
     from eagerc import _console
     from eagerc.coverage.execute import Device, install_load_recorder, run_task
 
