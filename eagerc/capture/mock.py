@@ -34,7 +34,12 @@ def _tuple_source(items):
 
 
 class CannotMock(Exception):
-    """The final state holds something the mock cannot rebuild."""
+    """The final state holds something the mock cannot rebuild; `site`: where the program
+    made it ("file:line"), when known."""
+
+    def __init__(self, message, site=None):
+        super().__init__(message)
+        self.site = site
 
 
 def _builtin_base(cls):
@@ -77,8 +82,10 @@ def materialize_final(graph):
 class MockBuilder:
     """Emits the mock's source. `slot_of(node_id)` names guard slots; `consts` holds objects."""
 
-    def __init__(self, graph, recorder, slot_of, consts, replays=None):
+    def __init__(self, graph, recorder, slot_of, consts, replays=None, subclass_site=None):
         self.graph, self.recorder = graph, recorder
+        # tensor -> "file:line" where the run made it with Tensor._make_subclass, or None
+        self.subclass_site = subclass_site or (lambda tensor: None)
         self.slot_of, self.consts = slot_of, consts
         self.replays = replays  # replayed_updates.Plan: updates recomputed from current values
         self.prelude = []  # reads of replayed values, before any update
@@ -96,17 +103,29 @@ class MockBuilder:
             return slot
         obj = plain(node.obj)  # SymbolicInts are rebuilt as ints (their values are guarded)
         if isinstance(obj, torch.Tensor):
-            if isinstance(obj, torch.nn.Parameter):
+            site = self.subclass_site(obj)
+            if site is None and isinstance(obj, torch.nn.Parameter):
                 raise CannotMock("a new nn.Parameter outlives the run")
             fx_node = self.recorder.node_of(obj)
             if fx_node is None:
-                raise CannotMock("a tensor in the final state was not made by a torch op")
+                raise CannotMock("a tensor in the final state was not made by a torch op",
+                                 site)
             idx = self._out_index.get(id(fx_node))
             if idx is None:
                 idx = self._out_index[id(fx_node)] = len(self.outputs)
                 self.outputs.append(fx_node)
-                self._tensor_attrs(f"O[{idx}]", obj)
-            return f"O[{idx}]"
+                if site is None:
+                    self._tensor_attrs(f"O[{idx}]", obj)
+            if site is None:
+                return f"O[{idx}]"
+            # `nn.Parameter(x)` in forward: a new object of its class on every call, as in
+            # eager, aliasing the graph's value of x
+            name = f"n{node.node_id}"
+            self.lines.append(f"{name} = {self.consts.add(torch.Tensor._make_subclass)}("
+                              f"{self.consts.add(type(obj))}, O[{idx}], {obj.requires_grad})")
+            self._tensor_attrs(name, obj)
+            self.memo[node.node_id] = name
+            return name
         if isinstance(obj, IMMUTABLE_TYPES) and type(obj) is not tuple:
             return repr(obj) if is_literal(obj) else self.consts.add(obj)
         array_node = numpy_ops.traced_node(self.recorder, obj)

@@ -14,6 +14,7 @@ result is correct, and the record made from it runs the function eagerly.
 import functools
 import os
 import types
+import weakref
 
 import torch
 
@@ -42,6 +43,7 @@ LIFT_STOP = "lifted scalar used outside torch ops"
 _CLASS_FLAGS = (bool, int, float, str, type(None), dict, list, tuple, set, frozenset)
 _NOT_FOUND = object()
 _HEAPTYPE = 1 << 9  # Py_TPFLAGS_HEAPTYPE: a class made by a class statement
+_TORCH_DIR = os.path.dirname(torch.__file__) + os.sep
 
 
 class Monitor:
@@ -93,6 +95,10 @@ class Monitor:
         # drawn -> its method. The floats are graph inputs, as lifted ones.
         self.draws = []
         self.drawn = {}
+        # id(tensor) -> (weak reference, "file:line") of tensor subclasses the run made with
+        # torch.Tensor._make_subclass (`self.w = nn.Parameter(x)` in forward): the mock
+        # makes them again from the graph's value (mock.py)
+        self.subclassed = {}
 
     # -- running --------------------------------------------------------------------------
     def prepare(self):
@@ -127,15 +133,21 @@ class Monitor:
                 self.stop_site = self.site()  # where the program raised
             self.frame = None  # (a finished frame keeps its locals alive)
 
-    def stop(self, reason):
+    def stop(self, reason, site=None):
+        """Stop capture for `reason`, at `site` ("file:line") or the instruction being run."""
         if self.stopped is None:
             self.stopped = reason
-            self.stop_site = self.site()
+            self.stop_site = site or self.site()
 
-    def site(self):
+    def site(self, program=False):
         """`file:line` of the program's instruction being run (its last watched frame), or
-        None before the program's first instruction."""
+        None before the program's first instruction. `program`: of the innermost frame
+        outside torch (nn.Parameter's __new__ runs watched: its caller's line names the
+        program's statement)."""
         frame = self.frame
+        while program and frame is not None and frame.f_back is not None and \
+                frame.f_code.co_filename.startswith(_TORCH_DIR):
+            frame = frame.f_back
         if frame is None:
             return None
         return f"{os.path.basename(frame.f_code.co_filename)}:{frame.f_lineno}"
@@ -312,6 +324,9 @@ class Monitor:
             if same is False and not torch_settings.is_sdp_setter(fn):
                 self.stop(f"torch setting changed: {qualname(fn)}")
             return None
+        script = script_calls.native_call(fn, args)
+        if script is not None:  # a Python wrapper of ScriptFunction.__call__ calls the native
+            return self._torch_call(*script, kw_values)
         stream = annotations.draw_stream(fn, args)
         if stream is not None:
             if self.lifted:
@@ -365,20 +380,26 @@ class Monitor:
                     self.read_key(a, args[1], args[1] in a)
                 else:
                     self.expand_lazy(node)
-        calls = self.recorder.calls
         if ann.as_op:
-            traced = numpy_ops.from_numpy_call(self, fn, args)  # torch.from_numpy(array)
-            if traced is None:
-                traced = script_calls.script_call(self, fn, args, kw_values)
-            if traced is not None:
-                return traced
-            return lambda out: self._check_torch_call(fn, calls, out)
+            return self._torch_call(fn, args, kw_values)
+        calls = self.recorder.calls
         if ann.value_read and any(isinstance(a, torch.Tensor) for a in args):
             return lambda out: self._check_value_read(fn, calls)
         if type(fn) is functools._lru_cache_wrapper and plain_values(list(args)) and \
                 plain_values(list(kw_values)):
             return self._cached_result
         return None
+
+    def _torch_call(self, fn, args, kw_values):
+        """A call of torch's (annotated as an operator): the op recorder records what it
+        runs; else a post-call check that it did."""
+        traced = numpy_ops.from_numpy_call(self, fn, args)  # torch.from_numpy(array)
+        if traced is None:
+            traced = script_calls.script_call(self, fn, args, kw_values)
+        if traced is not None:
+            return traced
+        calls = self.recorder.calls
+        return lambda out: self._check_torch_call(fn, calls, out)
 
     def _draw(self, fn, stream, args, kw_values):
         """A host random draw (annotations.DRAW). The mock calls `fn` with the same
@@ -501,7 +522,7 @@ class Monitor:
             return lambda out: self.recorder.record_detach(out, src)
         if relation == "make_subclass" and len(args) >= 2:  # nn.Parameter(data) in forward
             src = args[1]
-            return lambda out: self.recorder.record_detach(out, src)
+            return lambda out: self._made_subclass(out, src)
         if relation == "vars" and args:
             obj = args[0]
             return lambda out: self.read_attr(obj, "__dict__", out)
@@ -509,6 +530,26 @@ class Monitor:
             return (lambda out: self._dir_read(args[0])) if args else None
         self.stop(f"relation call with unexpected arguments: {relation}")
         return None
+
+    def _made_subclass(self, out, src):
+        """`out = torch.Tensor._make_subclass(cls, src, requires_grad)` returned: a detached
+        alias of `src` of class `cls`, made again by the mock on every call as eager does.
+        One that requires grad in a call under grad mode is a leaf autograd must reach from
+        the ops that use it, which one graph cannot make: capture stops, naming the line."""
+        site = self.site(program=True)
+        if isinstance(out, torch.Tensor) and out.requires_grad and (
+                self.grad_mode or torch.is_grad_enabled()):
+            self.stop(f"new {type(out).__name__} requiring grad made under grad mode "
+                      "(a leaf of autograd inside the graph)", site)
+            return
+        self.recorder.record_detach(out, src)
+        if isinstance(out, torch.Tensor) and type(out) is not torch.Tensor:
+            self.subclassed[id(out)] = (weakref.ref(out), site)
+
+    def made_subclass_at(self, tensor):
+        """Where the run made `tensor` with _make_subclass ("file:line"), or None."""
+        entry = self.subclassed.get(id(tensor))
+        return entry[1] if entry is not None and entry[0]() is tensor else None
 
     def _dir_read(self, obj):
         """`dir(obj)` returned: its names come from the class (not mutated) and the

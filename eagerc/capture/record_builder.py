@@ -46,7 +46,7 @@ def build_record(mon, result, compiler, symbolic=False):
         try:
             materialize_final(g)
         except CannotMock as e:
-            mon.stop(f"cannot mock: {e}")
+            mon.stop(f"cannot mock: {e}", e.site)
     if mon.stopped is None and mon.drawn:
         _drawn_kept(mon)
         if mon.symbolic:
@@ -71,7 +71,7 @@ def build_record(mon, result, compiler, symbolic=False):
             out_slots.append(name)
         return f"S[{out_slots.index(name)}]"
 
-    builder = MockBuilder(g, mon.recorder, slot_of, consts, rp)
+    builder = MockBuilder(g, mon.recorder, slot_of, consts, rp, mon.made_subclass_at)
     written = set()
     try:
         inputs = [f"_scalar(D[{sn.index}])" if isinstance(sn, DrawInput)
@@ -84,7 +84,7 @@ def build_record(mon, result, compiler, symbolic=False):
                     written.add(node.node_id)
         ret = builder.value(g.root.versions[-1].refs[Relation("return")])
     except CannotMock as e:
-        mon.stop(f"cannot mock: {e}")
+        mon.stop(f"cannot mock: {e}", e.site)
         return make_record(mon, plan, [], consts, None, None, set())
     gm, run_line = None, []
     if any(n.op in ("call_function", "call_method") for n in mon.recorder.graph.nodes):

@@ -6,8 +6,13 @@ code). Compilers trace through it at the dispatcher (AOTAutograd, Inductor); the
 backend calls it. Only functions whose graph has no in-place op, no random op and no call
 of another function or method are taken, with tensors and plain numbers as positional
 arguments; any other call still stops ("torch native not seen by the op recorder").
+
+A program may wrap `ScriptFunction.__call__` in Python (torch.testing._internal.common_utils
+does on import, for its profiling runs): the monitor follows the wrapper, which ends in the
+native `__call__` with the function as its first argument (`native_call` unwraps that call).
 """
 import hashlib
+import types
 
 import torch
 
@@ -43,6 +48,20 @@ def shim(fn):
     run.__name__ = run.__qualname__ = f"script_{fn.name}_{digest}"
     _shims[id(fn)] = (fn, run)
     return run
+
+
+def native_call(fn, args):
+    """(function, arguments) when `fn(*args)` is ScriptFunction's native `__call__` called
+    explicitly with a TorchScript function first (`torch._C.ScriptFunction.__call__`, kept
+    by a Python wrapper that replaced it on the class), else None. The native is a pybind11
+    method of torch._C named __call__; pybind11 refuses any other one on a ScriptFunction."""
+    if not args or type(args[0]) is not torch.jit.ScriptFunction:
+        return None
+    native = getattr(fn, "__func__", fn)
+    if type(native) is not types.BuiltinFunctionType or native.__name__ != "__call__" or \
+            getattr(native, "__module__", None) != "torch._C":
+        return None
+    return args[0], tuple(args[1:])
 
 
 def script_call(mon, fn, args, kw_values):
