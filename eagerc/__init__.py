@@ -29,14 +29,11 @@ def _register_device() -> None:
     """`import eagerc` makes the eagerc device usable: its hand-written runtime is
     registered, and every other op on it is served by compiled kernels (registering
     takes milliseconds; nothing compiles until an op runs). Where another backend owns
-    PrivateUse1 already (a vendor's device imported first), eagerc serves that device
-    instead, if Inductor's registry gives it a code generator (docs/vendor.md)."""
-    import importlib
-
+    PrivateUse1 already (a vendor's device, which `import torch` loads through its
+    `torch.backends` entry point before this runs), eagerc serves that device instead, if
+    Inductor's registry gives it a code generator (docs/vendor.md)."""
     from eagerc import _config, device
 
-    for module in _config.modules_to_import_first():
-        importlib.import_module(module)
     vendor = _config.vendor_device()
     if vendor is not None:
         _serve_vendor_device(vendor)

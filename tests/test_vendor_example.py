@@ -1,14 +1,22 @@
 """A third-party device (examples/mydevice: its own runtime, an Inductor backend that reuses
 Inductor's C++ code generator, no compute kernel) runs models through eagerc. Each check
 runs in a fresh interpreter: a process has one PrivateUse1 backend, and in this one it is
-the eagerc device."""
+the eagerc device.
+
+Installed, the example is a device backend torch loads at `import torch` (its
+`torch.backends` entry point). Installing it into this environment would make it every
+process's PrivateUse1, so `installed` puts its distribution metadata (the entry points its
+pyproject.toml declares, what pip writes) in a folder of its own that only the checks'
+interpreters have on their path."""
 from __future__ import annotations
 
+import importlib.metadata
 import json
 import os
 import pathlib
 import subprocess
 import sys
+import tomllib
 
 import pytest
 
@@ -16,9 +24,24 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "examples" / "mydevice"
 
 
-def _python(args, cwd=ROOT, timeout=1800, env=None):
-    env = {**os.environ, **(env or {}),
-           "PYTHONPATH": os.pathsep.join(filter(None, [str(EXAMPLE), os.environ.get("PYTHONPATH")]))}
+def installed(folder: pathlib.Path) -> pathlib.Path:
+    """`folder` holding mydevice's distribution metadata as pip installs it (the package
+    itself is imported from the checkout: its runtime's build is cached by source path)."""
+    project = tomllib.loads((EXAMPLE / "pyproject.toml").read_text())["project"]
+    info = folder / f"{project['name']}-{project['version']}.dist-info"
+    info.mkdir(parents=True, exist_ok=True)
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {project['name']}\n"
+                                   f"Version: {project['version']}\n")
+    (info / "entry_points.txt").write_text("".join(
+        f"[{group}]\n" + "".join(f"{name} = {value}\n" for name, value in points.items())
+        for group, points in project["entry-points"].items()))
+    return folder
+
+
+def _python(args, cwd=ROOT, timeout=1800, env=None, site=None):
+    """`site`: a folder from `installed`, first on the path (mydevice autoloads)."""
+    path = [str(site) if site else None, str(EXAMPLE), os.environ.get("PYTHONPATH")]
+    env = {**os.environ, **(env or {}), "PYTHONPATH": os.pathsep.join(filter(None, path))}
     return subprocess.run([sys.executable, *args], cwd=cwd, env=env, capture_output=True, text=True,
                           timeout=timeout)
 
@@ -36,24 +59,58 @@ def test_eagerc_leaves_a_renamed_privateuse1_to_its_backend():
     assert "Inductor has no backend for 'foo'" in result.stderr
 
 
+def test_an_installed_device_is_served_whatever_the_import_order(tmp_path):
+    # `import torch` loads mydevice (entry point) and its _autoload imports eagerc: eagerc
+    # imported first (it imports torch before looking at PrivateUse1) or not at all, the
+    # device is mydevice and eagerc serves it. Turned off, eagerc imported first takes
+    # PrivateUse1 for its own device (what the entry point is for).
+    site = installed(tmp_path / "site")
+    run = ("x = torch.arange(12.).reshape(3, 4)\n"
+           "y = torch.softmax(x.to('mydevice'), -1)\n"
+           "assert y.device.type == 'mydevice' and torch.allclose(y.cpu(), torch.softmax(x, -1))\n"
+           "print(torch._C._get_privateuse1_backend_name(), sorted(eagerc.targets.known_targets()))\n")
+    env = {"EAGERC_COMPILE": "now"}
+    for first in ("import eagerc, torch\n", "import torch\nimport sys; eagerc = sys.modules['eagerc']\n"):
+        result = _python(["-c", first + run], env=env, site=site, timeout=900)
+        assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+        assert result.stdout.split("\n")[0] == "mydevice ['cpu', 'mydevice']", first
+    result = _python(["-c", "import eagerc, torch, sys\n"
+                            "print(torch._C._get_privateuse1_backend_name(), 'mydevice' in sys.modules)\n"],
+                     env={**env, "TORCH_DEVICE_BACKEND_AUTOLOAD": "0"}, site=site)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.stdout.split("\n")[0] == "eagerc False"
+
+
+def test_eagerc_is_no_device_backend_torch_loads():
+    # `import torch` must not import eagerc for everyone who has it installed: its own device
+    # is registered by `import eagerc` only (tests/test_import_side_effects.py); a vendor's
+    # package is what autoloads, and imports eagerc itself.
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    assert "torch.backends" not in project.get("entry-points", {})
+    loaded = [e for e in importlib.metadata.entry_points(group="torch.backends")
+              if e.value.split(":")[0].split(".")[0] == "eagerc"]
+    assert loaded == []
+
+
 @pytest.mark.slow
-def test_the_example_device_runs_bert_resnet_and_a_training_step():
+def test_the_example_device_runs_bert_resnet_and_a_training_step(tmp_path):
     # examples/mydevice/tests: its runtime is all it registers; BERT and ResNet forwards and
     # a BERT training step (AdamW) on it equal CPU eager. Its C++ runtime is built on first
-    # import (torch.utils.cpp_extension, cached per machine).
-    result = _python(["-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", "tests"], cwd=EXAMPLE)
+    # import (torch.utils.cpp_extension, cached per machine). Installed, as its README has it.
+    result = _python(["-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", "tests"], cwd=EXAMPLE,
+                     site=installed(tmp_path / "site"))
     assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-4000:]
     assert "5 passed" in result.stdout
 
 
 @pytest.mark.slow
 def test_the_coverage_tool_reports_on_the_example_device(tmp_path):
-    # EAGERC_IMPORT has `import eagerc` import the vendor's package first, in the command
-    # and in each of its worker processes.
+    # The installed device is loaded by `import torch`, in the command and in each of its
+    # worker processes: nothing names it but --device.
     ops = "aten::abs,aten::mm,aten::nonzero,aten::view,aten::softmax.int"
     result = _python(["-m", "eagerc.coverage", "--device", "mydevice", "--ops", ops, "--workers", "1",
                       "--samples", "2", "--timeout", "600", "--quiet", "--out", str(tmp_path / "cov")],
-                     env={"EAGERC_IMPORT": "mydevice"})
+                     site=installed(tmp_path / "site"))
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     report = json.loads((tmp_path / "cov" / "report.json").read_text())
     assert report["device"] == "mydevice"

@@ -11,16 +11,16 @@ from eagerc.coverage import enumerate as enum
 from eagerc.coverage import report_html, report_json, report_md, runner
 from eagerc.coverage.classify import ORDER
 
-# eagerc's own device, the override devices, or a vendor's device whose package
-# EAGERC_IMPORT names (docs/vendor.md).
+# eagerc's own device, the override devices, or a vendor's device whose installed package
+# `import torch` loads (its torch.backends entry point: docs/vendor.md, "Autoload").
 DEVICES = ("eagerc", "cpu", "cuda")
 
 
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m eagerc.coverage", description=__doc__.replace("``", ""))
     p.add_argument("--device", default="eagerc",
-                   help=f"{', '.join(DEVICES)}, or a vendor's PrivateUse1 device whose package "
-                   "EAGERC_IMPORT names (EAGERC_IMPORT=mydevice ... --device mydevice)")
+                   help=f"{', '.join(DEVICES)}, or a vendor's PrivateUse1 device whose installed "
+                   "package torch loads (a torch.backends entry point: --device mydevice)")
     p.add_argument("--ops", default="", help="comma-separated globs of aten overloads "
                    "(e.g. 'aten::add.Tensor,aten::abs*'; 'aten::' is optional; a glob not "
                    "starting with '_' also matches the one-underscore form, so 'softmax*' "
