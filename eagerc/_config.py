@@ -10,14 +10,6 @@ import os
 # such an op raises NotImplementedError naming it and the fix (docs/vendor.md).
 CPU_FALLBACK_ENV = "EAGERC_CPU_FALLBACK"
 
-# The artifact format: part of every cache namespace, so a bump retires every cached entry.
-# Bump it when the entry points, the guard arrays or the key layout change, and when kernels
-# already cached would now be wrong or slower than what eagerc compiles (a decomposition or a
-# wrapper rewrite that the namespace's other parts do not capture), or when a recorded
-# refusal would now be answered otherwise. What each bump was for is in git history.
-FORMAT_VERSION = 13
-
-
 # Where the eagerc device keeps its memory: "cpu" (host memory, the default) or "cuda"
 # (GPU memory through PyTorch's CUDA caching allocator; its kernels are Triton kernels).
 # Read once, when `import eagerc` registers the device.

@@ -11,25 +11,16 @@ eagerc/graph_kernels.py)::
             hit = service().put(key, stat_key, artifact)   # stored, then loaded
 
 L1 is the caller's (the C++ table for ops, which names the variants it already holds;
-capture's record cache for graphs). The service owns the key (:class:`CacheKey`), the
-locks, the store lookups, load-or-evict, what a refusal leaves on disk, the counters and
-the log lines; it never calls back into its caller.
-
-A key has named components. The namespace (kernel_cache.Namespace) holds the format
-version, torch, eagerc, the target's arch and a digest of the compiler settings that change
-code (Inductor's environment and changed config entries, the settings eagerc changes for
-some ops, the C++ compiler; see eagerc/compile/settings.py and per_op_patches.py); the
-entry key holds the kind, the served device, the name and the signature. At DEBUG the
-``eagerc`` logger prints each component's hash, so "why did this miss?" has an answer. An example entry key::
-
-    op\\0eagerc\\0aten::add.Tensor\\0<signature bytes>
+capture's record cache for graphs). The service owns the locks, the store lookups,
+load-or-evict, what a refusal leaves on disk, the counters and the log lines; it never
+calls back into its caller. A key (:class:`CacheKey`) and its components are
+eagerc/kernel_key.py's: the service asks the key for its namespace and entry key, and logs
+its components at DEBUG (logger ``eagerc.key``).
 
     >>> import eagerc.cache as cache, eagerc.targets as targets
     >>> key = cache.CacheKey("op", targets.for_device("cpu"), "aten::abs", b"sig")
     >>> key.entry_key()
     b'op\\x00cpu\\x00aten::abs\\x00sig'
-    >>> sorted(key.namespace_components())
-    ['arch', 'cxx', 'decompositions', 'eagerc', 'format', 'inductor_config', 'inductor_env', 'per_op_patches', 'threads', 'torch']
 """
 from __future__ import annotations
 
@@ -43,55 +34,12 @@ import tempfile
 import threading
 from typing import Any
 
-import torch
-
 from eagerc import _config, _stats
-from eagerc._version import __version__
 from eagerc.artifact import Artifact, pinned_terms
+from eagerc.kernel_key import CacheKey, log_components
 from eagerc.refusals import NOWHERE, ON_DISK, CompileError, NeedsHostAliases, NotCompiled, SpecializeValues
 
 log = logging.getLogger("eagerc")
-
-
-@dataclasses.dataclass(frozen=True)
-class CacheKey:
-    """Everything an artifact depends on, by name."""
-
-    kind: str          # "op" | "graph"
-    target: Any        # eagerc.targets.Target
-    name: str          # "aten::add.Tensor", "graph"
-    signature: bytes   # the call's specialized part (C++ signature, or a graph digest)
-
-    def entry_key(self) -> bytes:
-        return b"\0".join((self.kind.encode(), self.target.device.encode(), self.name.encode(),
-                           bytes(self.signature)))
-
-    def namespace_components(self) -> dict:
-        """The namespace's parts, each a short string (settings as digests)."""
-        from eagerc.compile import per_op_patches, settings
-
-        return {
-            "format": str(_config.FORMAT_VERSION),
-            "torch": torch.__version__,
-            "eagerc": __version__,
-            "arch": self.target.arch(),
-            "inductor_env": settings.digest(settings.inductor_environment()),
-            "inductor_config": settings.digest(settings.inductor_overrides()),
-            "per_op_patches": settings.digest(per_op_patches.RECIPE),
-            **{k: settings.digest(v) for k, v in self.target.compiler_settings().items()},
-        }
-
-    def namespace(self, parts: dict | None = None):
-        """The kernel_cache namespace built from `parts` (default: namespace_components())."""
-        import kernel_cache
-
-        parts = parts or self.namespace_components()
-        fixed = ("format", "torch", "eagerc", "arch")
-        compiler = hashlib.sha256(repr(sorted((k, v) for k, v in parts.items()
-                                              if k not in fixed)).encode()).hexdigest()[:16]
-        return kernel_cache.Namespace(format_version=int(parts["format"]), torch_version=parts["torch"],
-                                      eagerc_version=parts["eagerc"], target_arch=parts["arch"],
-                                      compiler_settings=compiler)
 
 
 @dataclasses.dataclass
@@ -131,10 +79,7 @@ class CompileService:
         parts = key.namespace_components()
         namespace = key.namespace(parts)
         digest, entry_key = namespace.digest(), key.entry_key()
-        if log.isEnabledFor(logging.DEBUG):
-            log.debug("eagerc: key %s %s on %s: namespace %s = %s, signature %s", key.kind, key.name,
-                      key.target.device, digest, parts,
-                      hashlib.sha256(bytes(key.signature)).hexdigest()[:16])
+        log_components(key, digest, parts)
         return self._store(namespace), digest, entry_key
 
     @contextlib.contextmanager

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import base64
 import dataclasses
-import hashlib
 import io
 import time
 
@@ -20,7 +19,8 @@ import torch
 
 from eagerc import _C
 from eagerc.artifact import Artifact
-from eagerc.cache import CacheKey, service
+from eagerc.cache import service
+from eagerc.kernel_key import CacheKey, graph_signature
 from eagerc.refusals import CompileError, NotCompiled
 from eagerc.targets import TargetError, for_device
 
@@ -34,20 +34,6 @@ class GraphKernel:
     run: object
     guard: object
     from_disk: bool
-
-
-def graph_signature(gm, example_inputs, dynamic_dims) -> bytes:
-    """What the artifact depends on: the graph's code and each input's metadata (symbolic
-    dims as 's'; strides and offsets of static inputs exactly, since the kernel assumes them)."""
-    parts = [gm.code]
-    for t, dims in zip(example_inputs, dynamic_dims):
-        if not isinstance(t, torch.Tensor):
-            raise TypeError(f"a compiled graph takes tensors, got {type(t).__name__}")
-        sizes = ["s" if d in dims else str(n) for d, n in enumerate(t.shape)]
-        strides = ["?"] * t.dim() if dims else [str(s) for s in t.stride()]
-        parts.append(f"{t.dtype}|{t.device}|{','.join(sizes)}|{','.join(strides)}|"
-                     f"{t.storage_offset() if not dims else '?'}")
-    return hashlib.sha256("\n".join(parts).encode()).hexdigest().encode()
 
 
 def _target(example_inputs):

@@ -35,7 +35,8 @@ from eagerc.compile import op as op_compiler
 
 HALL = "eagerc.per_op.resolver"
 ROOMS = {"eagerc.targets": "targets", "eagerc.per_op.background": "background",
-         "eagerc.cache": "cache", "eagerc.per_op.eager_rules": "eager_rules"}
+         "eagerc.cache": "cache", "eagerc.kernel_key": "cache",  # the service's key
+         "eagerc.per_op.eager_rules": "eager_rules"}
 HELPERS = {"eagerc.aten_meta", "eagerc._stats", "eagerc._config", "eagerc.refusals",
            "eagerc.artifact", "eagerc.per_op.registration", "eagerc.random_streams"}
 STEPS = ["targets", "background", "cache", "eager_rules", "compile", "cache"]
