@@ -201,24 +201,21 @@ def test_complex_float_power_and_ldexp_are_eagers(dtype):
 def test_refusals_and_decompositions_are_in_the_cache_key(monkeypatch):
     """A kernel compiled before a call was refused, or before a decomposition changed, is
     not a hit: each version bump changes the cache namespace."""
-    import importlib
-
-    from eagerc import targets
+    from eagerc import kernel_key, targets
     from eagerc.cache import CacheKey
-    from eagerc.codegen.cpp import cpu_decompositions
-    from eagerc.compile import known_wrong, per_op_patches
 
-    key = CacheKey(kind="op", target=targets.for_device("eagerc"), name="aten::nextafter", signature=b"")
-    before = key.namespace_components()
-    monkeypatch.setattr(cpu_decompositions, "VERSION", cpu_decompositions.VERSION + "+")
-    assert key.namespace_components() != before
+    target = targets.for_device("eagerc")
+    key = CacheKey(kind="op", target=target, name="aten::nextafter", signature=b"")
+    parts = key.namespace_components()
+    assert parts["known_wrong"] == kernel_key.KNOWN_WRONG_VERSION
+    assert "codegen.decompositions" in parts  # the C++ code generator's decompositions
+    before = key.namespace().digest()
+    monkeypatch.setattr(kernel_key, "KNOWN_WRONG_VERSION", kernel_key.KNOWN_WRONG_VERSION + "+")
+    assert key.namespace().digest() != before
     monkeypatch.undo()
-    assert key.namespace_components() == before
-    monkeypatch.setattr(known_wrong, "VERSION", known_wrong.VERSION + "+")
-    try:
-        importlib.reload(per_op_patches)
-        assert key.namespace_components() != before
-    finally:
-        monkeypatch.undo()
-        importlib.reload(per_op_patches)
-    assert key.namespace_components() == before
+    settings = target.codegen.compiler_settings()
+    monkeypatch.setattr(type(target.codegen), "compiler_settings",
+                        lambda self: {**settings, "decompositions": settings["decompositions"] + "+"})
+    assert key.namespace().digest() != before
+    monkeypatch.undo()
+    assert key.namespace().digest() == before

@@ -33,12 +33,13 @@ def op_stats(name):
 
 def test_cuda_is_a_target_with_its_arch():
     from eagerc import targets
+    from eagerc.kernel_key import CacheKey
 
     t = targets.for_device("cuda")
     major, minor = torch.cuda.get_device_capability()
     assert (t.device, t.dispatch_key, t.home, t.codegen.name, t.host_aliases) == ("cuda", "CUDA", "cuda", "triton", False)
     assert t.arch().startswith(f"sm_{major}{minor}-cuda")
-    assert "triton" in t.compiler_settings()
+    assert "codegen.triton" in CacheKey("op", t, "aten::abs", b"").namespace_components()
 
 
 def test_new_sizes_reuse_one_kernel_per_size_class(fresh_cache):
