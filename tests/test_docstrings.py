@@ -4,7 +4,8 @@ import importlib
 
 import pytest
 
-MODULES = """eagerc eagerc.per_op.registration eagerc.targets eagerc.codegen eagerc.cache eagerc.testing eagerc.capture
+MODULES = """eagerc eagerc.per_op.registration eagerc.targets eagerc.codegen eagerc.cache eagerc.kernel_key eagerc.testing
+eagerc.capture
 eagerc.capture.guards eagerc.capture.annotations eagerc.capture.refgraph eagerc.device
 eagerc.device.device_module kernel_cache kernel_cache.interface kernel_cache.records
 kernel_cache.remote kernel_cache.namespace kernel_cache.layout kernel_cache.disk
