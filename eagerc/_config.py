@@ -34,20 +34,10 @@ def device_backing() -> str:
 DEVICE_ENV = "EAGERC_DEVICE"
 
 
-# Modules `import eagerc` imports first (comma-separated), e.g. a vendor's device package
-# that renames PrivateUse1 ("mydevice", examples/mydevice): what makes eagerc's command
-# lines and worker processes (python -m eagerc.coverage, warm_cache's workers) serve that
-# device. Such a module must not import eagerc itself.
-IMPORT_ENV = "EAGERC_IMPORT"
-
-
-def modules_to_import_first() -> list:
-    return [m.strip() for m in os.environ.get(IMPORT_ENV, "").split(",") if m.strip()]
-
-
 def vendor_device() -> str | None:
     """The device another backend registered as PrivateUse1 before `import eagerc` (e.g.
-    "mydevice", examples/mydevice), or None. eagerc then leaves PrivateUse1 to it and
+    "mydevice", examples/mydevice, which `import torch` loads through its torch.backends
+    entry point), or None. eagerc then leaves PrivateUse1 to it and
     serves that device instead of registering its own."""
     import torch
 
