@@ -37,8 +37,8 @@ DEVICE_ENV = "EAGERC_DEVICE"
 def vendor_device() -> str | None:
     """The device another backend registered as PrivateUse1 before `import eagerc` (e.g.
     "mydevice", examples/mydevice, which `import torch` loads through its torch.backends
-    entry point), or None. eagerc then leaves PrivateUse1 to it and
-    serves that device instead of registering its own."""
+    entry point), or None. eagerc then leaves PrivateUse1 to it and serves that device
+    instead of registering its own."""
     import torch
 
     name = torch._C._get_privateuse1_backend_name()
