@@ -17,12 +17,12 @@ import time
 import torch
 from torch.utils._pytree import tree_flatten, tree_map, tree_unflatten
 
-import eagerc
 from eagerc import _C, _config, cache
 from eagerc.aten_meta import overload_by_name
 from eagerc.coverage import check, classify
 from eagerc.coverage.enumerate import facts as op_facts
 from eagerc.coverage.samples import NoSample, clone_tensor, schema_call
+from eagerc.per_op.registration import disable, enable, stats
 
 
 CPU_STAGE = "CPU eager reference"
@@ -48,9 +48,9 @@ class Device:
         self.runtime = runtime if self.override else self.own_runtime
         self.denied = runtime | self.own_runtime
         if self.override:  # checks that eagerc has a target for it
-            eagerc.enable(name)
+            enable(name)
         if self.override:
-            eagerc.disable(name)
+            disable(name)
 
     def warm_up(self) -> None:
         """Pay the process's one-time cost of a first GPU compile (Inductor's and Triton's
@@ -72,12 +72,12 @@ class Device:
     @contextlib.contextmanager
     def served(self):
         if self.override:
-            eagerc.enable(self.name)
+            enable(self.name)
         try:
             yield
         finally:
             if self.override:
-                eagerc.disable(self.name)
+                disable(self.name)
 
     def to_device(self, value):
         """Tensors moved to the device; factory arguments (device=cpu) pointed at it."""
@@ -273,14 +273,14 @@ def run_call(op, name, dtype, facts, call, dev) -> Outcome:
         args, kwargs = dev.to_device(_clone(call.args)), dev.to_device(_clone(call.kwargs))
     _stage(call, "device")
     _loads.clear()
-    before = eagerc.stats()["ops"]
+    before = stats()["ops"]
     raised = None
     try:
         with dev.served():
             actual = op(*args, **kwargs)
     except Exception as e:  # noqa: BLE001 - the device's failure is the result
         raised = e
-    delta = classify.stats_delta(before, eagerc.stats()["ops"])
+    delta = classify.stats_delta(before, stats()["ops"])
     if raised is not None:
         own = delta.get(f"{name}@{dev.key}", {})
         message = str(raised)

@@ -181,7 +181,7 @@ def run_tasks(tasks: list, device: str, out_dir: str, workers: int, timeout: flo
                     worker.start(max(timeout, 300))
                 except (WorkerDidNotStart, TimeoutError) as e:
                     how = worker.kill()
-                    why = e if isinstance(e, WorkerDidNotStart) else f"{e} ({how}): {quote(list(worker.output))}"
+                    why = e if isinstance(e, WorkerDidNotStart) else f"{e} ({how}): {quote(worker.output)}"
                     worker = None
                     write({**_head(task), "status": "crash", "detail": f"worker did not start: {why}"})
                     continue

@@ -41,11 +41,11 @@ def _device_of(model: torch.nn.Module, example_inputs: tuple) -> torch.device:
 
 
 def _replay_here(calls, device_type: str, collect) -> None:
-    import eagerc
+    from eagerc.per_op.registration import enable
     from eagerc.warm.replay_call import replay
 
     if device_type != "eagerc":
-        eagerc.enable(device_type)
+        enable(device_type)
     for call in calls:
         collect(replay(call))
 
@@ -237,18 +237,18 @@ def warm_cache(model: torch.nn.Module, *example_inputs, device: Optional[str] = 
 
 def _confirm(model, example_inputs, device_type: str) -> int:
     """Kernels compiled by one real forward (with and without grad) after the replay."""
-    import eagerc
+    from eagerc.per_op.registration import enable, stats
 
     if device_type != "eagerc":
-        eagerc.enable(device_type)
-    before = eagerc.stats()["compiles"]
+        enable(device_type)
+    before = stats()["compiles"]
     with torch.no_grad():
         model(*example_inputs)
     grads = {p: p.grad for p in model.parameters()}
     model(*example_inputs)  # no backward: the graph is dropped, the weights untouched
     for p, g in grads.items():
         p.grad = g
-    return eagerc.stats()["compiles"] - before
+    return stats()["compiles"] - before
 
 
 __all__ = ["warm_cache", "WarmReport"]

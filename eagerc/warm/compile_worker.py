@@ -7,10 +7,10 @@ from __future__ import annotations
 def start(device_type: str):
     """A worker's setup (eagerc/workers/protocol.py): serve `device_type` as the user's
     process would; the handler replays one call."""
-    import eagerc
+    from eagerc.per_op.registration import enable  # (importing it registers the eagerc device)
 
     if device_type != "eagerc":
-        eagerc.enable(device_type)
+        enable(device_type)
     from eagerc.warm.replay_call import replay
 
     return replay

@@ -86,7 +86,8 @@ class WorkerProcess:
     (appended; default: the caller's stderr)."""
 
     def __init__(self, module: str, *args: str, env: dict | None = None, log_path: str | None = None):
-        self.output: collections.deque = collections.deque(maxlen=50)
+        self._output: collections.deque = collections.deque(maxlen=50)
+        self._output_lock = threading.Lock()
         self.ready = False
         self._log = open(log_path, "ab") if log_path else None
         self._answers, answers_end = os.pipe()
@@ -105,6 +106,12 @@ class WorkerProcess:
         self._copier = threading.Thread(target=self._copy_output, daemon=True,
                                         name=f"eagerc worker {self.process.pid} output")
         self._copier.start()
+
+    @property
+    def output(self) -> list:
+        """The worker's last output lines (stdout and stderr), oldest first."""
+        with self._output_lock:
+            return list(self._output)
 
     def start(self, timeout: float | None = None) -> None:
         """Wait until the worker is ready to serve. WorkerDidNotStart with its reason;
@@ -126,7 +133,7 @@ class WorkerProcess:
         try:
             send(self.process.stdin, request)
         except (BrokenPipeError, ConnectionResetError):
-            raise WorkerDied(self._wait_for_exit(), list(self.output)) from None
+            raise WorkerDied(self._wait_for_exit(), self.output) from None
         kind, payload = self._receive(timeout)
         if kind == ERROR:
             raise WorkerFailed(*payload)
@@ -152,7 +159,7 @@ class WorkerProcess:
 
     def _receive(self, timeout: float | None):
         if self._answers < 0:  # ended already
-            raise WorkerDied(how_it_ended(self.process.returncode), list(self.output))
+            raise WorkerDied(how_it_ended(self.process.returncode), self.output)
         deadline = None if timeout is None else time.monotonic() + timeout
 
         def read(size: int) -> bytes:
@@ -167,7 +174,7 @@ class WorkerProcess:
         try:
             frame = read_frame(read)
         except EOFError:
-            raise WorkerDied(self._wait_for_exit(), list(self.output)) from None
+            raise WorkerDied(self._wait_for_exit(), self.output) from None
         return pickle.loads(frame)
 
     def _wait_for_exit(self) -> str:
@@ -189,7 +196,8 @@ class WorkerProcess:
         with self.process.stdout as output:
             for line in iter(output.readline, b""):
                 text = line.decode(errors="replace").rstrip("\n")
-                self.output.append(text)
+                with self._output_lock:
+                    self._output.append(text)
                 try:
                     if self._log is not None:
                         self._log.write(line)
