@@ -107,7 +107,7 @@ class Target:
             return own
         from eagerc.compile.accelerator.decompositions import for_codegen
 
-        return {**for_codegen(self.codegen.name), **own}
+        return {**for_codegen(self.codegen), **own}
 
     def touches_device(self, args) -> bool:
         """Whether the call has tensors (or a device argument) of the served device that

@@ -103,10 +103,11 @@ def test_special_functions_triton_has_no_code_for(name):
     edges; host C++ has code for every one and gets none."""
     from torch.testing._internal.common_methods_invocations import op_db
 
+    from eagerc.codegen import CPP, TRITON
     from eagerc.compile.accelerator.decompositions import special_for
 
-    assert special_for("cpp") == {}
-    table = special_for("triton")
+    assert special_for(CPP) == {}
+    table = special_for(TRITON)
     op = getattr(torch.ops.aten, name.replace(".", "_")).default
     checked = 0
     for info in (o for o in op_db if o.name == name):

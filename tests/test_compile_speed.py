@@ -11,10 +11,10 @@ import pytest
 import torch
 
 import eagerc
+from eagerc.codegen import TRITON
 from eagerc.codegen.cpp import generator as cpp
+from eagerc.codegen.cpp import toolchain, wrapper_build
 from eagerc.codegen.cpp.generator import drop_input_asserts
-from eagerc.compile import settings
-from eagerc.codegen.cpp import wrapper_build
 from eagerc.codegen.cpp.wrapper_build import routed_builds
 from eagerc.testing import assert_close
 
@@ -53,7 +53,7 @@ def test_wrapper_and_kernel_compile_together_then_link(tmp_path):
                 FakeBuilder(tmp_path / "k.o", log, gate=gate),
                 FakeBuilder(tmp_path / "lib.so", log)]
     original = _worker()
-    with routed_builds():
+    with routed_builds(cpp.CPP):
         _worker()(str(tmp_path / "lock"), builders)
     assert _worker() is original  # Inductor's own worker is back
     assert sorted(log[:2]) == ["g++ k.o -w", "g++ w.o -w"]
@@ -98,7 +98,7 @@ def test_libtorch_cpu_is_linked_through_a_stub_of_its_soname(tmp_path):
 
     log = []
     link = FakeBuilder(tmp_path / "lib.so", log, extra=" -ltorch -ltorch_cpu -lgomp")
-    wrapper_build.link_through_stub(link)
+    wrapper_build.link_through_stub(link, cpp.CPP)
     line = log[0].split()
     stub = line[line.index("-Wl,--push-state,--no-as-needed") + 1]
     assert line[line.index(stub) + 1] == "-Wl,--pop-state" and "-ltorch_cpu" not in line
@@ -110,8 +110,16 @@ def test_libtorch_cpu_is_linked_through_a_stub_of_its_soname(tmp_path):
     # A linker that refuses it: the link as Inductor wrote it.
     log.clear()
     refused = FakeBuilder(tmp_path / "lib2.so", log, extra=" -ltorch_cpu", fails="push-state")
-    wrapper_build.link_through_stub(refused)
+    wrapper_build.link_through_stub(refused, cpp.CPP)
     assert log == ["g++ lib2.so -ltorch_cpu"]
+
+    # Which libraries go through stubs is the code generator's: a GPU wrapper's torch_cuda too.
+    log.clear()
+    wrapper_build.link_through_stub(FakeBuilder(tmp_path / "lib3.so", log, extra=" -ltorch_cuda"), cpp.CPP)
+    assert "-ltorch_cuda" in log[0].split()
+    log.clear()
+    wrapper_build.link_through_stub(FakeBuilder(tmp_path / "lib4.so", log, extra=" -ltorch_cuda"), TRITON)
+    assert "-ltorch_cuda" not in log[0].split() and "/libtorch_cuda.so" in log[0]
 
 
 def test_built_outputs_are_kept_and_errors_raise(tmp_path):
@@ -119,14 +127,14 @@ def test_built_outputs_are_kept_and_errors_raise(tmp_path):
     builders = [FakeBuilder(tmp_path / "w.o", log, built=True),
                 FakeBuilder(tmp_path / "k.o", log),
                 FakeBuilder(tmp_path / "lib.so", log)]
-    with routed_builds():
+    with routed_builds(cpp.CPP):
         _worker()(str(tmp_path / "lock"), builders)
     assert (tmp_path / "w.o").read_text() == "old" and len(log) == 2
 
     failing = [FakeBuilder(tmp_path / "a" / "w.o", log),
                FakeBuilder(tmp_path / "a" / "k.o", log, fails=True),
                FakeBuilder(tmp_path / "a" / "lib.so", log)]
-    with routed_builds(), pytest.raises(RuntimeError, match="k.o"):
+    with routed_builds(cpp.CPP), pytest.raises(RuntimeError, match="k.o"):
         _worker()(str(tmp_path / "lock2"), failing)
     assert not (tmp_path / "a" / "lib.so").exists()
 
@@ -137,7 +145,7 @@ def test_other_builds_go_to_inductor(tmp_path, monkeypatch):
     seen = []
     monkeypatch.setattr(codecache, "_worker_compile_cpp",
                         lambda lock, builders: seen.append(len(builders)))
-    with routed_builds():
+    with routed_builds(cpp.CPP):
         codecache._worker_compile_cpp(str(tmp_path / "lock"),
                                       [FakeBuilder(tmp_path / "one.so", [])])
     assert seen == [1]
@@ -155,7 +163,7 @@ def test_only_input_asserts_are_dropped():
 
 
 def test_the_build_recipe_is_in_the_cache_namespace():
-    assert cpp.BUILD_RECIPE in settings.cxx_compiler() == cpp.CPP.compiler_settings()["cxx"]
+    assert cpp.BUILD_RECIPE in toolchain.cxx_compiler() == cpp.CPP.compiler_settings()["cxx"]
 
 
 def test_a_real_kernel_keeps_its_optimization_level(fresh_cache, tmp_path, monkeypatch):

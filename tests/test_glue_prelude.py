@@ -17,9 +17,10 @@ import pytest
 import torch
 
 import eagerc
+from eagerc.codegen import CPP, TRITON
 from eagerc.codegen.cpp import glue_prelude
-from eagerc.codegen.triton import lean_gpu_prelude
 from eagerc.codegen.cpp.glue_prelude import MINIMAL_BINDING, _compile_flags, prelude_text, slim_source
+from eagerc.codegen.triton import lean_gpu_prelude
 from eagerc.testing import assert_close
 
 DATA = Path(__file__).parent / "data"
@@ -46,11 +47,14 @@ def fresh_inductor(fresh_cache, tmp_path, monkeypatch):
 def test_the_wrapper_header_lines_are_removed_and_their_devices_named():
     code = ("\n#include <torch/csrc/inductor/cpp_wrapper/cuda.h>\n"
             "#include <torch/csrc/inductor/cpp_wrapper/cpu.h>\n#include <vector>\nint f();\n")
-    slim, devices = slim_source(code)
+    slim, devices = slim_source(code, TRITON)
     assert devices == {"cpu", "cuda"}
     assert slim == "\n#include <vector>\nint f();\n"
-    assert slim_source("int f();\n") is None  # not a generated wrapper
-    assert slim_source("#include <torch/csrc/inductor/cpp_wrapper/xpu.h>\n") is None  # not covered
+    assert slim_source("int f();\n", TRITON) is None  # not a generated wrapper
+    assert slim_source("#include <torch/csrc/inductor/cpp_wrapper/xpu.h>\n", TRITON) is None  # not covered
+    # Which devices a prelude covers is the code generator's: C++ code has no CUDA header.
+    assert slim_source(code, CPP) is None
+    assert slim_source("#include <torch/csrc/inductor/cpp_wrapper/cpu.h>\nint f();\n", CPP)[1] == {"cpu"}
 
 
 def test_a_precompiled_header_takes_the_compile_flags_alone():
@@ -109,9 +113,9 @@ def test_an_unbuildable_header_is_not_tried_again(tmp_path, monkeypatch):
     monkeypatch.setattr(glue_prelude, "_header_dir", lambda: str(tmp_path))
     monkeypatch.setattr(glue_prelude, "_unusable", set())
     flags = ["g++", "-fno-such-flag-anywhere"]
-    assert glue_prelude.precompiled_prelude(flags, {"cpu"}) is None
+    assert glue_prelude.precompiled_prelude(flags, {"cpu"}, CPP) is None
     assert len(glue_prelude._unusable) == 1
-    assert glue_prelude.precompiled_prelude(flags, {"cpu"}) is None  # remembered, no second g++
+    assert glue_prelude.precompiled_prelude(flags, {"cpu"}, CPP) is None  # remembered, no second g++
     assert not list(tmp_path.glob("*.gch"))
 
 
@@ -121,9 +125,9 @@ def test_a_generated_gpu_wrapper_compiles_on_the_cuda_prelude(tmp_path):
     # A wrapper Inductor generated on the H100 (tests/data): the CUDA prelude declares all
     # it uses (the driver API, the guards, the shims), with eagerc's import stub appended.
     code = (DATA / "gpu_wrapper_softmax.cpp").read_text() + MINIMAL_BINDING.format(entry_func="inductor_entry_cpp")
-    slim, devices = slim_source(code)
+    slim, devices = slim_source(code, TRITON)
     assert devices == {"cuda"} and "cpp_wrapper/cuda.h" not in slim
-    (tmp_path / "prelude.h").write_text(prelude_text(devices))
+    (tmp_path / "prelude.h").write_text(prelude_text(devices, TRITON))
     (tmp_path / "wrapper.cpp").write_text(slim)
     torch_include = os.path.join(os.path.dirname(torch.__file__), "include")
     done = subprocess.run(
@@ -136,7 +140,7 @@ def test_a_generated_gpu_wrapper_compiles_on_the_cuda_prelude(tmp_path):
 
 def _generated_gpu_wrapper():
     code = (DATA / "gpu_wrapper_softmax.cpp").read_text() + MINIMAL_BINDING.format(entry_func="inductor_entry_cpp")
-    return slim_source(code)
+    return slim_source(code, TRITON)
 
 
 def test_a_gpu_wrapper_fits_the_lean_header_unless_it_names_what_the_header_lacks():
@@ -162,7 +166,7 @@ def _compile_on_the_lean_header(tmp_path, code: str, devices) -> Path:
     header with no torch header at all; its path."""
     (tmp_path / "kernel.cubin").write_bytes(b"\x7fELF a cubin")
     code = re.sub(r"CUBIN_PATH(_\d+)?", str(tmp_path / "kernel.cubin"), code)
-    (tmp_path / "lean.h").write_text(glue_prelude.prelude_text(devices, lean=True))
+    (tmp_path / "lean.h").write_text(glue_prelude.prelude_text(devices, TRITON, lean=True))
     (tmp_path / "wrapper.cpp").write_text(lean_gpu_prelude.without_file_loader(code))
     done = subprocess.run(
         ["g++", "-std=c++17", "-c", "-fPIC", "-O1", "-w", "-I", sysconfig.get_paths()["include"],
@@ -192,7 +196,7 @@ def test_a_lean_build_that_fails_is_built_on_the_full_prelude(tmp_path, monkeypa
     (tmp_path / "w.cpp").write_text(code)
     monkeypatch.setattr(glue_prelude, "counts", {"lean": 0, "slim": 0, "fallback": 0})
     monkeypatch.setattr(glue_prelude, "precompiled_prelude",
-                        lambda flags, devices, lean=False: f"/h/{'lean' if lean else 'full'}.h")
+                        lambda flags, devices, codegen, lean=False: f"/h/{'lean' if lean else 'full'}.h")
     tried = []
 
     class Builder:
@@ -206,14 +210,14 @@ def test_a_lean_build_that_fails_is_built_on_the_full_prelude(tmp_path, monkeypa
                 raise RuntimeError("error: 'something' was not declared in this scope")
 
     builder = Builder()
-    assert glue_prelude.slim_build(builder, builder.get_command_line())
+    assert glue_prelude.slim_build(builder, builder.get_command_line(), TRITON)
     assert [("/h/lean.h" in line, "std::string filePath" in text) for line, text in tried] == [
         (True, False), (False, True)]
     assert glue_prelude.counts == {"lean": 0, "slim": 1, "fallback": 0}
     monkeypatch.setenv("EAGERC_GLUE_PRELUDE", "full")  # the switch: the full header at once
     tried.clear()
     builder = Builder()
-    assert glue_prelude.slim_build(builder, builder.get_command_line())
+    assert glue_prelude.slim_build(builder, builder.get_command_line(), TRITON)
     assert len(tried) == 1 and "/h/full.h" in tried[0][0]
 
 
@@ -231,7 +235,7 @@ def _fits_here(name: str) -> bool:
 
 @pytest.mark.parametrize("name", sorted(GPU_WRAPPERS))
 def test_generated_gpu_wrappers_fit_the_lean_header(name):
-    code, devices = slim_source((DATA / "gpu_wrappers" / f"{name}.cpp").read_text())
+    code, devices = slim_source((DATA / "gpu_wrappers" / f"{name}.cpp").read_text(), TRITON)
     assert lean_gpu_prelude.fits(code, devices) == (_fits_here(name) if name in _EXTERNS else GPU_WRAPPERS[name])
 
 
@@ -250,4 +254,4 @@ def test_extern_prototypes_are_this_torchs():
 def test_generated_gpu_wrappers_that_fit_compile_on_the_lean_header(tmp_path, name):
     # What fits must build: a wrapper that fits but fails costs a second compile (the
     # layer_norm wrapper did, until the header declared wrap_with_raii_handle_if_needed).
-    _compile_on_the_lean_header(tmp_path, *slim_source((DATA / "gpu_wrappers" / f"{name}.cpp").read_text()))
+    _compile_on_the_lean_header(tmp_path, *slim_source((DATA / "gpu_wrappers" / f"{name}.cpp").read_text(), TRITON))

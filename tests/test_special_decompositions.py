@@ -13,10 +13,11 @@ import textwrap
 import pytest
 import torch
 
-from eagerc.compile.accelerator.special import special_for
+from eagerc import codegen
+from eagerc.compile.accelerator.decompositions import special_for
 from eagerc.testing import assert_close
 
-TRITON = special_for("triton")
+TRITON = special_for(codegen.TRITON)
 aten = torch.ops.aten
 
 UNARY = ["special_ndtri", "special_modified_bessel_k0", "special_modified_bessel_k1",
@@ -30,7 +31,7 @@ OPINFO["special_airy_ai"] = "special.airy_ai"
 
 
 def test_only_code_generators_without_them_decompose():
-    assert special_for("cpp") == {}
+    assert special_for(codegen.CPP) == {}
     for name in [*OPINFO, "special_ndtr", "special_log_ndtr", "special_spherical_bessel_j0"]:
         packet = getattr(aten, name)
         assert packet.default in TRITON, name
@@ -183,6 +184,7 @@ def test_zeta_and_polygamma_edges(dtype):
 _ON_HOST_CPP = textwrap.dedent("""
     import sys, torch, eagerc
     import eagerc.compile.accelerator.decompositions as decompositions
+    from eagerc.codegen import TRITON
     from eagerc.testing import assert_close
     from torch.testing._internal.common_methods_invocations import op_db
     used = set()
@@ -191,8 +193,8 @@ _ON_HOST_CPP = textwrap.dedent("""
             used.add(op.name())
             return fn(*args, **kwargs)
         return decomposition
-    triton = {op: counted(op, fn) for op, fn in decompositions.special_for("triton").items()}
-    decompositions.special_for = lambda codegen_name: triton  # host C++ traces Triton's table
+    triton = {op: counted(op, fn) for op, fn in decompositions.special_for(TRITON).items()}
+    decompositions.special_for = lambda codegen: triton  # host C++ traces Triton's table
     d = lambda v: v.to("eagerc") if isinstance(v, torch.Tensor) else v
     import time
     names = sys.argv[1].split(",")

@@ -149,10 +149,10 @@ def bench_cold(args) -> None:
     glue = []  # seconds of each wrapper build (the g++ step of a GPU compile)
     build_glue = wrapper_build.build_glue
 
-    def timed_glue(builder, **how):
+    def timed_glue(builder, *how, **kw):
         t0 = time.perf_counter()
         try:
-            return build_glue(builder, **how)
+            return build_glue(builder, *how, **kw)
         finally:
             glue.append(time.perf_counter() - t0)
 

@@ -24,7 +24,7 @@ from eagerc.codegen.base import Codegen
 from eagerc.codegen.cpp.generator import CPP
 from eagerc.codegen.triton.generator import TRITON
 
-__all__ = ["Codegen", "CPP", "TRITON", "ALL", "NoCodegen", "by_name", "for_home", "for_device"]
+__all__ = ["Codegen", "CPP", "TRITON", "ALL", "NoCodegen", "by_name", "for_home", "for_device", "naming_calls"]
 
 ALL = (CPP, TRITON)
 
@@ -39,6 +39,16 @@ def by_name(name: str) -> Codegen:
         if found.name == name:
             return found
     raise KeyError(f"no eagerc code generator {name!r}; there are {[c.name for c in ALL]}")
+
+
+def naming_calls(library: bytes) -> bytes:
+    """The bytes of an artifact (`library`) that name the functions it calls: where a code
+    generator's artifacts keep them apart (Codegen.naming_calls), that part, else all."""
+    for found in ALL:
+        part = found.naming_calls(library)
+        if part is not None:
+            return part
+    return library
 
 
 def for_home(device_type: str) -> Codegen | None:

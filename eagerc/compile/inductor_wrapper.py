@@ -26,7 +26,6 @@ import logging
 from eagerc.artifact import Artifact
 from eagerc.refusals import (IN_PROCESS, ON_DISK, CompileError, InductorFailed,
                             NeedsHostAliases, environment_failure, error_summary)
-from eagerc.codegen.cpp import glue_prelude
 from eagerc.compile.guard_source import guard_source, range_checks
 from eagerc.compile.lock import compile_lock
 
@@ -110,9 +109,6 @@ def build_artifact(traced, codegen, check_code=None, patches=None) -> Artifact:
     from torch._guards import TracingContext, tracing
     from torch._inductor.compile_fx import compile_fx_inner
 
-    from eagerc.codegen.cpp import vec_isa_memo
-
-    vec_isa_memo.install()  # every C++ compile (CPU kernels, GPU wrappers) checks the CPU ISA
     captured = {}
     shape_env = traced.shape_env
     inputs = _graph_input_names(traced.gm)
@@ -138,7 +134,7 @@ def build_artifact(traced, codegen, check_code=None, patches=None) -> Artifact:
 
     def compile_cpp_wrapper():
         with tracing(TracingContext(traced.fake_mode)), _intercept_wrapper_source(on_source), \
-                glue_prelude.minimal_python_binding(), codegen.build_path(), _quiet_proxy_executor():
+                codegen.build_path(), _quiet_proxy_executor():
             compile_fx_inner(traced.gm, traced.fakes, cpp_wrapper=True, is_inference=True)
 
     try:

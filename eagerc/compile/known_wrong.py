@@ -5,14 +5,13 @@ and reproduced with torch.compile itself, so it is Inductor's, not eagerc's. A r
 call runs eager's kernel (natively in override mode, on aliases on a host-memory device).
 Re-check the entries with each torch release.
 
-VERSION changes whenever an entry is added or a predicate widens: the cache key holds it
-(per_op_patches.RECIPE), so a kernel compiled before its call was refused is not served.
+When an entry is added or a predicate widens, the key's known_wrong component moves
+(eagerc/kernel_key.py's KNOWN_WRONG_VERSION), so a kernel compiled before its call was
+refused is not served.
 """
 from __future__ import annotations
 
 import torch
-
-VERSION = "2"
 
 _HALF_TYPES = (torch.float16, torch.bfloat16)
 
@@ -21,11 +20,16 @@ def _half(args) -> bool:
     return isinstance(args[0], torch.Tensor) and args[0].dtype in _HALF_TYPES
 
 
+def divisor_is_one_value(b) -> bool:
+    """ATen's CPU div_floor takes the divisor as one float (`iter.is_scalar(2)`): a number,
+    or a tensor every output element reads the same element of."""
+    return not isinstance(b, torch.Tensor) or b.numel() == 1
+
+
 def _half_div_floor(a, b) -> bool:
     """A float16/bfloat16 floor division whose divisor has many values: ATen rounds each
-    step to the half type (cpu_decompositions.py computes the one-value case exactly)."""
-    from eagerc.codegen.cpp.cpu_decompositions import divisor_is_one_value
-
+    step to the half type (the C++ code generator computes the one-value case exactly:
+    codegen/cpp/cpu_decompositions.py)."""
     return torch.result_type(a, b) in _HALF_TYPES and not divisor_is_one_value(b)
 
 

@@ -16,7 +16,7 @@ from eagerc.artifact import Artifact
 from eagerc.aten_meta import qualified_name
 from eagerc.refusals import (ON_DISK, CompileError, InductorFailed, NeedsHostAliases, SpecializeValues,
                              error_summary)
-from eagerc.compile import known_wrong, per_op_patches
+from eagerc.compile import known_wrong
 from eagerc.compile.inductor_wrapper import build_artifact
 from eagerc.compile.lock import compile_lock
 from eagerc.compile.trace import trace_op
@@ -145,8 +145,9 @@ def _trace_and_build(op, args, layout, parallel, on_device, target, start, descr
         return target.allocate_outputs(code) if on_device else code
 
     # Outputs keep eager's strides: Inductor's layout optimization would hand back a
-    # convolution's output channels-last where eager's is contiguous.
-    patches = {"layout_optimization": False, **per_op_patches.patches_for(op_qualname, args, target.codegen.name)}
+    # convolution's output channels-last where eager's is contiguous. Some ops compile
+    # under settings of their own, which their code generator says (its op_patches).
+    patches = {"layout_optimization": False, **target.codegen.op_patches(op_qualname, args)}
     if not parallel or _checks_indices(traced.gm):
         # Small calls: no OpenMP fork. Indexing: a failed bounds check throws, and an
         # exception leaving an OpenMP region terminates the process (index_select of

@@ -11,9 +11,7 @@ from __future__ import annotations
 
 import contextvars
 import hashlib
-import os
 import re
-import shutil
 import sys
 
 from eagerc import _config
@@ -50,21 +48,3 @@ def inductor_overrides() -> list:
         if value is not _UNSET_SENTINEL and value != entry.default:
             changed.append((name, repr(value)))
     return sorted(changed)
-
-
-def cxx_compiler() -> str:
-    """The C++ compiler Inductor runs, identified by path, size and modification time (a
-    compiler upgrade changes them), the flags variables it reads, and how eagerc builds
-    host C++ (the C++ code generator's build recipe, eagerc/codegen/cpp/generator.py; GPU wrappers
-    are host C++ too)."""
-    from eagerc.codegen.cpp.generator import BUILD_RECIPE
-
-    name = _config.variable("CXX") or "g++"
-    path = shutil.which(name) or name
-    try:
-        st = os.stat(path)
-        ident = f"{os.path.realpath(path)}:{st.st_size}:{int(st.st_mtime)}"
-    except OSError:
-        ident = path
-    flags = tuple(_config.variable(v) for v in ("CXXFLAGS", "CPPFLAGS", "LDFLAGS"))
-    return f"{ident}|{flags}|{BUILD_RECIPE}"

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 
-from eagerc.codegen.triton import plan_build
+from eagerc import codegen as code_generators
 
 # From worst to best: an op's status is its worst sample's. Working statuses last.
 ORDER = ("crash", "timeout", "mismatch", "error", "compile_error", "unsupported_arg",
@@ -65,7 +65,7 @@ def accelerator_decomposed_ops(device: str) -> frozenset:
     from eagerc.targets import TargetError, for_device
 
     try:
-        codegen = for_device(device).codegen.name
+        codegen = for_device(device).codegen
     except TargetError:
         return frozenset()
     return frozenset("aten::" + (op._schema.name.split("::")[1]
@@ -101,10 +101,7 @@ def externs(artifact_paths) -> list:
                 data = f.read()
         except OSError:
             continue
-        plan = plan_build.appended_plan(data)
-        if plan is not None:
-            data = plan.encode()  # the launcher it is appended to names every extern it can call
-        found |= {m.decode() for m in _EXTERN.findall(data)}
+        found |= {m.decode() for m in _EXTERN.findall(code_generators.naming_calls(data))}
     return sorted(found - _NOT_EXTERN)
 
 

@@ -51,11 +51,13 @@ from __future__ import annotations
 
 import torch
 
+from eagerc.compile.known_wrong import divisor_is_one_value
+
 aten = torch.ops.aten
 
 # Changes whenever a decomposition here changes the code it produces: the C++ code
-# generator's compiler settings hold it (eagerc/codegen/cpp/generator.py), so kernels built with an
-# older one are not hits. Importing this module does not import Inductor.
+# generator's compiler settings hold it (generator.py), so kernels built with an older one
+# are not hits. Importing this module does not import Inductor.
 VERSION = "2"
 
 
@@ -140,12 +142,6 @@ def _pair(v) -> list:
 
 
 _HALF_TYPES = (torch.float16, torch.bfloat16)
-
-
-def divisor_is_one_value(b) -> bool:
-    """ATen's CPU div_floor takes the divisor as one float (`iter.is_scalar(2)`): a number,
-    or a tensor every output element reads the same element of."""
-    return not isinstance(b, torch.Tensor) or b.numel() == 1
 
 
 def _div_floor(a, b):

@@ -12,21 +12,16 @@ from __future__ import annotations
 import re
 
 from eagerc.codegen.base import Codegen
-
-# How eagerc has Inductor build a CPU kernel (part of every cache key: a change here is a
-# new namespace). Measured on torch 2.13, 2 cores: Inductor's default, one translation unit
-# (wrapper + kernels + Python binding) at -O3, cost ~1.6 s of g++ (its precompiled header
-# covers the wrapper's headers only, so the kernels' vector headers, cpp_prefix.h, were
-# parsed every time) and ~0.4 s of ld reading libtorch_cpu's 75k dynamic symbols. Instead,
-# Inductor's "build separate" mode: the wrapper (glue code) at -O1 on eagerc's own header
-# (codegen/cpp/glue_prelude.py), the kernels with Inductor's unchanged -O3 flags, each
-# translation unit with its own precompiled header, the two compiles in parallel, libtorch
-# linked through an empty stub (codegen/cpp/wrapper_build.py); input size asserts left to
-# eagerc's guard; a graph of extern calls alone built as glue at -O1. ~0.9 s per kernel.
-BUILD_RECIPE = "cpu-build-v2:separate-O1-wrapper:no-input-asserts:torch-cpu-link-stub:glue-prelude-v1"
+from eagerc.codegen.cpp.toolchain import BUILD_RECIPE, cxx_compiler
 
 # Inductor settings for C++ graphs (those this torch knows: 2.11-2.14 all do).
 _PATCHES = {"cpp_wrapper_build_separate": True}
+
+# Ops whose vectorized Inductor kernel is slower than its scalar loop: a strided window
+# becomes per-lane masked gathers through a stack buffer (max_pool2d_with_indices 3x3/2 on
+# 2x16x16x16, 1 thread, a timing loop of the op: 106 us vectorized, 33 us scalar, 25 us ATen).
+SCALAR_LOOPS = frozenset({"aten::max_pool2d_with_indices", "aten::max_pool3d_with_indices"})
+SCALAR_LOOP_PATCHES = {"cpp.simdlen": 1}
 
 # An input size/stride assertion of the wrapper: `assert_size_stride(arg0_1, {..}, {..}, ..);`
 _ASSERT_SIZE_STRIDE = re.compile(r"^[ \t]*assert_size_stride\((\w+),[^;\n]*\);[ \t]*\n", re.M)
@@ -45,6 +40,8 @@ class CppCodegen(Codegen):
     name = "cpp"
     home = "cpu"
     build_recipe = BUILD_RECIPE
+    op_patch_rules = (sorted(SCALAR_LOOPS), SCALAR_LOOP_PATCHES)
+    stub_linked_libraries = ("torch_cpu",)
     _home_shim_call = re.compile(r"aoti_torch_cpu_\w+\(")
     # The BLAS calls read only data pointers, sizes and strides (their out= checks compare
     # devices with each other, the bias copy dispatches on the tensor's own device): 2 us
@@ -70,11 +67,10 @@ class CppCodegen(Codegen):
 
     def compiler_settings(self) -> dict:
         from eagerc.codegen.cpp import cpu_decompositions
-        from eagerc.compile import settings
 
         # "threads": parallel kernels take the thread count at run time (compile/op.py);
         # kernels stored before that must not be loaded.
-        return {"cxx": settings.cxx_compiler(), "threads": "dynamic",
+        return {"cxx": cxx_compiler(), "threads": "dynamic",
                 "decompositions": cpu_decompositions.VERSION}
 
     def decompositions(self) -> dict:
@@ -84,6 +80,9 @@ class CppCodegen(Codegen):
 
     def inductor_patches(self, config) -> dict:
         return {k: v for k, v in _PATCHES.items() if hasattr(config, k)}
+
+    def op_patches(self, op_qualname: str, args) -> dict:
+        return dict(SCALAR_LOOP_PATCHES) if op_qualname in SCALAR_LOOPS else {}
 
     def rewrite_generated(self, code: str) -> str:
         from eagerc.codegen.cpp.scratch_buffers import scratch_buffers
@@ -102,7 +101,11 @@ class CppCodegen(Codegen):
     def build_path(self):
         from eagerc.codegen.cpp import wrapper_build
 
-        return wrapper_build.routed_builds()
+        return wrapper_build.routed_builds(self)
+
+    def wrapper_headers(self) -> dict:
+        # What every wrapper uses covers a CPU wrapper (the CPU's C shims included).
+        return {"cpu": ""}
 
 
 CPP = CppCodegen()

@@ -10,9 +10,10 @@ through ``eagerc_entry``, never through Python. With this header the same wrappe
 ~60% of the time. A wrapper this header cannot build (it uses something left out) is built
 as before: slim_build says so and the caller builds the original command.
 
-GPU wrappers go one step further where they can: lean_gpu_prelude's header declares what
-they call without any torch C++ header (30-40% less g++ again); this header is their
-fallback.
+What a wrapper needs beyond what every wrapper uses is its code generator's
+(Codegen.wrapper_headers: a GPU wrapper's CUDA headers). A code generator may have a lean
+header tried first (Codegen.lean_prelude: GPU wrappers' declares what they call without any
+torch C++ header, 30-40% less g++ again); this header is its fallback.
 """
 from __future__ import annotations
 
@@ -24,9 +25,8 @@ import re
 import subprocess
 import tempfile
 
-from eagerc.codegen.triton import lean_gpu_prelude
-
-# What every generated wrapper uses: RAII tensor handles and error checks (utils.h), the
+# What every generated wrapper uses (a code generator adds what its devices need:
+# Codegen.wrapper_headers): RAII tensor handles and error checks (utils.h), the
 # C shims, device helpers, scalar_to_tensor, generic math, align(); Python.h only for the
 # import stub below (Inductor imports the built library as a module).
 _COMMON = """\
@@ -47,18 +47,6 @@ using namespace torch::aot_inductor;
 #include <torch/csrc/inductor/aoti_torch/generated/c_shim_cpu.h>
 [[maybe_unused]] inline int64_t align(int64_t nbytes) { return (nbytes + 64 - 1) & -64; }
 """
-# And a GPU wrapper: the driver and runtime API (the generated code's loadKernel and
-# launchKernel helpers call them), CUDA's C shims (cuBLAS, cuDNN and attention externs),
-# and the device and stream guards the code names. torch's utils_cuda.h defines those two
-# through cuda_runtime.h and the fp16/bf16/fp8 headers, which the host code never uses and
-# which double the precompiled header (118 against ~60 MB): eagerc's are the same RAII
-# wrappers over the same shim calls.
-_CUDA = """\
-#include <cuda.h>
-#include <cuda_runtime_api.h>
-#include <torch/csrc/inductor/aoti_torch/generated/c_shim_cuda.h>
-""" + lean_gpu_prelude.CUDA_GUARDS
-_DEVICE_HEADERS = {"cpu": "", "cuda": _CUDA}
 
 # The header line a generated wrapper starts with, one per device it computes on.
 _WRAPPER_INCLUDE = re.compile(r"^[ \t]*#include <torch/csrc/inductor/cpp_wrapper/(\w+)\.h>[ \t]*\n", re.M)
@@ -90,17 +78,20 @@ counts = {"lean": 0, "slim": 0, "fallback": 0}
 _unusable: set = set()  # what built_once could not build in this process
 
 
-def prelude_text(devices, lean: bool = False) -> str:
+def prelude_text(devices, codegen, lean: bool = False) -> str:
+    """The header for a wrapper of `codegen`'s code that computes on `devices`: with `lean`,
+    the code generator's lean header (Codegen.lean_prelude), else this module's."""
     if lean:
-        return lean_gpu_prelude.text()
-    return _COMMON + "".join(_DEVICE_HEADERS[d] for d in sorted(devices))
+        return codegen.lean_prelude().text()
+    headers = codegen.wrapper_headers()
+    return _COMMON + "".join(headers[d] for d in sorted(devices))
 
 
-def slim_source(code: str):
+def slim_source(code: str, codegen):
     """(`code` without its cpp_wrapper header lines, the devices they named), or None when
-    it has none or names a device the prelude does not cover."""
+    it has none or names a device `codegen`'s prelude does not cover."""
     devices = set(_WRAPPER_INCLUDE.findall(code))
-    if not devices or not devices <= set(_DEVICE_HEADERS):
+    if not devices or not devices <= set(codegen.wrapper_headers()):
         return None
     return _WRAPPER_INCLUDE.sub("", code), devices
 
@@ -188,14 +179,14 @@ def built_once(name: str, build) -> str | None:
     return path
 
 
-def precompiled_prelude(flags: list, devices, lean: bool = False) -> str | None:
-    """Path of the prelude header (with `lean`, lean_gpu_prelude's) whose precompiled form
-    (path + ".gch", built_once) matches `flags`; None where it cannot be built."""
+def precompiled_prelude(flags: list, devices, codegen, lean: bool = False) -> str | None:
+    """Path of the prelude header (prelude_text's) whose precompiled form (path + ".gch",
+    built_once) matches `flags`; None where it cannot be built."""
     import torch
 
-    from eagerc.compile.settings import cxx_compiler
+    from eagerc.codegen.cpp.toolchain import cxx_compiler
 
-    text = prelude_text(devices, lean)
+    text = prelude_text(devices, codegen, lean)
     key = hashlib.sha256(repr((text, flags, cxx_compiler(), torch.__version__,
                                getattr(torch.version, "git_version", ""))).encode()).hexdigest()[:24]
     header = os.path.join(_header_dir(), f"eagerc_glue_{key}.h")
@@ -214,10 +205,11 @@ def source_file(command: str):
     return next((w for w in command.split() if w.endswith(".cpp")), None)
 
 
-def slim_build(builder, command: str) -> bool:
-    """Build `builder` as `command` says, but with the prelude force-included instead of
-    Inductor's header: lean_gpu_prelude's where the wrapper fits it, else (or where that
-    build fails) this module's; False (nothing built) where neither is possible or builds."""
+def slim_build(builder, command: str, codegen) -> bool:
+    """Build `builder`, a wrapper of `codegen`'s code, as `command` says, but with the
+    prelude force-included instead of Inductor's header: the code generator's lean header
+    where the wrapper fits it, else (or where that build fails) this module's; False
+    (nothing built) where neither is possible or builds."""
     from eagerc import _config
 
     mode = _config.glue_prelude()
@@ -228,17 +220,18 @@ def slim_build(builder, command: str) -> bool:
     if forced is None or source is None or not os.path.exists(source):
         return False
     with open(source) as f:
-        slim = slim_source(f.read())
+        slim = slim_source(f.read(), codegen)
     if slim is None:
         return False
     code, devices = slim
     attempts = [(False, code)]
-    if mode != "full" and lean_gpu_prelude.fits(code, devices):
-        attempts.insert(0, (True, lean_gpu_prelude.without_file_loader(code)))
+    lean_prelude = codegen.lean_prelude()
+    if mode != "full" and lean_prelude is not None and lean_prelude.fits(code, devices):
+        attempts.insert(0, (True, lean_prelude.without_file_loader(code)))
     original = builder.get_command_line
     slim_path = source[:-len(".cpp")] + ".eagerc.cpp"
     for lean, text in attempts:
-        header = precompiled_prelude(_compile_flags(command, source), devices, lean)
+        header = precompiled_prelude(_compile_flags(command, source), devices, codegen, lean)
         if header is None:
             continue
         with open(slim_path, "w") as f:

@@ -20,7 +20,7 @@ import hashlib
 import os
 import platform
 
-from eagerc.compile.settings import cxx_compiler
+from eagerc.codegen.cpp.toolchain import cxx_compiler
 
 
 

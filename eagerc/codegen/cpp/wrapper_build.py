@@ -2,7 +2,10 @@
 
 Inductor builds a cpp_wrapper library through ``codecache._worker_compile_cpp`` with a list
 of builders: three (wrapper compile, kernel compile, link) in "build separate" mode, or one
-(compile and link). While :func:`routed_builds` is active:
+(compile and link). While :func:`routed_builds` is active (for one code generator, whose
+wrapper headers and libraries it asks: Codegen.wrapper_headers, stub_linked_libraries),
+Inductor appends a minimal Python binding (glue_prelude.minimal_python_binding), its CPU
+ISA probe is remembered across processes (vec_isa_memo), and:
 
 - three builders: both compiles run at once (each g++ spends ~0.4 s loading its
   precompiled header alone; the dev machine has 2 cores), the wrapper on eagerc's header
@@ -23,19 +26,22 @@ import os
 import re
 from concurrent.futures import ThreadPoolExecutor
 
-from eagerc.codegen.cpp import glue_prelude
+from eagerc.codegen.cpp import glue_prelude, vec_isa_memo
 
 
 @contextlib.contextmanager
-def routed_builds(is_glue=None, build=None):
-    """While active, Inductor's builds go as the module docstring says. `is_glue(builder)`
-    says whether a one-step build is glue (default: a CPU graph of extern calls,
-    :func:`is_glue_only`); `build(builder)` builds glue (default: :func:`build_glue`)."""
+def routed_builds(codegen, is_glue=None, build=None):
+    """While active, Inductor's builds of `codegen`'s wrappers go as the module docstring
+    says. `is_glue(builder)` says whether a one-step build is glue (default: a CPU graph of
+    extern calls, :func:`is_glue_only`); `build(builder)` builds glue (default:
+    :func:`build_glue`)."""
     from torch._inductor import codecache
 
+    vec_isa_memo.install()  # every C++ compile (CPU kernels, GPU wrappers) checks the CPU ISA
     original = getattr(codecache, "_worker_compile_cpp", None)
     if original is None:
-        yield
+        with glue_prelude.minimal_python_binding():
+            yield
         return
     is_glue = is_glue or is_glue_only
 
@@ -48,7 +54,10 @@ def routed_builds(is_glue=None, build=None):
 
             with FileLock(lock_path, timeout=getattr(codecache, "LOCK_TIMEOUT", 600)):
                 if not os.path.exists(builders[0].get_target_file_path()):
-                    (build or build_glue)(builders[0])
+                    if build is not None:
+                        build(builders[0])
+                    else:
+                        build_glue(builders[0], codegen)
             return None
         if not usable or len(builders) != 3:
             return original(lock_path, builders, *args, **kwargs)
@@ -60,24 +69,25 @@ def routed_builds(is_glue=None, build=None):
             todo = [b for b in compiles if not os.path.exists(b.get_target_file_path())]
             if todo:
                 with ThreadPoolExecutor(len(todo)) as pool:
-                    for done in [pool.submit(_compile_unit, b) for b in todo]:
+                    for done in [pool.submit(_compile_unit, b, codegen) for b in todo]:
                         done.result()  # re-raises a compile error
             if not os.path.exists(link.get_target_file_path()):
-                link_through_stub(link)
+                link_through_stub(link, codegen)
 
     codecache._worker_compile_cpp = worker
     try:
-        yield
+        with glue_prelude.minimal_python_binding():
+            yield
     finally:
         codecache._worker_compile_cpp = original
 
 
-def _compile_unit(builder) -> None:
+def _compile_unit(builder, codegen) -> None:
     """Compile one translation unit of a CPU build: the wrapper with eagerc's prelude where
     it can (glue_prelude), the kernels as Inductor says. -w: torch's vector headers emit
     ~130 KB of warnings per kernel compile (~0.08 s); nobody reads them (errors still print)."""
     command = getattr(builder, "get_command_line", None)
-    if command is None or not glue_prelude.slim_build(builder, command() + " -w"):
+    if command is None or not glue_prelude.slim_build(builder, command() + " -w", codegen):
         _with_flags(builder, "-w").build()
 
 
@@ -103,7 +113,6 @@ def _with_flags(builder, flags: str):
     return builder
 
 
-_LINK_TORCH_LIBS = re.compile(r"(?<!\S)-l(?P<lib>torch_cpu|torch_cuda)(?!\S)")
 _OPTIMIZE = re.compile(r"(?<!\S)-O[23](?!\S)")
 # Debug info for glue code nobody debugs: 4% of a GPU wrapper's g++ time (0.70 -> 0.67 s on
 # the H100, tools/gpu_probe.py glue).
@@ -111,14 +120,15 @@ _NO_DEBUG_INFO = re.compile(r"(?<!\S)-g[0-3]?(?!\S)")
 _stub_paths: dict = {}
 
 
-def _build_with(builder, rewrite, prelude: bool = False) -> None:
-    """Build with the command line `rewrite(line)` gives, and with `prelude` eagerc's
-    wrapper header in place of Inductor's (glue_prelude); where that build fails (an old
-    linker refusing the stubs, say), as given: the real build decides."""
+def _build_with(builder, rewrite, prelude_for=None) -> None:
+    """Build with the command line `rewrite(line)` gives, and with `prelude_for` (a code
+    generator) eagerc's wrapper header for its code in place of Inductor's (glue_prelude);
+    where that build fails (an old linker refusing the stubs, say), as given: the real
+    build decides."""
     command = getattr(builder, "get_command_line", None)
     if command is not None:
         cheaper = rewrite(command())
-        if prelude and glue_prelude.slim_build(builder, cheaper):
+        if prelude_for is not None and glue_prelude.slim_build(builder, cheaper, prelude_for):
             return
         builder.get_command_line = lambda: cheaper
         try:
@@ -128,19 +138,23 @@ def _build_with(builder, rewrite, prelude: bool = False) -> None:
     builder.build()
 
 
-def _through_stubs(line: str) -> str:
-    """`line` with ``-ltorch_cpu`` / ``-ltorch_cuda`` replaced by empty libraries of the same
-    soname (forced into DT_NEEDED). The output is the same: a shared library may leave
+def _through_stubs(line: str, libraries) -> str:
+    """`line` with each of `libraries` (a code generator's stub_linked_libraries:
+    ``torch_cpu`` for ``-ltorch_cpu``) replaced by an empty library of the same soname
+    (forced into DT_NEEDED). The output is the same: a shared library may leave
     symbols undefined, and the loader resolves them in the libraries the process has
     loaded, as it would; but the linker skips reading their dynamic symbol tables
     (libtorch_cpu's 75k symbols: 0.35 s -> 0.06 s). A stub that cannot be made: as given."""
+    if not libraries:
+        return line
     compiler = line.split()[0] if line else ""
+    linked = re.compile(r"(?<!\S)-l(?P<lib>" + "|".join(map(re.escape, libraries)) + r")(?!\S)")
 
     def stub_link(match):
         stub = _stub_library(compiler, f"lib{match.group('lib')}.so")
         return f"-Wl,--push-state,--no-as-needed {stub} -Wl,--pop-state" if stub else match.group(0)
 
-    return _LINK_TORCH_LIBS.sub(stub_link, line)
+    return linked.sub(stub_link, line)
 
 
 def _shared_cxx_runtime(line: str) -> str:
@@ -185,23 +199,26 @@ def _process_cxx_runtime():
 _cxx_runtime = None
 
 
-def build_glue(builder, from_plan=None) -> None:
-    """Compile and link glue code (a GPU wrapper, or a CPU graph of extern calls) in one
-    step, as Inductor would but cheaper: eagerc's prelude header (glue_prelude), -O1 (the
-    wrapper only unpacks handles and launches kernels; torch 2.13 builds it so itself), no
-    debug info, -w, and libtorch linked through stubs (_through_stubs). `from_plan(builder,
-    command) -> bool`, where given, may build it without any compile (a launch plan)."""
+def build_glue(builder, codegen, from_plan=None) -> None:
+    """Compile and link glue code of `codegen`'s (a GPU wrapper, or a CPU graph of extern
+    calls) in one step, as Inductor would but cheaper: eagerc's prelude header
+    (glue_prelude), -O1 (the wrapper only unpacks handles and launches kernels; torch 2.13
+    builds it so itself), no debug info, -w, and libtorch linked through stubs
+    (_through_stubs). `from_plan(builder, command) -> bool`, where given, may build it
+    without any compile (a launch plan)."""
     command = getattr(builder, "get_command_line", None)
     if command is not None and from_plan is not None and from_plan(builder, command()):
         return
+    libraries = codegen.stub_linked_libraries
     _build_with(builder, lambda line: _shared_cxx_runtime(
-        _through_stubs(_NO_DEBUG_INFO.sub("", _OPTIMIZE.sub("-O1", line)))) + " -w", prelude=True)
+        _through_stubs(_NO_DEBUG_INFO.sub("", _OPTIMIZE.sub("-O1", line)), libraries)) + " -w",
+        prelude_for=codegen)
 
 
-def link_through_stub(builder) -> None:
-    """Run the link step `builder` with libtorch linked through stubs (_through_stubs) and
-    this process's shared libstdc++ (_shared_cxx_runtime)."""
-    _build_with(builder, lambda line: _shared_cxx_runtime(_through_stubs(line)))
+def link_through_stub(builder, codegen) -> None:
+    """Run the link step `builder` of `codegen`'s code with libtorch linked through stubs
+    (_through_stubs) and this process's shared libstdc++ (_shared_cxx_runtime)."""
+    _build_with(builder, lambda line: _shared_cxx_runtime(_through_stubs(line, codegen.stub_linked_libraries)))
 
 
 def _stub_library(compiler: str, soname: str):

@@ -15,6 +15,7 @@ import re
 import torch
 
 from eagerc.codegen.base import Codegen
+from eagerc.codegen.triton import batch_norm_statistics
 
 # How eagerc builds a GPU graph (part of every cache key): the wrapper (glue) at -O1 on
 # eagerc's header (the lean one where it fits: codegen/triton/lean_gpu_prelude.py), linked through
@@ -100,6 +101,9 @@ class TritonCodegen(Codegen):
     build_recipe = BUILD_RECIPE
     # Inductor and Triton imports, the wrapper's precompiled header: ~70 s on the GPU machine.
     first_compile_is_costly = True
+    op_patch_rules = (sorted(batch_norm_statistics.EVAL_BATCH_NORMS.items()), batch_norm_statistics.PATCHES)
+    # A GPU wrapper links both (its host code calls CPU shims too).
+    stub_linked_libraries = ("torch_cpu", "torch_cuda")
     _home_shim_call = re.compile(r"aoti_torch_cuda_\w+\(")
     # No ATen function: CUDA's shims call ATen's CUDA kernels, whose generated wrappers
     # guard the tensors' device with a CUDAGuard, which refuses any other device type
@@ -121,6 +125,13 @@ class TritonCodegen(Codegen):
         # (the eagerc device's on GPU memory, which refuses torch.compile).
         return issubclass(kind, (TritonScheduling, CUDACombinedScheduling)) or isinstance(
             getattr(scheduling, "_triton_scheduling", None), TritonScheduling)
+
+    def naming_calls(self, library: bytes) -> bytes | None:
+        from eagerc.codegen.triton import plan_build
+
+        # The launcher a plan is appended to names every extern it can call.
+        plan = plan_build.appended_plan(library)
+        return None if plan is None else plan.encode()
 
     def unavailable(self) -> str | None:
         if not torch.cuda.is_available():
@@ -146,17 +157,20 @@ class TritonCodegen(Codegen):
     def compiler_settings(self) -> dict:
         import triton
 
-        from eagerc.compile import settings
+        from eagerc.codegen.cpp.toolchain import cxx_compiler
 
         # The wrapper is host C++ too: the C++ compiler and its build recipe count.
-        return {"cxx": settings.cxx_compiler(), "triton": triton.__version__, "gpu_build": BUILD_RECIPE}
+        return {"cxx": cxx_compiler(), "triton": triton.__version__, "gpu_build": BUILD_RECIPE}
 
     def inductor_patches(self, config) -> dict:
         return dict(_PATCHES)
 
-    def decompositions(self) -> dict:
-        from eagerc.codegen.triton import batch_norm_statistics
+    def op_patches(self, op_qualname: str, args) -> dict:
+        if batch_norm_statistics.is_eval_batch_norm(op_qualname, args):
+            return dict(batch_norm_statistics.PATCHES)
+        return {}
 
+    def decompositions(self) -> dict:
         return dict(batch_norm_statistics.DECOMPOSITIONS)
 
     def prepare(self, traced) -> None:
@@ -174,13 +188,13 @@ class TritonCodegen(Codegen):
             raise CompileError("the graph computes nothing on a CUDA device")
 
     def rewrite_for_entry(self, code: str, graph_inputs: set) -> str:
-        from eagerc.compile.boxed_int_lists import fix_boxed_int_lists
-        from eagerc.compile.direct_alloc import direct_allocations
         from eagerc.codegen.triton.gpu_context import make_context_current
         from eagerc.codegen.triton.gpu_launch_types import fix_float_launch_params
+        from eagerc.codegen.triton.stream_declarations import drop_repeated_stream_declarations
+        from eagerc.compile.boxed_int_lists import fix_boxed_int_lists
+        from eagerc.compile.direct_alloc import direct_allocations
         from eagerc.compile.output_asserts import cheap_output_asserts
         from eagerc.compile.scalar_reads import direct_scalar_reads
-        from eagerc.codegen.triton.stream_declarations import drop_repeated_stream_declarations
 
         code = drop_repeated_stream_declarations(embed_cubins(code))
         code = fix_boxed_int_lists(direct_scalar_reads(code))
@@ -188,14 +202,25 @@ class TritonCodegen(Codegen):
         return cheap_output_asserts(direct_allocations(code))
 
     def build_path(self):
-        from eagerc.codegen.triton import plan_build
         from eagerc.codegen.cpp import wrapper_build
+        from eagerc.codegen.triton import plan_build
 
         # Every build of a GPU wrapper is one compile-and-link of glue (its kernels are
         # Triton's), or none: a launch plan.
         return wrapper_build.routed_builds(
-            is_glue=lambda builder: True,
-            build=lambda builder: wrapper_build.build_glue(builder, from_plan=plan_build.try_build))
+            self, is_glue=lambda builder: True,
+            build=lambda builder: wrapper_build.build_glue(builder, self, from_plan=plan_build.try_build))
+
+    def wrapper_headers(self) -> dict:
+        from eagerc.codegen.triton import lean_gpu_prelude
+
+        # A GPU wrapper may also compute on the CPU (what every wrapper uses covers that).
+        return {"cpu": "", "cuda": lean_gpu_prelude.FULL_PRELUDE_CUDA}
+
+    def lean_prelude(self):
+        from eagerc.codegen.triton import lean_gpu_prelude
+
+        return lean_gpu_prelude
 
     def retry_after(self, error: Exception, traced, patches: dict) -> bool:
         if "CudaKernelParamCache not populated" not in str(error):

@@ -50,7 +50,7 @@ _FILE_LOADER = re.compile(r"static inline CUfunction loadKernel\(\s*std::string 
 
 # The device and stream guards generated GPU code names: RAII over the shims' guard calls (torch's
 # own, in utils_cuda.h, come with cuda_runtime.h and the fp16/bf16/fp8 headers). Shared with
-# glue_prelude's full header.
+# glue_prelude's full header (FULL_PRELUDE_CUDA).
 CUDA_GUARDS = """\
 class AOTICudaGuard {
  public:
@@ -74,6 +74,19 @@ class AOTICudaStreamGuard {
   CUDAStreamGuardHandle guard_ = nullptr;
 };
 """
+
+# What glue_prelude's full header (codegen/cpp/glue_prelude.py, this header's fallback) adds
+# for a GPU wrapper: the driver and runtime API (the generated code's loadKernel and
+# launchKernel helpers call them), CUDA's C shims (cuBLAS, cuDNN and attention externs),
+# and the device and stream guards the code names. torch's utils_cuda.h defines those two
+# through cuda_runtime.h and the fp16/bf16/fp8 headers, which the host code never uses and
+# which double the precompiled header (118 against ~60 MB): eagerc's are the same RAII
+# wrappers over the same shim calls.
+FULL_PRELUDE_CUDA = """\
+#include <cuda.h>
+#include <cuda_runtime_api.h>
+#include <torch/csrc/inductor/aoti_torch/generated/c_shim_cuda.h>
+""" + CUDA_GUARDS
 
 _OWN = """\
 #pragma once

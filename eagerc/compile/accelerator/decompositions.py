@@ -289,12 +289,31 @@ def _take(x, index):
     return aten.index(x.reshape(-1), [index.reshape(-1)]).reshape(index.shape)
 
 
-from eagerc.compile.accelerator.special import special_for  # noqa: E402
+def special_for(codegen) -> dict:
+    """Decompositions of the special functions (special.py, polynomials.py) code generator
+    `codegen`'s code has no implementation of (Inductor's pointwise_overrides_data names
+    none for it: Codegen.has_pointwise)."""
+    from torch._inductor.codegen.common import pointwise_overrides_data
+
+    from eagerc.compile.accelerator import polynomials, special
+
+    table = {}
+    for key, fn in {**special.table(), **polynomials.POLYNOMIALS}.items():
+        data = pointwise_overrides_data.get(key)
+        if data is None or codegen.has_pointwise(data):
+            continue
+        packet = getattr(aten, data.name)
+        for name in packet.overloads():
+            overload = getattr(packet, name)
+            is_out = any(a.is_out for a in overload._schema.arguments)
+            table[overload] = out_wrapper()(fn) if is_out else fn
+    return table
 
 
-def for_codegen(codegen_name: str) -> dict:
-    """The decompositions a target of `codegen_name` with no native kernels traces with."""
-    return {**ACCELERATOR_DECOMPOSITIONS, **special_for(codegen_name)}
+def for_codegen(codegen) -> dict:
+    """The decompositions a target whose code generator is `codegen` (eagerc/codegen/)
+    traces with where it has no native kernels."""
+    return {**ACCELERATOR_DECOMPOSITIONS, **special_for(codegen)}
 
 
 def _table() -> dict:

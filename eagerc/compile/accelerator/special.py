@@ -13,7 +13,6 @@ from __future__ import annotations
 import math
 
 import torch
-from torch._prims_common.wrappers import out_wrapper
 
 aten = torch.ops.aten
 
@@ -265,29 +264,10 @@ def _polygamma(n, x):
     return ((1.0 if n % 2 else -1.0) * math.factorial(n) * value).to(x.dtype)
 
 
-def _table():
-    from eagerc.compile.accelerator.polynomials import POLYNOMIALS
-
+def table() -> dict:
+    """The special functions here by Inductor's name for each (its pointwise_overrides_data
+    keys); decompositions.special_for picks those a code generator lacks."""
     return {"ndtr": _ndtr, "log_ndtr": _log_ndtr, "spherical_bessel_j0": _spherical_bessel_j0,
             "ndtri": _ndtri, "modified_bessel_k0": _bessel_k(0, False),
             "modified_bessel_k1": _bessel_k(1, False), "scaled_modified_bessel_k0": _bessel_k(0, True),
-            "scaled_modified_bessel_k1": _bessel_k(1, True), "zeta": _zeta, "polygamma": _polygamma, "airy_ai": _airy_ai,
-            **POLYNOMIALS}
-
-
-def special_for(codegen_name: str) -> dict:
-    """Decompositions of the special functions `codegen_name`'s code ("cpp", "triton")
-    has no implementation of (Inductor's pointwise_overrides_data names none)."""
-    from torch._inductor.codegen.common import pointwise_overrides_data
-
-    table = {}
-    for key, fn in _table().items():
-        data = pointwise_overrides_data.get(key)
-        if data is None or getattr(data, codegen_name, None) is not None:
-            continue
-        packet = getattr(aten, data.name)
-        for name in packet.overloads():
-            overload = getattr(packet, name)
-            is_out = any(a.is_out for a in overload._schema.arguments)
-            table[overload] = out_wrapper()(fn) if is_out else fn
-    return table
+            "scaled_modified_bessel_k1": _bessel_k(1, True), "zeta": _zeta, "polygamma": _polygamma, "airy_ai": _airy_ai}
