@@ -722,8 +722,68 @@ def test_torchscript_function_under_a_python_call_wrapper():
     cls.__call__ = wrapper
     try:
         _torchscript_function_is_one_graph_node()
+        _whole(_calls(_ScriptedActivation(), [X, X * 2]))
     finally:
         cls.__call__ = native
+
+
+@torch.jit.script
+def _swish_forward(x):
+    return x.mul(torch.sigmoid(x))
+
+
+class _SwishFn(torch.autograd.Function):
+    """timm 0.9's SwishJitAutoFn: a TorchScript function inside an autograd Function."""
+
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return _swish_forward(x)
+
+    @staticmethod
+    def backward(ctx, grad):
+        x, = ctx.saved_tensors
+        s = torch.sigmoid(x)
+        return grad * (s * (1 + x * (1 - s)))
+
+
+class _ScriptedActivation(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(3, 3)
+
+    def forward(self, x):
+        return _SwishFn.apply(self.lin(x))
+
+
+def test_script_module_child_under_a_python_call_wrapper():
+    """A ScriptModule child whose ScriptMethod.__call__ a Python wrapper replaced stops as
+    when called directly, naming its method (not "torch._C.__call__"); results as eager."""
+    class Child(torch.nn.Module):
+        def forward(self, x):
+            return torch.tanh(x) * 2
+
+    class Net(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.child = torch.jit.script(Child())
+
+        def forward(self, x):
+            return self.child(x) + 1
+    cls = torch._C.ScriptMethod
+    native = cls.__call__
+
+    def wrapper(*args, **kwargs):
+        return native(*args, **kwargs)
+    direct = _calls(Net(), [X, X])["stop_reasons"]
+    cls.__call__ = wrapper
+    try:
+        wrapped = _calls(Net(), [X, X])["stop_reasons"]
+    finally:
+        cls.__call__ = native
+    assert wrapped == direct and len(direct) == 1, (wrapped, direct)
+    (reason,) = direct
+    assert reason.startswith("unannotated native call: ") and reason.endswith("Child.forward")
 
 
 @pytest.mark.slow

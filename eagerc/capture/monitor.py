@@ -325,8 +325,12 @@ class Monitor:
                 self.stop(f"torch setting changed: {qualname(fn)}")
             return None
         script = script_calls.native_call(fn, args)
-        if script is not None:  # a Python wrapper of ScriptFunction.__call__ calls the native
-            return self._torch_call(*script, kw_values)
+        if script is not None:  # a Python wrapper of TorchScript's __call__ calls the native
+            fn, args = script
+            if type(fn) is not torch.jit.ScriptFunction:  # a ScriptMethod: as called directly
+                self.stop(f"unannotated native call: {qualname(fn)}")
+                return None
+            return self._torch_call(fn, args, kw_values)
         stream = annotations.draw_stream(fn, args)
         if stream is not None:
             if self.lifted:

@@ -7,9 +7,11 @@ backend calls it. Only functions whose graph has no in-place op, no random op an
 of another function or method are taken, with tensors and plain numbers as positional
 arguments; any other call still stops ("torch native not seen by the op recorder").
 
-A program may wrap `ScriptFunction.__call__` in Python (torch.testing._internal.common_utils
-does on import, for its profiling runs): the monitor follows the wrapper, which ends in the
-native `__call__` with the function as its first argument (`native_call` unwraps that call).
+A program may wrap `ScriptFunction.__call__` (and ScriptMethod's) in Python
+(torch.testing._internal.common_utils does on import, for its profiling runs): the monitor
+follows the wrapper, which ends in the native `__call__` with the function as its first
+argument (`native_call` unwraps that call; a ScriptMethod, a ScriptModule's, stops as when
+called directly).
 """
 import hashlib
 import types
@@ -51,11 +53,12 @@ def shim(fn):
 
 
 def native_call(fn, args):
-    """(function, arguments) when `fn(*args)` is ScriptFunction's native `__call__` called
-    explicitly with a TorchScript function first (`torch._C.ScriptFunction.__call__`, kept
-    by a Python wrapper that replaced it on the class), else None. The native is a pybind11
-    method of torch._C named __call__; pybind11 refuses any other one on a ScriptFunction."""
-    if not args or type(args[0]) is not torch.jit.ScriptFunction:
+    """(callee, arguments) when `fn(*args)` is the native `__call__` of a TorchScript
+    function or method called explicitly with its callee first
+    (`torch._C.ScriptFunction.__call__`, kept by a Python wrapper that replaced it on the
+    class), else None. The native is a pybind11 method of torch._C named __call__;
+    pybind11 refuses any other one on a ScriptFunction or ScriptMethod."""
+    if not args or type(args[0]) not in (torch.jit.ScriptFunction, torch._C.ScriptMethod):
         return None
     native = getattr(fn, "__func__", fn)
     if type(native) is not types.BuiltinFunctionType or native.__name__ != "__call__" or \
