@@ -435,6 +435,11 @@ def test_new_parameter_made_in_forward():
             self.w = torch.nn.Parameter(torch.ones(x.shape[1]))
             return x * self.w
     _whole(_calls(Scale(), [X, X]))
+    captured = capture(Scale(), backend="eager")  # under grad mode: a leaf, see below
+    assert all(captured(X).requires_grad for _ in range(2))
+    assert list(capture_stats(captured)["stop_reasons"]) == [
+        "new Parameter requiring grad made under grad mode (a leaf of autograd inside the "
+        "graph)"]
     stats = _calls(Store(), [X, X, X])
     assert stats["stop_reasons"] == {} and stats["eager_runs"] == 0, stats
     assert stats["graphs"] == 2 and stats["hits"] == 1, stats
