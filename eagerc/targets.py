@@ -80,16 +80,6 @@ class Target:
         (in the cache namespace)."""
         return self.codegen.arch()
 
-    def compiler_settings(self) -> dict:
-        """Named settings of this code generator that change its code (for the cache key),
-        and the accelerator decompositions' version where they apply."""
-        settings = self.codegen.compiler_settings()
-        if not self.native_kernels:
-            from eagerc.compile.accelerator.decompositions import VERSION
-
-            settings = {**settings, "accelerator_decompositions": VERSION}
-        return settings
-
     @property
     def native_kernels(self) -> bool:
         """Whether an op eagerc does not turn into generated code can lean on an ATen

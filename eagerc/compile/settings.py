@@ -10,7 +10,6 @@ logging or worker processes are left out: they do not change code.
 from __future__ import annotations
 
 import contextvars
-import hashlib
 import re
 import sys
 
@@ -18,10 +17,6 @@ from eagerc import _config
 
 # Settings that never change the generated code.
 _NOT_CODE = re.compile(r"cache|compile_threads|worker|trace\.|verbose|log|debug_dir|profil|benchmark_harness")
-
-
-def digest(value) -> str:
-    return hashlib.sha256(repr(value).encode()).hexdigest()[:16]
 
 
 def inductor_environment() -> list:

@@ -54,9 +54,9 @@ from torch._prims_common.wrappers import out_wrapper
 
 aten = torch.ops.aten
 
-# Changes whenever a decomposition here changes the code it produces (the cache key of
-# a target that uses them holds it).
-VERSION = "15"
+# A change here that changes the code a decomposition produces moves the key's
+# accelerator_decompositions component (eagerc/kernel_key.py), which a target that uses
+# them is keyed by.
 
 
 def _scan(x, dim: int, combine, pad_value, *extra):
