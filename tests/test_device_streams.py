@@ -5,6 +5,8 @@ once recorded and keeps its time. The CUDA-stream checks on GPU memory:
 tests/test_gpu_device_memory.py."""
 from __future__ import annotations
 
+import subprocess
+import sys
 import threading
 
 import pytest
@@ -104,3 +106,20 @@ def test_record_stream_is_accepted_and_checks_the_streams_device():
     torch.testing.assert_close(x.cpu(), torch.ones(4))
     with pytest.raises(RuntimeError, match="record_stream expects a stream of eagerc"):
         x.record_stream(torch.Stream("cpu"))
+
+
+def test_torch_initializes_the_device_once_so_accelerator_synchronize_runs():
+    # torch.accelerator.synchronize() returns at once for a device that torch's lazy
+    # initialisation never marked initialized (a backend module without _lazy_init): on GPU
+    # memory it returned before the streams' work had finished.
+    script = ("import torch, eagerc\n"
+              "calls = []\n"
+              "real = torch.eagerc._lazy_init\n"
+              "torch.eagerc._lazy_init = lambda: (calls.append(1), real())\n"
+              "torch.ones(2).to('eagerc')\n"
+              "torch.accelerator.synchronize()\n"
+              "torch.ones(3, device='eagerc')\n"
+              "print(len(calls))\n")
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.split()[-1] == "1"

@@ -80,6 +80,13 @@ def is_initialized() -> bool:
     return True
 
 
+def _lazy_init() -> None:
+    """torch's lazy device initialisation calls this before the device's first tensor, and
+    only a backend module that has it is marked initialized: without it, torch.accelerator
+    treats the device as never initialized and its synchronize() returns at once. The
+    runtime itself needs no set-up (on GPU memory CUDA initialises with the first alias)."""
+
+
 def _is_in_bad_fork() -> bool:
     # Host memory and a synchronous runtime survive fork.
     return False
