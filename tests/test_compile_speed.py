@@ -163,7 +163,11 @@ def test_only_input_asserts_are_dropped():
 
 
 def test_the_build_recipe_is_in_the_cache_namespace():
-    assert cpp.BUILD_RECIPE in toolchain.cxx_compiler() == cpp.CPP.compiler_settings()["cxx"]
+    from eagerc import kernel_key, targets
+
+    assert toolchain.cxx_compiler() == cpp.CPP.compiler_settings()["cxx"]
+    key = kernel_key.CacheKey("op", targets.for_device("cpu"), "aten::abs", b"")
+    assert {"codegen.cxx", "codegen.build_recipe"} <= set(key.namespace_components())
 
 
 def test_a_real_kernel_keeps_its_optimization_level(fresh_cache, tmp_path, monkeypatch):

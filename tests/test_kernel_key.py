@@ -243,6 +243,8 @@ NOT_KEY_PARTS = {
     # The launch plan's text format, checked by its C++ reader when a plan loads; the
     # launcher itself is in the Triton code generator's build recipe.
     ("eagerc/codegen/triton/launch_plan.py", "VERSION"),
+    # The coverage report's JSON schema (a report file, not a kernel).
+    ("eagerc/coverage/report_json.py", "SCHEMA_VERSION"),
 }
 
 
@@ -254,6 +256,18 @@ def _module_constants(path: pathlib.Path):
         for t in targets_:
             if isinstance(t, ast.Name):
                 yield t.id
+
+
+def test_key_constants_are_defined_only_in_the_key_module():
+    found = []
+    for path in sorted((ROOT / "eagerc").rglob("*.py")):
+        rel = path.relative_to(ROOT).as_posix()
+        if rel == "eagerc/kernel_key.py":
+            continue
+        for name in _module_constants(path):
+            if KEY_CONSTANT.search(name) and (rel, name) not in NOT_KEY_PARTS:
+                found.append(f"{rel}: {name}")
+    assert found == [], "key components defined outside eagerc/kernel_key.py"
 
 
 def test_only_the_key_module_builds_a_namespace():

@@ -55,10 +55,10 @@ from eagerc.compile.known_wrong import divisor_is_one_value
 
 aten = torch.ops.aten
 
-# Changes whenever a decomposition here changes the code it produces: the C++ code
-# generator's compiler settings hold it (generator.py), so kernels built with an older one
-# are not hits. Importing this module does not import Inductor.
-VERSION = "2"
+# A change here that changes the code a decomposition produces moves the "decompositions"
+# entry of the C++ code generator's compiler settings (generator.py, in the cache key), so
+# kernels built with an older one are not hits. Importing this module does not import
+# Inductor.
 
 
 def _softmax_times_reciprocal(x, dim: int, half_to_float: bool):

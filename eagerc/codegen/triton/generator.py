@@ -17,12 +17,6 @@ import torch
 from eagerc.codegen.base import Codegen
 from eagerc.codegen.triton import batch_norm_statistics
 
-# How eagerc builds a GPU graph (part of every cache key): the wrapper (glue) at -O1 on
-# eagerc's header (the lean one where it fits: codegen/triton/lean_gpu_prelude.py), linked through
-# libtorch stubs; a wrapper of Triton kernels and cuBLAS's mm family is no compile at all
-# but a launch plan appended to the plan launcher (codegen/triton/launch_plan.py, plan_build.py).
-BUILD_RECIPE = "gpu-build-v4:O1-glue:no-debug-info:torch-link-stubs:glue-prelude-v1:lean-gpu-prelude-v2:plan-launcher-v1"
-
 # Inductor settings for GPU graphs: kernels compiled and tuned while the graph compiles,
 # their cubins kept for the C++ wrapper, no CUDA graphs (the holder launches per call).
 # (torch 2.11's JIT C++ wrapper breaks with autotune_at_compile_time=False: its first,
@@ -98,7 +92,13 @@ def _run_python_wrapper_once(traced) -> None:
 class TritonCodegen(Codegen):
     name = "triton"
     home = "cuda"
-    build_recipe = BUILD_RECIPE
+    # How eagerc builds a GPU graph (the key's codegen.build_recipe): the wrapper (glue) at -O1
+    # on eagerc's header (the lean one where it fits: codegen/triton/lean_gpu_prelude.py),
+    # linked through libtorch stubs; a wrapper of Triton kernels and cuBLAS's mm family is no
+    # compile at all but a launch plan appended to the plan launcher
+    # (codegen/triton/launch_plan.py, plan_build.py).
+    build_recipe = ("gpu-build-v4:O1-glue:no-debug-info:torch-link-stubs:glue-prelude-v1:"
+                    "lean-gpu-prelude-v2:plan-launcher-v1")
     # Inductor and Triton imports, the wrapper's precompiled header: ~70 s on the GPU machine.
     first_compile_is_costly = True
     op_patch_rules = (sorted(batch_norm_statistics.EVAL_BATCH_NORMS.items()), batch_norm_statistics.PATCHES)
@@ -157,10 +157,11 @@ class TritonCodegen(Codegen):
     def compiler_settings(self) -> dict:
         import triton
 
+        from eagerc.codegen.cpp.generator import CPP
         from eagerc.codegen.cpp.toolchain import cxx_compiler
 
-        # The wrapper is host C++ too: the C++ compiler and its build recipe count.
-        return {"cxx": cxx_compiler(), "triton": triton.__version__, "gpu_build": BUILD_RECIPE}
+        # The wrapper is host C++ too: the C++ compiler and how eagerc builds host C++ count.
+        return {"cxx": cxx_compiler(), "host_build": CPP.build_recipe, "triton": triton.__version__}
 
     def inductor_patches(self, config) -> dict:
         return dict(_PATCHES)
