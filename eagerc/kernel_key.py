@@ -22,11 +22,24 @@ entry. Kernels keyed before then fall in another namespace and are never served.
 At DEBUG, the ``eagerc.key`` logger lists every component of a key by name (once for the
 lookups of one miss), so "why did this miss?" has an answer::
 
-    eagerc.key: op aten::abs on cpu: namespace 5c1f0e7a9b3d2e41, entry 9a0b...
-    eagerc.key:   format = 14
-    eagerc.key:   signature_layout = 1
-    ...
-    eagerc.key:   signature = 3f2a9c0112ab34cd (31 bytes; parts: tensor, absent_tensor, ...)
+    op aten::abs on cpu: namespace 3d18394ed9307338, entry 904bbd2ac2022d97
+      format = 14
+      signature_layout = 1
+      torch = 2.13.0+cpu
+      eagerc = 0.1.0
+      arch = cpu-AVX512
+      inductor_env = 4f53cda18c2baa0c
+      inductor_config = 4f53cda18c2baa0c
+      codegen.cxx = 3035783832772fdd
+      codegen.threads = dynamic
+      codegen.decompositions = 2
+      codegen.build_recipe = 1a7fa2548e065765
+      codegen.op_patch_rules = b233acec42a0ce32
+      known_wrong = 2
+      kind = op
+      device = cpu
+      name = aten::abs
+      signature = 7f1b075511c1a2b3 (10 bytes; C++ layout 1, parts: tensor, absent_tensor, ...)
 
     >>> import eagerc.kernel_key as kernel_key, eagerc.targets as targets
     >>> key = kernel_key.CacheKey("op", targets.for_device("cpu"), "aten::abs", b"sig")
