@@ -220,6 +220,34 @@ def accelerate_cpu(tmp: str) -> dict:
             "params": dict(accelerator.unwrap_model(model).state_dict())}
 
 
+def accelerate_default(tmp: str) -> dict:
+    """accelerate's Accelerator() with default arguments: its device and three steps."""
+    from accelerate import Accelerator
+
+    import torch
+
+    accelerator = Accelerator()
+    model = accelerator.prepare(_tiny_mlp())
+    generator = torch.Generator().manual_seed(1)
+    outputs = [model(torch.randn(6, 8, generator=generator).to(accelerator.device)).sum()
+               for _ in range(2)]
+    return {"device": str(accelerator.device), "outputs": [o.cpu() for o in outputs]}
+
+
+def data_parallel(tmp: str) -> dict:
+    """nn.DataParallel around a CPU model: with no GPU it runs the module as it is."""
+    import torch
+
+    model = torch.nn.DataParallel(_tiny_mlp())
+    x = torch.randn(6, 8, generator=torch.Generator().manual_seed(2))
+    return {"device_ids": model.device_ids, "out": model(x)}
+
+
+def trainer_default(tmp: str) -> dict:
+    """transformers' Trainer with default arguments (no use_cpu) on a machine without a GPU."""
+    return _trainer(tmp, use_cpu=False)
+
+
 def trainer(tmp: str) -> dict:
     """transformers' Trainer on a tiny random GPT-2, three steps, on the CPU (use_cpu)."""
     return _trainer(tmp, use_cpu=True)

@@ -283,6 +283,7 @@ def test_zero_size_tensors():
 
 
 def test_device_module():
+    torch.ones(1, device="eagerc")  # available from the program's first tensor on the device
     assert torch.eagerc.is_available() and torch.eagerc.current_device() == 0
     assert torch.eagerc.synchronize() is None
     torch.eagerc.set_device(0)

@@ -41,11 +41,14 @@ def accelerate_state():
 
 
 def test_accelerate_picks_the_device(accelerate_state):
-    # accelerate takes torch's accelerator (the device, once eagerc is imported) unless
-    # told cpu=True; prepare() moves the model there.
+    # accelerate takes torch's accelerator when it is available (the device, once the
+    # program has put a tensor on it; a program that never does keeps the CPU:
+    # tests/test_import_side_effects.py) unless told cpu=True; prepare() moves the model there.
     from accelerate import Accelerator
     from accelerate.state import AcceleratorState
 
+    torch.ones(1, device="eagerc")
+    assert torch.accelerator.is_available()
     accelerator = Accelerator()
     assert accelerator.device.type == "eagerc"
     model = accelerator.prepare(_tiny_mlp())

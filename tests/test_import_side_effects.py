@@ -1,8 +1,9 @@
 """``import eagerc`` changes nothing for code that does not use the device
 (docs/ecosystem.md): CPU workflows (tests/side_effects_worker.py) run in fresh processes
 with and without ``import eagerc`` give the same bits and no new warnings (``python -W
-always``; a warning that only the run without eagerc raises is allowed: DataLoader's "no
-accelerator is found" for pin_memory=True)."""
+always``). Frameworks that choose a default device (accelerate's ``Accelerator()``,
+transformers' ``Trainer``, ``nn.DataParallel``, DataLoader's pinning) keep the CPU: the
+device reports itself available only once the program has put a tensor on it."""
 from __future__ import annotations
 
 import json
@@ -19,7 +20,8 @@ import eagerc  # noqa: F401
 WORKER = os.path.join(os.path.dirname(__file__), "side_effects_worker.py")
 
 # Each group of scenarios is one pair of processes (with and without eagerc, at once).
-FAST = ("process_group", "gloo_ddp", "autocast", "checkpoint", "dataloader", "saving")
+FAST = ("process_group", "gloo_ddp", "autocast", "checkpoint", "dataloader", "saving",
+        "data_parallel")
 
 
 def _run_both(scenarios, tmp_path) -> tuple[dict, dict]:
@@ -87,6 +89,29 @@ def test_default_process_group_keeps_cpu():
 
 @pytest.mark.slow
 @pytest.mark.parametrize("scenario", ["compile_eager", "compile_inductor", "accelerate_cpu",
-                                      "trainer"])
+                                      "accelerate_default", "trainer", "trainer_default"])
 def test_framework_on_cpu_unchanged(scenario, tmp_path):
     _assert_unchanged(scenario, *_run_both([scenario], tmp_path))
+
+
+@pytest.mark.skipif(not hasattr(torch, "eagerc"), reason="the eagerc device is not registered")
+@pytest.mark.parametrize("first_use", ["torch.ones(2).to('eagerc')",
+                                       "torch.load(PATH, map_location='eagerc')",
+                                       "torch.empty(2, device='eagerc:0')"])
+def test_the_device_is_available_from_its_first_use(first_use, tmp_path):
+    # Frameworks pick "the accelerator" only when it is available: after import eagerc it
+    # is not, until the program puts a tensor on the device (torch.load onto it counts).
+    path = tmp_path / "state.pt"
+    torch.save({"w": torch.arange(3.0)}, path)
+    script = (
+        "import torch, eagerc\n"
+        "from torch._utils import _get_available_device_type\n"
+        f"PATH = {str(path)!r}\n"
+        "before = (torch.accelerator.is_available(), _get_available_device_type())\n"
+        f"{first_use}\n"
+        "after = (torch.accelerator.is_available(), _get_available_device_type())\n"
+        "print(before, after)\n")
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                         timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.split("\n")[-2] == "(False, None) (True, 'eagerc')"

@@ -21,6 +21,8 @@ but draw a stream of their own (Inductor's), not the home eager kernels' numbers
 """
 from __future__ import annotations
 
+import types
+
 import torch
 
 # Memory statistics and streams, as torch.cuda names them (host memory or CUDA's).
@@ -72,8 +74,21 @@ def _default_generator(device=None) -> torch.Generator:
     return _generators[index]
 
 
+# Whether this process has put a tensor on the device (torch calls _lazy_init then).
+_in_use = False
+
+
 def is_available() -> bool:
-    return True
+    """Whether the program uses the device: True from its first tensor on the device on.
+
+    The device is torch's accelerator once eagerc is imported, and frameworks choose their
+    default device by asking whether the accelerator is available (accelerate's
+    ``Accelerator()``, transformers' ``Trainer``, ``nn.DataParallel``, DataLoader's pinning).
+    A program that imports eagerc but never places a tensor on its device keeps their CPU
+    defaults that way; one that does (``model.to("eagerc")``) gets the device, as a CUDA
+    program gets CUDA. ``ACCELERATE_TORCH_DEVICE=eagerc`` names it for accelerate before any
+    tensor exists."""
+    return _in_use
 
 
 def is_initialized() -> bool:
@@ -85,6 +100,23 @@ def _lazy_init() -> None:
     only a backend module that has it is marked initialized: without it, torch.accelerator
     treats the device as never initialized and its synchronize() returns at once. The
     runtime itself needs no set-up (on GPU memory CUDA initialises with the first alias)."""
+    global _in_use
+    _in_use = True
+
+
+def _load_index(location, optional: bool = False) -> int:
+    """The index torch.load maps `location` ("eagerc", "eagerc:0") to. torch.serialization
+    asks it before checking is_available(): a program that loads onto the device is putting
+    tensors on it, so from here on the device is in use."""
+    _lazy_init()
+    device = torch.device(location)
+    if device.index is not None:
+        return device.index
+    return current_device() if optional else 0
+
+
+# What torch.serialization looks up on a device module (torch.cuda._utils has the same).
+_utils = types.SimpleNamespace(_get_device_index=_load_index)
 
 
 def _is_in_bad_fork() -> bool:
