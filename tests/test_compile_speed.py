@@ -173,7 +173,12 @@ def test_the_build_recipe_is_in_the_cache_namespace():
 def test_a_real_kernel_keeps_its_optimization_level(fresh_cache, tmp_path, monkeypatch):
     from torch._inductor import codecache, cpp_builder
 
-    # An empty Inductor cache and in-process table: this compile really runs g++.
+    # An empty Inductor cache and in-process table: this compile really runs g++ (g++ for
+    # both units: where clang is installed it builds them from the same command lines,
+    # tests/test_clang_units.py).
+    from eagerc.codegen.cpp import clang_units
+
+    monkeypatch.setattr(clang_units, "_compiler", "")
     monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "inductor"))
     monkeypatch.setattr(codecache.CppWrapperCodeCache, "cache", {})
     commands = []

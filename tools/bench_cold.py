@@ -15,7 +15,14 @@ a process also pays one-time costs (Inductor's lazy imports, its CPU ISA probe, 
 the precompiled headers) and is reported separately (`first compile`, a neg), not in the
 median. Precompiled headers live in Inductor's per-machine directory, outside
 TORCHINDUCTOR_CACHE_DIR: built once per machine (and per compiler/flags), then reused.
-Prints each kernel's median over processes and the median over kernels.
+Prints each kernel's median over processes and the median over kernels, and beside them
+the CPU seconds its compiler processes used (g++/clang and the link, summed: on a machine
+busy with other jobs the wall time mostly measures waiting for a core, this does not), and
+the load average before and after.
+
+Children run with EAGERC_COMPILE=now (the default answers a miss at once and compiles in
+the background). EAGERC_CLANG=0 in this script's environment compiles every unit with g++
+(codegen/cpp/clang_units.py), for A/B runs.
 """
 from __future__ import annotations
 
@@ -55,7 +62,7 @@ COMPILE_OPS = ["abs", "add_alpha2", "sum_dim1", "softmax", "layer_norm", "mul", 
                "mean", "where"]
 
 COMPILE_CHILD = r"""
-import json, sys, time
+import json, resource, sys, time
 import torch
 import eagerc
 x = torch.randn(64, 64)
@@ -77,7 +84,10 @@ eagerc.enable("cpu")
 out = {}
 for name, fn in [("first compile", lambda: torch.neg(x))] + [(n, ops[n]) for n in sys.argv[1:]]:
     before = eagerc.stats()["compiles"]
+    c = resource.getrusage(resource.RUSAGE_CHILDREN)
     t = time.perf_counter(); fn(); out[name] = time.perf_counter() - t
+    d = resource.getrusage(resource.RUSAGE_CHILDREN)
+    out[name + ":cpu"] = d.ru_utime + d.ru_stime - c.ru_utime - c.ru_stime
     out[name + ":compiles"] = eagerc.stats()["compiles"] - before
 print(json.dumps(out))
 """
@@ -86,9 +96,11 @@ print(json.dumps(out))
 def bench_compile(runs: int) -> None:
     """Cold compile per kernel: fresh eagerc and Inductor caches in each child process."""
     results = []
+    load_before = os.getloadavg()
     for _ in range(runs):
         dirs = [tempfile.mkdtemp(prefix="eagerc-cold-"), tempfile.mkdtemp(prefix="inductor-cold-")]
-        env = dict(os.environ, EAGERC_CACHE_DIR=dirs[0], TORCHINDUCTOR_CACHE_DIR=dirs[1])
+        env = dict(os.environ, EAGERC_CACHE_DIR=dirs[0], TORCHINDUCTOR_CACHE_DIR=dirs[1],
+                   EAGERC_COMPILE="now")
         try:
             out = subprocess.run([sys.executable, "-c", COMPILE_CHILD, *COMPILE_OPS], env=env,
                                  check=True, capture_output=True, text=True)
@@ -99,16 +111,19 @@ def bench_compile(runs: int) -> None:
     for r in results:
         missing = [k for k in ["first compile", *COMPILE_OPS] if r[k + ":compiles"] != 1]
         assert not missing, f"not exactly one compile for {missing}"
-    print(f"{'kernel':<16} {'median s':>9} {'min s':>7}   ({runs} fresh processes)")
-    medians = []
+    print(f"{'kernel':<16} {'median s':>9} {'min s':>7} {'compiler CPU s':>15}   ({runs} fresh processes)")
+    medians, cpus = [], []
     for name in COMPILE_OPS:
         times = [r[name] for r in results]
         medians.append(statistics.median(times))
-        print(f"{name:<16} {medians[-1]:9.3f} {min(times):7.3f}")
+        cpus.append(statistics.median(r[name + ":cpu"] for r in results))
+        print(f"{name:<16} {medians[-1]:9.3f} {min(times):7.3f} {cpus[-1]:15.3f}")
     first = [r["first compile"] for r in results]
     print(f"{'(first compile)':<16} {statistics.median(first):9.3f} {min(first):7.3f}"
           "   not in the median")
-    print(f"median per kernel: {statistics.median(medians):.3f} s")
+    print(f"median per kernel: {statistics.median(medians):.3f} s"
+          f" (compiler CPU {statistics.median(cpus):.3f} s)")
+    print("load average before, after: " + ", ".join(f"{a:.2f}" for a in load_before + os.getloadavg()))
 
 
 def main() -> None:
@@ -122,7 +137,7 @@ def main() -> None:
         bench_compile(args.runs or 3)
         return
     args.runs = args.runs or 5
-    env = dict(os.environ, EAGERC_CACHE_DIR=tempfile.mkdtemp(prefix="eagerc-cold-"))
+    env = dict(os.environ, EAGERC_CACHE_DIR=tempfile.mkdtemp(prefix="eagerc-cold-"), EAGERC_COMPILE="now")
     subprocess.run([sys.executable, "-c", CHILD], env=env, check=True, capture_output=True)  # fill the cache
     results = []
     for _ in range(args.runs):

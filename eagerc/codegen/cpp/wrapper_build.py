@@ -26,7 +26,7 @@ import os
 import re
 from concurrent.futures import ThreadPoolExecutor
 
-from eagerc.codegen.cpp import glue_prelude, vec_isa_memo
+from eagerc.codegen.cpp import clang_units, glue_prelude, vec_isa_memo
 
 
 @contextlib.contextmanager
@@ -84,8 +84,12 @@ def routed_builds(codegen, is_glue=None, build=None):
 
 def _compile_unit(builder, codegen) -> None:
     """Compile one translation unit of a CPU build: the wrapper with eagerc's prelude where
-    it can (glue_prelude), the kernels as Inductor says. -w: torch's vector headers emit
-    ~130 KB of warnings per kernel compile (~0.08 s); nobody reads them (errors still print)."""
+    it can (glue_prelude), the kernels as Inductor says; either by clang where it can
+    (clang_units: its builds of the final command line go first). -w: torch's vector
+    headers emit ~130 KB of warnings per kernel compile (~0.08 s); nobody reads them
+    (errors still print)."""
+    gcc_build = builder.build
+    builder.build = lambda: None if clang_units.build(builder) else gcc_build()
     command = getattr(builder, "get_command_line", None)
     if command is None or not glue_prelude.slim_build(builder, command() + " -w", codegen):
         _with_flags(builder, "-w").build()
