@@ -102,12 +102,14 @@ apt_install() {
 }
 
 # A redis-server lets the remote-tier tests run and Chromium (headless) the coverage
-# report's browser test (both skip cleanly without them); installed where the machine
-# allows (root with apt).
-step 4 "redis-server and chromium for the tests that use them (apt, where this machine allows)"
-for pair in redis-server:redis-server chromium:chromium; do
+# report's browser test (both skip cleanly without them); clang with LLVM's omp.h
+# (libomp-dev) compiles CPU kernels in about half of g++'s time (codegen/cpp/clang_units.py;
+# without them g++ builds everything). Installed where the machine allows (root with apt).
+step 4 "redis-server, chromium and clang (apt, where this machine allows)"
+for pair in redis-server:redis-server chromium:chromium clang++:clang omp.h:libomp-dev; do
   command_name=${pair%%:*} package=${pair##*:}
-  if command -v "$command_name" >/dev/null 2>&1; then
+  if command -v "$command_name" >/dev/null 2>&1 || \
+     { [ "$command_name" = omp.h ] && ls /usr/lib/llvm-*/lib/clang/*/include/omp.h >/dev/null 2>&1; }; then
     echo "$package is installed"
   elif command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
     apt_install "$package" || echo "setup: without $package the tests that need it skip, saying so"
