@@ -238,10 +238,11 @@ def _dispatch_key(device: str) -> str:
 
 def _how_to_add() -> str:
     return (f"Known targets: {', '.join(known_targets())}. To add one, register an Inductor "
-            "backend for the device whose scheduling generates C++ (torch._inductor.codegen."
-            "common.register_backend_for_device(device, CppScheduling-subclass, ...)) and a "
-            "device interface (docs/vendor.md), or, for a host-memory PrivateUse1 device, call "
-            "eagerc.targets.register_device(name).")
+            "backend for the device (torch._inductor.codegen.common.register_backend_for_device) "
+            "and a device interface: a scheduling that generates C++ for host memory "
+            "(CppScheduling), or Triton for CUDA memory (TritonScheduling, with CUDA's device op "
+            "overrides); docs/vendor.md. For a host-memory PrivateUse1 device, "
+            "eagerc.targets.register_device(name) also does.")
 
 
 def _home_target(name: str):
@@ -270,7 +271,8 @@ def _from_inductor_backend(name: str) -> Target:
     if why:
         raise TargetError(f"eagerc cannot serve device {name!r}: {why}. " + _how_to_add())
     # The device's memory is the code generator's home memory (a C++ scheduling addresses
-    # its buffers as host pointers): served through stand-ins and zero-copy aliases.
+    # its buffers as host pointers, a Triton one its CUDA op overrides' as CUDA device
+    # pointers): served through stand-ins and zero-copy aliases.
     key = _dispatch_key(name)
     return Target(device=name, dispatch_key=key, codegen=found, host_aliases=True,
                   new_device=key == "PrivateUse1")

@@ -1,11 +1,14 @@
 """Triton kernels on CUDA memory, launched by Inductor's JIT C++ wrapper (or by eagerc's plan
 launcher, from a launch plan read off that wrapper).
 
-It serves CUDA (override mode) and the eagerc device on GPU memory (``EAGERC_BACKING=cuda``):
-calls are traced on CUDA stand-ins, kernels launch on the current stream of the device the
-signature names, and the cubins are embedded in the artifact, so an artifact is one
-self-contained file. A device whose Inductor backend generates Triton but whose memory is
-not CUDA memory is refused: this code loads and launches cubins through the CUDA driver.
+It serves CUDA (override mode), the eagerc device on GPU memory (``EAGERC_BACKING=cuda``) and
+a vendor's device whose memory is CUDA memory (examples/mygpu): calls are traced on CUDA
+stand-ins, kernels launch on the current stream of the device the signature names, and the
+cubins are embedded in the artifact, so an artifact is one self-contained file. A vendor's
+device says its memory is CUDA memory by what it registers with Inductor: CUDA's device op
+overrides, with which Inductor writes its wrappers' streams, device guards and launches. A
+device whose Inductor backend generates Triton launched any other way is refused: this code
+loads and launches cubins through the CUDA driver, on CUDA memory.
 """
 from __future__ import annotations
 
@@ -144,10 +147,28 @@ class TritonCodegen(Codegen):
         return None
 
     def refusal_for(self, device: str) -> str | None:
-        return (f"Inductor's backend for {device!r} generates Triton kernels, and eagerc runs "
-                "Triton kernels on CUDA memory only (it loads and launches their cubins through "
-                "the CUDA driver); a device whose memory is CUDA memory declares so with "
-                f"eagerc.targets.register_device({device!r}, memory='cuda')")
+        """None where the device's Inductor backend launches its kernels with CUDA's device op
+        overrides (CUDA streams, CUDA device guards, the CUDA driver's loadKernel and
+        launchKernel): its buffers are then CUDA device pointers, device N's on cuda:N,
+        which is what this code addresses; its calls are traced on CUDA stand-ins. Any
+        other launch (a vendor's own driver and streams) is refused, saying so."""
+        from torch._inductor.codegen.common import get_device_op_overrides
+        from torch._inductor.codegen.cuda.device_op_overrides import CUDADeviceOpOverrides
+
+        try:
+            overrides = get_device_op_overrides(device)
+        except KeyError:
+            overrides = None
+        if isinstance(overrides, CUDADeviceOpOverrides):
+            return None
+        how = ("registers no device op overrides" if overrides is None
+               else f"launches them with {type(overrides).__name__}, not CUDA's device op overrides")
+        return (f"Inductor's backend for {device!r} generates Triton kernels and {how}; eagerc runs "
+                "Triton kernels on CUDA memory only (it loads and launches their cubins through the "
+                "CUDA driver, on the CUDA stream of the device's index). A device whose memory is "
+                "CUDA memory (device N's on cuda:N) registers CUDA's: torch._inductor.codegen.common."
+                f"register_device_op_overrides({device!r}, CUDADeviceOpOverrides()) "
+                "(examples/mygpu, docs/vendor.md)")
 
     def arch(self) -> str:
         from kernel_cache.environment import cuda_arch
