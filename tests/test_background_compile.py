@@ -149,6 +149,37 @@ def test_eagerc_device_first_run_is_right_and_compiles_nothing_here(service_env,
     assert compiles_here == [] and s["compiles"] == 0, s
 
 
+@pytest.mark.slow
+@pytest.mark.skipif(not _eagerc_device(), reason="the eagerc device is not registered")
+def test_a_device_with_no_home_answers_by_the_host_round_trip(tmp_path):
+    # Aliases off: the eagerc device as a vendor's device without a home sees it.
+    script = textwrap.dedent("""
+        import torch, eagerc
+        x = torch.randn(8, 33)
+        d = x.to("eagerc")
+        first = [torch.softmax(d, 1).cpu(), (d * 3 + 1).cpu()]
+        s = eagerc.stats()
+        print("first", s["interim"], s["host_round_trips"], s["fallbacks"], s["compiles"])
+        assert eagerc.wait_compiles(timeout=900)
+        again = [torch.softmax(d, 1).cpu(), (d * 3 + 1).cpu()]
+        s = eagerc.stats()
+        print("again", s["background_compiles"], s["compiles"])
+        want = [torch.softmax(x, 1), x * 3 + 1]
+        print(all(torch.allclose(a, b, atol=1e-6) for a, b in zip(first + again, want + want)))
+    """)
+    env = dict(os.environ, EAGERC_CACHE_DIR=str(tmp_path / "cache"), EAGERC_COMPILE="background",
+               EAGERC_ALIAS_FALLBACK="0", EAGERC_COMPILE_SERVICE_IDLE_S="15")
+    r = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True,
+                       timeout=1200)
+    assert r.returncode == 0, r.stderr[-3000:]
+    lines = {ln.split()[0]: ln.split()[1:] for ln in r.stdout.splitlines() if ln.strip()}
+    interim, round_trips, fallbacks, compiles = map(int, lines["first"])
+    assert interim == 3 and round_trips == 0 and fallbacks == 0 and compiles == 0, r.stdout
+    background_compiles, compiles = map(int, lines["again"])
+    assert background_compiles == 3 and compiles == 0, r.stdout
+    assert lines["True"] == [], r.stdout
+
+
 def _service_idle(cache: str, timeout: float) -> bool:
     """Whether the service folders under `cache` have nothing queued or running."""
     deadline = time.monotonic() + timeout
@@ -191,7 +222,10 @@ def test_a_short_scripts_misses_reach_the_cache_for_the_next_run(tmp_path):
     """)
     r = subprocess.run([sys.executable, "-c", again], env=dict(env, EAGERC_COMPILE="now"),
                        capture_output=True, text=True, timeout=600)
-    assert r.returncode == 0 and r.stdout.split()[-3:] == ["True", "0", "4"], (r.stdout, r.stderr[-3000:])
+    logs = "".join(open(p).read() for p in glob.glob(str(tmp_path / "cache" / "compile-service" / "*" /
+                                                          "service.log")))
+    assert r.returncode == 0 and r.stdout.split()[-3:] == ["True", "0", "4"], (r.stdout, logs,
+                                                                               r.stderr[-3000:])
 
 
 def test_mode_from_the_environment(monkeypatch):

@@ -5,9 +5,7 @@ strides, storage offset, dtype and device, the other arguments as they were, the
 class) and never the caller's data. The replay allocates stand-ins with that metadata
 (zero bytes: valid indices, no NaN) and calls the op on the device, so the device's own
 dispatch computes the signature and compiles (or records a refusal for) exactly the key
-the caller missed. The description also carries the caller's namespace digest: a worker
-whose settings would put the kernel under another namespace (an Inductor setting changed
-in the caller's process) says so instead of compiling a kernel the caller cannot find.
+the caller missed.
 """
 from __future__ import annotations
 
@@ -57,15 +55,19 @@ class CallDescription:
     args: tuple           # the schema's arguments in order, tensors as TensorMeta
     parallel: bool        # the size class (a parallel kernel, or a single-threaded one)
     signature: bytes      # the caller's signature bytes: what the worker checks it stored
-    namespace: str        # the caller's namespace digest
+    specialized: bool     # the caller's op has scalar values in its keys
     served_ops: tuple = ()  # override mode: the ops to enable for the replay (this one)
 
-    def to_bytes(self) -> bytes:
-        return pickle.dumps(self, protocol=pickle.HIGHEST_PROTOCOL)
+    def to_bytes(self) -> bytes | None:
+        """The pickled description; None when an argument does not pickle."""
+        try:
+            return pickle.dumps(self, protocol=pickle.HIGHEST_PROTOCOL)
+        except (pickle.PicklingError, TypeError, AttributeError):
+            return None
 
 
-def describe(op_name: str, args, parallel: bool, signature: bytes, target,
-             namespace: str) -> CallDescription | None:
+def describe(op_name: str, args, parallel: bool, signature: bytes, specialized: bool,
+             target) -> CallDescription | None:
     """The description of a miss, or None when an argument has no description (an object
     the replay cannot rebuild): that miss compiles in the caller's process."""
     # On a device whose memory has a home, a kernel that calls the home's ATen functions
@@ -89,13 +91,11 @@ def describe(op_name: str, args, parallel: bool, signature: bytes, target,
         return value
 
     try:
-        described = CallDescription(op_name, target.device, tuple(meta(a) for a in args),
-                                    parallel, bytes(signature), namespace,
-                                    () if target.new_device else (op_name,))
-        described.to_bytes()
-    except (_NoDescription, pickle.PicklingError, TypeError, AttributeError):
+        return CallDescription(op_name, target.device, tuple(meta(a) for a in args), parallel,
+                               bytes(signature), specialized,
+                               () if target.new_device else (op_name,))
+    except _NoDescription:
         return None
-    return described
 
 
 class _NoDescription(Exception):

@@ -15,8 +15,6 @@ import sys
 import threading
 import time
 
-import torch
-
 from eagerc import _config
 from eagerc.compile_service import spool
 
@@ -34,20 +32,8 @@ _COMPILER_VARIABLES = ("CC", "CXX", "CFLAGS", "CXXFLAGS", "LDFLAGS", "PYTHONPATH
 
 
 def _eagerc_parent() -> str:
-    import eagerc
-
-    return os.path.dirname(os.path.dirname(os.path.abspath(eagerc.__file__)))
-
-
-def vendor_modules() -> list:
-    """Modules a worker imports before eagerc so that it serves the caller's devices: those
-    of EAGERC_IMPORT, and the module of a vendor's PrivateUse1 device (torch.<name>)."""
-    modules = list(_config.modules_to_import_first())
-    vendor = _config.vendor_device()
-    module = getattr(getattr(torch, vendor, None), "__name__", None) if vendor else None
-    if module and module not in modules and not module.startswith("torch."):
-        modules.append(module)
-    return modules
+    """The folder this process imports eagerc from (what the workers must import)."""
+    return os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def service_environment() -> dict:
@@ -56,9 +42,9 @@ def service_environment() -> dict:
     env[_config.COMPILE_ENV] = "now"
     paths = [_eagerc_parent()] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
     env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(paths))
-    modules = vendor_modules()
-    if modules:
-        env[_config.IMPORT_ENV] = ",".join(modules)
+    # A vendor's device reaches the workers as it reaches any process: `import torch` loads
+    # it through its torch.backends entry point (docs/vendor.md). One a script registers
+    # by hand is not served there: its jobs fail, and its misses compile in the caller.
     return env
 
 
@@ -72,11 +58,22 @@ def identity(env: dict) -> dict:
                and k not in own}}
 
 
-def folder_for(env: dict) -> str:
-    from kernel_cache.layout import default_directory
+_folders: dict = {}  # the environment's items -> its service's folder
 
-    digest = hashlib.sha256(json.dumps(identity(env), sort_keys=True).encode()).hexdigest()[:16]
-    return os.path.join(default_directory(), "compile-service", digest)
+
+def folder_for(env) -> str:
+    """The folder of the service that serves processes with environment `env`."""
+    items = tuple(env.items())
+    found = _folders.get(items)
+    if found is None:
+        from kernel_cache.layout import default_directory
+
+        digest = hashlib.sha256(json.dumps(identity(dict(items)), sort_keys=True).encode()).hexdigest()[:16]
+        found = os.path.join(default_directory(), "compile-service", digest)
+        if len(_folders) > 64:
+            _folders.clear()
+        _folders[items] = found
+    return found
 
 
 class Client:

@@ -95,7 +95,9 @@ def serve(folder: str, workers: int, idle_s: float) -> int:
     if lock is None:
         return 0  # another service serves this folder
     try:
-        os.nice(10)  # the callers' own work comes first on a busy machine
+        # The callers' own work comes first: on a machine with few cores a compile beside
+        # a caller's parallel kernels (OpenMP threads meeting at barriers) slows them most.
+        os.nice(19)
     except OSError:
         pass
     _tidy(folder)

@@ -10,8 +10,9 @@ or eagerc. One folder per service, under the kernel cache::
         running/<id>.job taken by the service (renamed: one taker)
         done/<id>.json   the job's outcome: {"ok": true} or {"ok": false, "why": "..."}
 
-A job's id names its kernel (the namespace digest and the signature), so two processes
-missing the same signature queue it once, and each sees the one outcome.
+A job's id names its kernel (a digest of its entry key: kind, device, op, signature; the
+folder names the settings), so two processes missing the same signature queue it once,
+and each sees the one outcome.
 """
 from __future__ import annotations
 
@@ -22,6 +23,9 @@ import os
 
 QUEUED, RUNNING, DONE = "queued", "running", "done"
 LOCK, LOG = "service.lock", "service.log"
+# A failed job's reason when the caller is to ask again with scalar values in its key
+# (the lifted scalars did not trace; the replay compiled the key with values).
+SPECIALIZE_VALUES = "specialize values"
 
 
 def make_folders(folder: str) -> None:

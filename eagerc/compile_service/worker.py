@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import pickle
 
+from eagerc.compile_service.spool import SPECIALIZE_VALUES
 from eagerc.refusals import NotCompiled, error_summary
 
 
@@ -16,21 +17,18 @@ def compile_job(path: str) -> tuple:
     its signature (that answers the caller too)."""
     with open(path, "rb") as f:
         call = pickle.load(f)
-    import eagerc
     from eagerc import _C, targets
     from eagerc.aten_meta import overload_by_name
     from eagerc.cache import CacheKey
     from eagerc.compile_service.call import split_by_schema, standin_args
+    from eagerc.per_op.registration import enable
 
     target = targets.for_device(call.device)
     # The service starts its workers with EAGERC_COMPILE=now. A new device is served whole
     # since `import eagerc`; in override mode (cpu, cuda) the replayed op is served.
     if call.served_ops:
-        eagerc.enable(call.device, ops=list(call.served_ops), compile="now")
+        enable(call.device, ops=list(call.served_ops), compile="now")
     key = CacheKey("op", target, call.op, call.signature)
-    if key.namespace().digest() != call.namespace:
-        return False, ("the compile service's settings put kernels under another namespace "
-                       "than the caller's (an Inductor setting changed in the caller's process?)")
     stat_key = f"{call.op}@service"
     if _stored(key, stat_key):
         return True, ""
@@ -48,14 +46,23 @@ def compile_job(path: str) -> tuple:
         why = error_summary(e)
     if _stored(key, stat_key):
         return True, ""
+    if any(name == call.op and ((k == call.signature and answered_with_values)
+                                or (specialized and not call.specialized))
+           for name, k, answered_with_values, specialized in missed):
+        # The lifted scalars did not trace (now, or in an earlier job of this worker; not
+        # recorded: it may be the machine's): the caller asks again with its scalar values
+        # in the key, which the replay compiled.
+        return False, SPECIALIZE_VALUES
     if why:
         return False, f"{call.op}: {why}"
-    others = [k.hex() for name, k in missed if name == call.op and k != call.signature]
+    others = [k.hex() for name, k, _, _ in missed if name == call.op and k != call.signature]
     return False, (f"{call.op}: the replay did not reach the caller's signature {call.signature.hex()}"
                    + (f" (it missed {', '.join(others[:3])})" if others else ""))
 
 
-_misses: list = []       # (op, signature) of each miss of the job being replayed
+# (op, signature, answered for its with-values signature, keyed by values already) of each
+# miss of the job's replay
+_misses: list = []
 _recording = False
 
 
@@ -66,8 +73,10 @@ def _record_misses() -> list:
     from eagerc.per_op import registration
 
     def recording(request):
-        _misses.append((request.op_name, bytes(request.key)))
-        return registration._resolve(request)
+        answer = registration._resolve(request)
+        _misses.append((request.op_name, bytes(request.key), answer.specialized,
+                        request.specialize_values))
+        return answer
 
     if not _recording:
         _C._set_resolver(recording)

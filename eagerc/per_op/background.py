@@ -7,7 +7,8 @@ A call whose kernel is neither in L1 nor in a store is served by a kernel that e
 - override mode (cpu, cuda): the device's own kernel;
 - a device whose memory has a home (the eagerc device: host or CUDA memory): the home's
   ATen kernel on zero-copy aliases;
-- a device with no home (a vendor's): the host round trip.
+- a device with no home (a vendor's; or aliases off, EAGERC_ALIAS_FALLBACK=0): the host
+  round trip (with it off too, EAGERC_CPU_FALLBACK=0, the miss compiles now).
 
 Such calls count as ``interim`` in ``eagerc.stats()``. The miss's description (op,
 arguments' metadata, size class) goes to the compile service, a process of its own with
@@ -37,9 +38,12 @@ import os
 import threading
 import time
 
+from kernel_cache.layout import ENV_DIR
+
 from eagerc import _config, random_streams
 from eagerc.compile_service import call as call_description
 from eagerc.compile_service.client import client, folder_for
+from eagerc.compile_service.spool import SPECIALIZE_VALUES
 
 log = logging.getLogger("eagerc")
 
@@ -50,6 +54,7 @@ NEW = "new"              # none queued by this process
 WAITING = "waiting"      # queued or compiling: answer in the interim
 FINISHED = "finished"    # the store holds its kernel (or a refusal recorded for it)
 FAILED = "failed"        # compiled in this process from now on
+SPECIALIZE = "specialize_values"  # lifted scalars did not trace: ask with their values
 
 
 def set_mode(device: str, mode) -> None:
@@ -68,17 +73,18 @@ def is_background(device: str) -> bool:
 def job_for(request, target, op, transient: bool):
     """This process's name for the job of the miss `request`, or None when the miss is
     compiled now: compile="now", a random op, a call inside a dispatch mode, or a device
-    with no kernel to serve it meanwhile (no home and the host round trip off)."""
+    with no kernel to serve it meanwhile (no home to alias, and the host round trip off)."""
     if transient or not is_background(target.device):
         return None
     if random_streams.draws(op) and not _draws_nothing(op, request.args):
         return None
-    if target.new_device and not target.host_aliases and not _config.cpu_fallback_enabled():
+    home = target.host_aliases and _config.alias_fallback_enabled()
+    if target.new_device and not home and not _config.cpu_fallback_enabled():
         return None
-    from kernel_cache.layout import default_directory
-
-    return (default_directory(), request.op_name, request.dispatch_key, bytes(request.key),
-            request.specialize_values)
+    # The kernel cache as named (a job of another cache is not this one's); read as set,
+    # not resolved: this runs on every call answered in the interim.
+    return (os.environ.get(ENV_DIR), request.op_name, request.dispatch_key,
+            bytes(request.key), request.specialize_values)
 
 
 def _draws_nothing(op, args) -> bool:
@@ -108,12 +114,15 @@ class Jobs:
         outcome = client().outcome(*queued)
         if outcome is None:
             return WAITING
+        specialize = outcome.get("why") == SPECIALIZE_VALUES
         with self._lock:
             self._queued.pop(name, None)
-            if not outcome.get("ok"):
+            if not outcome.get("ok") and not specialize:
                 self._given_up.add(name)
         if outcome.get("ok"):
             return FINISHED
+        if specialize:
+            return SPECIALIZE
         log.info("eagerc: the compile service did not compile %s (%s); compiling it here",
                  name[1], outcome.get("why", ""))
         return FAILED
@@ -121,14 +130,17 @@ class Jobs:
     def submit(self, name, request, target, key) -> bool:
         """Queue the miss at the service; False (and compiled here from now on) when it
         cannot be described or the service cannot be reached."""
-        namespace = key.namespace().digest()
         described = call_description.describe(request.op_name, request.args, request.parallel,
-                                              request.key, target, namespace)
+                                              request.key, request.specialize_values, target)
+        data = described.to_bytes() if described is not None else None
         queued = False
-        if described is not None:
+        if data is not None:
+            # The service's folder names the settings the environment gives; one the caller
+            # changed in-process (an Inductor setting) puts the service's kernel where the
+            # caller does not look: it then finds the job finished and compiles here.
             folder = folder_for(os.environ)
-            job_id = hashlib.sha256(namespace.encode() + b"\0" + key.entry_key()).hexdigest()[:32]
-            queued = client().submit(folder, job_id, described.to_bytes())
+            job_id = hashlib.sha256(key.entry_key()).hexdigest()[:32]
+            queued = client().submit(folder, job_id, data)
         with self._lock:
             if queued:
                 self._queued[name] = (folder, job_id)

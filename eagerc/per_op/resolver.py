@@ -86,11 +86,14 @@ def resolve(request) -> "_C.MissAnswer":
     stat_key = f"{request.op_name}@{request.dispatch_key}"
     transient = _context_is_unusual()
     job = background.job_for(request, target, op, transient)  # None: compiled now, here
+    state = background.jobs().state(job) if job is not None else None
+    if state == background.WAITING:
+        return _C.MissAnswer.interim()  # still compiling: no store lookup per call
     key = CacheKey("op", target, request.op_name, request.key)
     verdict = _EagerVerdict(op, request.args, target)
     try:
         if job is not None:
-            meanwhile = _stored_or_interim(job, request, target, key, stat_key)
+            meanwhile = _stored_or_interim(job, state, request, target, key, stat_key)
             if meanwhile is not None:
                 return meanwhile
         return _C.MissAnswer.kernel(_kernel(op, request.args, request.layout, request.parallel,
@@ -108,17 +111,17 @@ def resolve(request) -> "_C.MissAnswer":
         return answer(refusal)
 
 
-def _stored_or_interim(job, request, target, key, stat_key):
-    """In background mode: the stored kernel, or the interim answer while the compile
-    service compiles it; None when this process compiles it now (the service failed the
-    job). Raises a refusal recorded for the key. No lock: the service's worker may hold
-    the key's, and this call must not wait for it."""
+def _stored_or_interim(job, state, request, target, key, stat_key):
+    """In background mode, for a job that is not `background.WAITING`: the stored kernel,
+    or the interim answer once the miss is queued at the compile service; None when this
+    process compiles it now (the service failed the job). Raises a refusal recorded for
+    the key. No lock: the service's worker may hold the key's, and this call must not wait
+    for it."""
     jobs = background.jobs()
-    state = jobs.state(job)
-    if state == background.WAITING:
-        return _C.MissAnswer.interim()  # still compiling: no store lookup per call
     if state == background.FAILED:
         return None
+    if state == background.SPECIALIZE:
+        return _C.MissAnswer.specialize_values()
     hit = service().get(key, stat_key, frozenset(request.known_variants))
     if hit is not None:
         if state == background.FINISHED:
