@@ -39,6 +39,14 @@ void warn_host_round_trip_once(const std::string& name, const c10::DispatchKey k
 }  // namespace
 
 void set_cpu_fallback(bool enabled) { g_cpu_fallback.store(enabled); }
+
+bool run_host_round_trip_if_on(const c10::OperatorHandle& op, size_t num_args, torch::jit::Stack* stack) {
+  if (!g_cpu_fallback.load(std::memory_order_relaxed)) return false;
+  ActivityGuard guard;
+  cpu_home_generators(num_args, stack);
+  at::native::cpu_fallback(op, stack);
+  return true;
+}
 void set_alias_fallback(bool enabled) { g_alias_fallback.store(enabled); }
 bool alias_fallback_enabled() { return g_alias_fallback.load(std::memory_order_relaxed); }
 

@@ -244,11 +244,14 @@ void KernelHolder::run_interim(const c10::OperatorHandle& op, c10::DispatchKeySe
     run_native(op, ks, stack);  // the device's own kernel, or the composite the key had
     return;
   }
-  if (st.host_aliases && home_has_kernel(op, st.dispatch_key)) {
+  if (st.host_aliases && alias_fallback_enabled() && home_has_kernel(op, st.dispatch_key)) {
     // The memory's home device runs its own ATen kernel on zero-copy aliases.
     run_on_cpu_aliases(op, stack);
     return;
   }
+  // No home to alias (a vendor's device, or aliases off): the host round trip, counted
+  // as interim only (it serves the call until the kernel is compiled, not for good).
+  if (run_host_round_trip_if_on(op, st.plan.kinds.size(), stack)) return;
   fallback(op, ks, stack, "compiling in the background and no existing kernel can serve it");
 }
 
