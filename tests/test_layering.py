@@ -3,9 +3,15 @@
 - kernel_cache/ (storage) imports nothing from eagerc;
 - eagerc's core (targets, the compile/cache service, the compiler, registration, stats)
   imports no feature;
-- features (device, capture, warm, coverage) import core, never each other.
+- features (device, capture, warm, coverage) import core, never each other;
+- no module below the top imports the package's API (what eagerc/__init__.py binds:
+  `eagerc.enable`, `eagerc.stats`, ...); it imports the module that defines it;
+- eagerc's modules import each other without a circle.
 
-Every import counts, including those inside functions (lazy imports are still edges).
+Every import counts, including those inside functions (lazy imports are still edges). The
+import graph is tests/import_graph.py's: `from eagerc import _C` is an edge to the compiled
+extension eagerc._C, not to the package (Python runs a package's __init__ before any of its
+submodules, whatever the statement names).
 """
 from __future__ import annotations
 
@@ -13,6 +19,7 @@ import ast
 import pathlib
 
 import pytest
+from import_graph import EXTENSIONS, circles, import_graph, package_api_uses, package_sources
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 FEATURES = ("device", "capture", "warm", "coverage")
@@ -66,7 +73,8 @@ def violations(path: pathlib.Path) -> list[str]:
     for target in imports(path):
         other = layer(target)
         if own == "top" or other in ("external", own) or target == "eagerc":
-            continue  # `from eagerc import _C` names the package itself: neutral
+            continue  # `from eagerc import _C`: which names are imported from the package is
+            # test_no_module_below_the_top_uses_the_package_api's check
         if other == "top":
             bad.append(target)  # nothing imports the API or the command line
         elif own == "storage":
@@ -100,3 +108,41 @@ def test_layers_are_what_the_architecture_says():
     assert layer("eagerc.device.inductor_backend") == "feature:device"
     assert layer("eagerc.capture.monitor") == "feature:capture"
     assert layer("kernel_cache.disk") == "storage"
+
+
+EAGERC = package_sources("eagerc")
+MODULES = set(EAGERC) | set(EXTENSIONS)
+BELOW_TOP = sorted(set(EAGERC) - TOP)
+
+
+@pytest.mark.parametrize("module", BELOW_TOP)
+def test_no_module_below_the_top_uses_the_package_api(module):
+    source, is_package = EAGERC[module]
+    assert package_api_uses(module, source, is_package, MODULES) == [], (
+        f"{module} uses what eagerc/__init__.py binds; import the module that defines it "
+        "(e.g. eagerc.per_op.registration for enable, disable, stats)")
+
+
+def test_eagerc_has_no_import_circle():
+    assert circles(import_graph(EAGERC)) == []
+
+
+def test_the_graph_checks_see_what_they_are_for():
+    # A circle held open by an import inside a function; `from eagerc import _C` is an edge
+    # to the extension, so a module the package's __init__ imports may import it.
+    sources = {"eagerc": ("from eagerc.b import f\n", True),
+               "eagerc.a": ("import eagerc.b\n", False),
+               "eagerc.b": ("from eagerc import _C\ndef f():\n    from eagerc import a\n", False),
+               "eagerc.c": ("import eagerc.a\n", False)}
+    assert circles(import_graph(sources)) == [["eagerc.a", "eagerc.b"]]
+    sources["eagerc.b"] = ("from eagerc import _C\n", False)
+    assert circles(import_graph(sources)) == []
+    # The package API from below: a bare import and its attributes, or an imported name;
+    # submodules (eagerc._C, eagerc.device) are not the API.
+    modules = {"eagerc", "eagerc._C", "eagerc.device", "eagerc.device.naming"}
+    code = ("import eagerc\nimport eagerc.device\nfrom eagerc import _C, device\n"
+            "def f():\n    from eagerc import enable\n    return eagerc.stats(), eagerc.device.NAME\n")
+    assert package_api_uses("eagerc.x", code, False, modules) == [
+        "line 1: import eagerc", "line 5: from eagerc import enable", "line 6: eagerc.stats"]
+    assert package_api_uses("eagerc.x", "import eagerc.device.naming\nn = eagerc.device.naming.NAME\n",
+                            False, modules) == []
