@@ -18,6 +18,7 @@ import re
 import pytest
 
 from eagerc import codegen
+from import_graph import circles, import_graph, package_sources
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 EAGERC = ROOT / "eagerc"
@@ -114,88 +115,12 @@ def test_the_compiler_imports_nothing_of_one_kind(path):
 
 # -- import circles ---------------------------------------------------------------------
 
-def import_graph(sources: dict[str, tuple[str, bool]]) -> dict[str, set[str]]:
-    """module -> the eagerc modules it imports (at any depth). `from a import b` is an edge
-    to a.b where that is a module, else to a (its __init__ runs: `from eagerc import _C`
-    is an edge to eagerc). `sources`: module -> (source, is_package)."""
-    graph = {}
-    for module, (source, is_package) in sources.items():
-        package = module if is_package else module.rpartition(".")[0]
-        targets = set()
-        for node in ast.walk(ast.parse(source)):
-            if isinstance(node, ast.Import):
-                targets.update(a.name for a in node.names if a.name in sources)
-            elif isinstance(node, ast.ImportFrom):
-                base = node.module or ""
-                if node.level:
-                    anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
-                    base = ".".join(anchor + ([node.module] if node.module else []))
-                for alias in node.names:
-                    if f"{base}.{alias.name}" in sources:
-                        targets.add(f"{base}.{alias.name}")
-                    elif base in sources:
-                        targets.add(base)
-        graph[module] = targets - {module}
-    return graph
-
-
-def circles(graph: dict[str, set[str]]) -> list[list[str]]:
-    """The strongly connected components of more than one module (Tarjan, iterative)."""
-    index, low, on_stack, stack, found = {}, {}, set(), [], []
-    for root in sorted(graph):
-        if root in index:
-            continue
-        work = [(root, iter(sorted(graph[root])))]
-        index[root] = low[root] = len(index)
-        stack.append(root)
-        on_stack.add(root)
-        while work:
-            node, children = work[-1]
-            child = next(children, None)
-            if child is not None:
-                if child not in index:
-                    index[child] = low[child] = len(index)
-                    stack.append(child)
-                    on_stack.add(child)
-                    work.append((child, iter(sorted(graph.get(child, ())))))
-                elif child in on_stack:
-                    low[node] = min(low[node], index[child])
-                continue
-            work.pop()
-            if work:
-                low[work[-1][0]] = min(low[work[-1][0]], low[node])
-            if low[node] == index[node]:
-                component = []
-                while True:
-                    member = stack.pop()
-                    on_stack.discard(member)
-                    component.append(member)
-                    if member == node:
-                        break
-                if len(component) > 1:
-                    found.append(sorted(component))
-    return sorted(found)
-
-
-def eagerc_sources() -> dict[str, tuple[str, bool]]:
-    return {module_name(p): (p.read_text(), p.name == "__init__.py") for p in sorted(EAGERC.rglob("*.py"))}
-
-
 def test_the_compiler_and_code_generators_are_in_no_import_circle():
-    # Edges into the package itself (`from eagerc import _C` runs eagerc/__init__) left out:
-    # they are the back-arrows every lower module has until _C imports on its own.
-    graph = {m: targets - {"eagerc"} for m, targets in import_graph(eagerc_sources()).items()}
+    # eagerc-wide: tests/test_layering.py; this names the rooms this file is about.
+    graph = import_graph(package_sources())
     ours = ("eagerc.compile", "eagerc.codegen")
     touching = [c for c in circles(graph) if any(m == r or m.startswith(f"{r}.") for m in c for r in ours)]
     assert touching == []
-
-
-@pytest.mark.xfail(reason="open elsewhere in issue 46: `from eagerc import _C` runs the package __init__ "
-                          "from lower modules (item 6), and eagerc.device's modules import each other in a "
-                          "circle; the compiler and code generators are in none (the test above)",
-                   strict=False)
-def test_eagerc_has_no_import_circle():
-    assert circles(import_graph(eagerc_sources())) == []
 
 
 # -- the checks themselves: each finds what it is for -----------------------------------
@@ -229,10 +154,3 @@ def test_kind_specific_imports_finds_cuda_and_triton():
         "torch._inductor.codegen.cpp_wrapper_gpu", "torch._inductor.codegen.cpp_wrapper_gpu.CppWrapperGpu",
         "torch._inductor.codegen.triton", "torch._inductor.codegen.triton.TritonScheduling", "torch.cuda", "triton"]
     assert kind_specific_imports("import torch\nfrom torch._inductor import config\n", "eagerc.compile.x") == []
-
-
-def test_circles_finds_a_lazy_import_circle_and_only_it():
-    sources = {"eagerc.a": ("import eagerc.b\n", False), "eagerc.b": ("def f():\n    from eagerc import a\n", False),
-               "eagerc.c": ("import eagerc.a\n", False), "eagerc": ("", True)}
-    assert circles(import_graph(sources)) == [["eagerc.a", "eagerc.b"]]
-    assert circles({"a": {"b"}, "b": set()}) == []
