@@ -117,3 +117,60 @@ def test_the_gpu_example_registers_a_backend_eagerc_serves_with_triton():
                           timeout=600)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert done.stdout.splitlines()[-1] == "triton cuda PrivateUse1 True True"
+
+
+def _example_build_module():
+    """examples/mygpu/mygpu/_build.py, loaded by its path: importing the package would
+    register the device (a process has one PrivateUse1)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("mygpu_build_under_test", EXAMPLE / "mygpu" / "_build.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_gpu_example_builds_against_the_cuda_runtime_torch_loaded(tmp_path, monkeypatch):
+    # The CUDA runtime's header and library as NVIDIA's wheels lay them out (CUDA 13's
+    # nvidia/cu13, CUDA 12's nvidia/cuda_runtime) and as the toolkit does: the header beside
+    # the library torch loaded comes first, then any wheel's, then the toolkit's.
+    build = _example_build_module()
+    for wheel in ("cu13", "cuda_runtime"):
+        (tmp_path / "site" / "nvidia" / wheel / "include").mkdir(parents=True)
+        (tmp_path / "site" / "nvidia" / wheel / "lib").mkdir(parents=True)
+        (tmp_path / "site" / "nvidia" / wheel / "include" / build.HEADER).write_text("")
+        (tmp_path / "site" / "nvidia" / wheel / "lib" / "libcudart.so.13").write_text("")
+    (tmp_path / "site" / "nvidia" / "cublas" / "include").mkdir(parents=True)  # no runtime there
+    monkeypatch.setattr(sys, "path", [str(tmp_path / "site")])
+    monkeypatch.setattr(build, "_toolkit_roots", lambda: [str(tmp_path / "toolkit")])
+    loaded = tmp_path / "site" / "nvidia" / "cuda_runtime" / "lib" / "libcudart.so.13"
+    assert build.cuda_include(str(loaded)) == str(tmp_path / "site" / "nvidia" / "cuda_runtime" / "include")
+    assert build.cuda_include(None) == str(tmp_path / "site" / "nvidia" / "cu13" / "include")
+    monkeypatch.setattr(build, "loaded_library", lambda prefix: None)
+    assert build.cudart() == str(tmp_path / "site" / "nvidia" / "cu13" / "lib" / "libcudart.so.13")
+    monkeypatch.setattr(sys, "path", [])
+    with pytest.raises(RuntimeError, match="no cuda_runtime_api.h found"):
+        build.cuda_include(None)
+    (tmp_path / "toolkit" / "include").mkdir(parents=True)
+    (tmp_path / "toolkit" / "include" / build.HEADER).write_text("")
+    assert build.cuda_include(None) == str(tmp_path / "toolkit" / "include")
+
+
+@pytest.mark.slow
+def test_the_gpu_example_runtime_compiles_links_and_loads():
+    # Wherever the CUDA runtime's header and library are found (a GPU machine; a toolkit
+    # beside a CPU-only torch): g++ against this torch's headers, linked to libcudart, loaded
+    # (every symbol resolved) in a fresh interpreter. Nothing of it runs without a GPU.
+    build = _example_build_module()
+    try:
+        build.cuda_include(build.cudart())
+    except RuntimeError as e:
+        pytest.skip(str(e))
+    script = ("import importlib.util, torch\n"
+              f"spec = importlib.util.spec_from_file_location('b', {str(EXAMPLE / 'mygpu' / '_build.py')!r})\n"
+              "b = importlib.util.module_from_spec(spec); spec.loader.exec_module(b)\n"
+              "print(callable(b.extension().register_runtime))\n")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=1200,
+                          env={**os.environ, "TORCH_DEVICE_BACKEND_AUTOLOAD": "0"})
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-5000:]
+    assert done.stdout.splitlines()[-1] == "True"
