@@ -237,6 +237,7 @@ def test_writes_into_inputs_are_replayed(fresh_cache, backend, fn, aliased):
     assert capture_stats(cap)["hits"] == 2
 
 
+@pytest.mark.slow  # two training captures' graphs compiled: 65 s on a busy 2-core machine
 def test_training_graphs_go_through_the_cache_and_load_from_disk(fresh_cache):
     """AOTAutograd's forward saves views of parameters (a transposed weight) and its
     backward returns None for inputs that need no gradient: both graphs still go through

@@ -16,7 +16,8 @@ HERE = pathlib.Path(__file__).resolve().parent
 
 @pytest.mark.slow
 def test_a_test_run_leaves_the_users_cache_alone(tmp_path):
-    shutil.copy(HERE / "conftest.py", tmp_path / "conftest.py")
+    for helper in ("conftest.py", "default_share.py"):
+        shutil.copy(HERE / helper, tmp_path / helper)
     (tmp_path / "test_compiles.py").write_text(textwrap.dedent("""
         import os
         import torch, eagerc

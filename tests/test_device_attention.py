@@ -60,6 +60,7 @@ def test_the_users_backend_choice_is_honoured():
     assert FUSED not in reached and "aten::_safe_softmax@PrivateUse1" in reached, reached
 
 
+@pytest.mark.slow  # attention forward and backward compiles: 99 s on a busy 2-core machine
 def test_a_mask_that_needs_a_gradient_keeps_the_path_cpu_would_take():
     # T5's position bias is added into the mask and trained: the CPU's choice sees a mask
     # that requires grad and refuses the fused kernel (not differentiable in attn_mask), so

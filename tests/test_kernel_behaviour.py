@@ -247,6 +247,7 @@ _MORE_THREADS = textwrap.dedent("""
 """)
 
 
+@pytest.mark.slow  # compiles and runs in subprocesses: 113 s on a busy 2-core machine
 def test_parallel_kernel_runs_under_more_threads_than_it_was_compiled_with(fresh_cache):
     """A parallel reduction compiled under one thread count, then run (in that process, or
     loaded by a process or machine with more cores) under more: its per-thread buffers are

@@ -41,6 +41,7 @@ def _pair(factory):
     return model, device_model
 
 
+@pytest.mark.slow  # torch.compile of a training step: 56 s on a busy 2-core machine
 def test_a_module_trains_with_graphs_compiled_for_the_home(on_home):
     model, device_model = _pair(lambda: torch.nn.Sequential(
         torch.nn.Linear(12, 32), torch.nn.GELU(), torch.nn.LayerNorm(32), torch.nn.Linear(32, 4)))

@@ -121,6 +121,7 @@ def test_the_coverage_tool_reports_on_the_example_device(tmp_path):
                       "aten::view": "runtime", "aten::softmax.int": "decomposed"}
 
 
+@pytest.mark.slow  # the example device's compiles in a subprocess: 207 s on a busy 2-core machine
 def test_the_example_device_serves_what_it_cannot_compile_by_extern_or_host_round_trip():
     # As a vendor sees it (aliases off): linalg_eig (no lowering, complex results, no C shim)
     # goes through the host round trip, with one warning for two calls and a counter;
