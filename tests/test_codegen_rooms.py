@@ -1,4 +1,5 @@
-"""Each kind of generated code keeps to its room (docs/architecture.md, "Folders"):
+"""Each kind of generated code keeps to its room (docs/architecture.md, "The code
+generators' rooms"):
 
 - no module outside eagerc/codegen/ tests which kind of code it has (compares with, or keys
   a table by, a code generator's name: "cpp", "triton") or imports a kind's own modules
