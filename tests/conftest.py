@@ -15,7 +15,9 @@ A line per finished test file (its counts and seconds, the run's elapsed time) a
 one test runs long, a "still running" line after 25 quiet seconds keep a quiet ``-q`` run visibly alive.
 
 Slow tests (models, multi-process, > ~20 s; marked ``slow``) are deselected by
-pyproject's ``addopts``; ``python -m pytest -m slow`` runs them, ``-m ""`` everything."""
+pyproject's ``addopts``; ``python -m pytest -m slow`` runs them, ``-m ""`` everything.
+The long sweeps named in tests/default_share.py keep a fixed share of their cases in the
+default run; the rest of each is marked slow."""
 from __future__ import annotations
 
 import collections
@@ -26,6 +28,8 @@ import threading
 import time
 
 import pytest
+
+import default_share
 
 _SESSION_CACHE = tempfile.mkdtemp(prefix="eagerc-test-cache-")
 os.environ["EAGERC_CACHE_DIR"] = _SESSION_CACHE
@@ -79,6 +83,11 @@ def pytest_configure(config):
 
         torch.backends.cuda.matmul.allow_tf32 = False
         torch.backends.cudnn.allow_tf32 = False
+
+
+@pytest.hookimpl(tryfirst=True)  # the marks must be there before -m "not slow" selects
+def pytest_collection_modifyitems(config, items):
+    default_share.mark_the_rest_slow(items)
 
 
 @pytest.fixture

@@ -222,6 +222,7 @@ print(stats["compiles"], stats["disk_loads"], "eagerc.compile.op" in sys.modules
 """
 
 
+@pytest.mark.slow  # a compile, then a second process: 76 s on a busy 2-core machine
 def test_scalar_values_asked_for_by_a_failed_lifted_trace_are_remembered_on_disk(fresh_cache):
     """native_layer_norm's `float eps` takes no symbolic float: the lifted trace fails and
     the op compiles with eps in its key. That answer is the signature's, so a new process
