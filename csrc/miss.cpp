@@ -6,6 +6,13 @@ namespace py = pybind11;
 
 namespace eagerc {
 
+bool MissRequest::admits(const Artifact& artifact) const {
+  CallSignature sig;
+  sig.ints.assign(ints.begin(), ints.end());
+  sig.floats.assign(floats.begin(), floats.end());
+  return artifact.guard(sig);
+}
+
 void init_miss_bindings(py::module& m) {
   py::class_<Artifact, std::unique_ptr<Artifact, py::nodelete>>(
       m, "Artifact", "A loaded compiled kernel (lives as long as the process).")
@@ -64,14 +71,24 @@ void init_miss_bindings(py::module& m) {
       .def_readonly("layout", &MissRequest::layout)
       .def_readonly("parallel", &MissRequest::parallel)
       .def_readonly("specialize_values", &MissRequest::specialize_values)
-      .def_readonly("known_variants", &MissRequest::known_variants);
+      .def_readonly("known_variants", &MissRequest::known_variants)
+      .def_property_readonly(
+          "with_values", [](const MissRequest& r) { return r.with_values.get(); },
+          py::return_value_policy::reference_internal,
+          "The same call keyed with its scalar values, or None (no lifted scalars, or the op "
+          "is keyed by values already).")
+      .def("admits", [](const MissRequest& r, const Artifact* a) { return a && r.admits(*a); },
+           py::arg("kernel"), "Whether the kernel's guard passes for this call.");
 
-  py::class_<MissAnswer>(m, "MissAnswer", "The resolver's answer to a MissRequest.")
-      .def_static("kernel", [](const Artifact* a) {
+  py::class_<MissAnswer>(m, "MissAnswer", "The resolver's one answer to a MissRequest.")
+      .def_static("kernel", [](const Artifact* a, std::vector<const Artifact*> passed_over) {
         TORCH_CHECK(a != nullptr, "MissAnswer.kernel needs an artifact");
-        return MissAnswer{MissAction::Kernel, a, "", true};
-      })
-      .def_static("specialize_values", []() { return MissAnswer{MissAction::SpecializeValues}; })
+        MissAnswer answer{MissAction::Kernel, a, "", true};
+        answer.passed_over = std::move(passed_over);
+        return answer;
+      }, py::arg("artifact"), py::arg("passed_over") = std::vector<const Artifact*>{},
+         "Run `artifact`; `passed_over`: stored variants whose guards refused the call (L1 "
+         "keeps them too).")
       .def_static("run_on_host_aliases", []() { return MissAnswer{MissAction::RunOnHostAliases}; })
       .def_static("interim", []() { return MissAnswer{MissAction::Interim}; })
       .def_static("fallback", [](std::string reason, bool remember) {
@@ -84,10 +101,15 @@ void init_miss_bindings(py::module& m) {
       }, py::arg("kind"), py::arg("message"),
          "Raise this error for the call, as eager does (RuntimeError, IndexError, ValueError, "
          "TypeError, NotImplementedError, LinAlgError); nothing is remembered.")
+      .def("with_scalar_values", [](const MissAnswer& a) {
+        MissAnswer answer = a;
+        answer.specialized = true;
+        return answer;
+      }, "This answer, for the request's `with_values` signature (the op is keyed by scalar "
+         "values from now on).")
       .def_property_readonly("action", [](const MissAnswer& a) {
         switch (a.action) {
           case MissAction::Kernel: return "kernel";
-          case MissAction::SpecializeValues: return "specialize_values";
           case MissAction::RunOnHostAliases: return "run_on_host_aliases";
           case MissAction::Fallback: return "fallback";
           case MissAction::Raise: return "raise_error";
@@ -97,7 +119,10 @@ void init_miss_bindings(py::module& m) {
       })
       .def_readonly("reason", &MissAnswer::reason)
       .def_readonly("remember", &MissAnswer::remember)
-      .def_readonly("error_kind", &MissAnswer::error_kind);
+      .def_readonly("error_kind", &MissAnswer::error_kind)
+      .def_readonly("specialized", &MissAnswer::specialized)
+      .def_property_readonly("passed_over", [](const MissAnswer& a) { return a.passed_over.size(); },
+                             "How many stored variants that refused the call come with it.");
 }
 
 }  // namespace eagerc

@@ -19,6 +19,69 @@ MissOutcome fallback(OpState& st, const CallSignature& sig, std::string reason) 
   return {MissOutcome::Next::Fallback, nullptr, std::move(reason)};
 }
 
+// The request for the call keyed by `sig` (its runtime layout computed here: the hit
+// path does not record it).
+MissRequest request_for(const OpState& st, const torch::jit::Stack& stack, const py::tuple& args,
+                        bool specialize_values, const CallSignature& sig) {
+  MissRequest request;
+  request.op_name = st.name;
+  request.dispatch_key = c10::toString(st.dispatch_key);
+  request.args = args;
+  request.specialize_values = specialize_values;
+  CallSignature with_layout;
+  compute_signature(st.plan, stack, specialize_values, &with_layout, &request.layout);
+  request.key = sig.key;
+  request.parallel = sig.parallel;
+  request.known_variants = st.table.variant_ids(sig.key);
+  request.ints.assign(sig.ints.begin(), sig.ints.end());
+  request.floats.assign(sig.floats.begin(), sig.floats.end());
+  return request;
+}
+
+bool lifts_scalars(const std::vector<RuntimeSlot>& layout) {
+  for (const auto& slot : layout) {
+    if (slot.kind != SlotKind::Tensor) return true;
+  }
+  return false;
+}
+
+// What the holder does with the answer, for the signature `sig` it answers; remembered in
+// L1 where the answer is a property of the signature.
+MissOutcome apply(OpState& st, const CallSignature& sig, const MissAnswer& answer,
+                  const std::string& dispatch_key) {
+  switch (answer.action) {
+    case MissAction::Kernel:
+      for (const Artifact* other : answer.passed_over) st.table.insert(sig.key, other);
+      st.table.insert(sig.key, answer.artifact);
+      // The resolver checked the guard (MissRequest.admits); a kernel that does not pass
+      // is the resolver's error, not the signature's: not remembered.
+      if (!answer.artifact->guard(sig)) {
+        return {MissOutcome::Next::Fallback, nullptr,
+                "the resolver's kernel does not pass this call's guard"};
+      }
+      return {MissOutcome::Next::Run, answer.artifact, ""};
+    case MissAction::Fallback:
+      if (!answer.remember) return {MissOutcome::Next::Fallback, nullptr, answer.reason};
+      return fallback(st, sig, answer.reason);
+    case MissAction::Raise: {
+      // Eager raises for this call (a user error): never remembered.
+      MissOutcome raise{MissOutcome::Next::Raise, nullptr, answer.reason};
+      raise.error_kind = answer.error_kind;
+      return raise;
+    }
+    case MissAction::Interim:
+      return {MissOutcome::Next::Interim, nullptr, ""};
+    case MissAction::RunOnHostAliases:
+      if (!st.host_aliases) {
+        return fallback(st, sig, "its kernel calls CPU functions and " + dispatch_key +
+                                     " memory is not host memory");
+      }
+      st.compiled_on_host_aliases.store(true);
+      return {MissOutcome::Next::RunOnHostAliases, nullptr, ""};
+  }
+  return {MissOutcome::Next::Fallback, nullptr, "unknown resolver answer"};
+}
+
 }  // namespace
 
 void set_resolver(py::object resolver) {
@@ -39,58 +102,32 @@ MissOutcome resolve_miss(OpState& st, const torch::jit::Stack& stack, CallSignat
   const size_t n = st.plan.kinds.size();
   const size_t base = stack.size() - n;
   try {
-    MissRequest request;
-    request.op_name = st.name;
-    request.dispatch_key = c10::toString(st.dispatch_key);
-    request.args = py::tuple(n);
-    for (size_t i = 0; i < n; ++i) request.args[i] = torch::jit::toPyObject(stack[base + i]);
-    // A few rounds: a variant found on disk may not pass this call's guard, and
-    // an op may switch to specialized scalars; each round makes progress.
-    for (int round = 0; round < 4; ++round) {
-      g_resolver_calls.fetch_add(1, std::memory_order_relaxed);
-      request.specialize_values = st.specialize_values.load();
-      CallSignature with_layout;
-      compute_signature(st.plan, stack, request.specialize_values, &with_layout, &request.layout);
-      request.key = sig->key;
-      request.parallel = sig->parallel;
-      request.known_variants = st.table.variant_ids(sig->key);
-      MissAnswer answer = (*g_resolver)(request).cast<MissAnswer>();
-      switch (answer.action) {
-        case MissAction::Fallback:
-          if (!answer.remember) return {MissOutcome::Next::Fallback, nullptr, answer.reason};
-          return fallback(st, *sig, answer.reason);
-        case MissAction::Raise: {
-          // Eager raises for this call (a user error): never remembered.
-          MissOutcome raise{MissOutcome::Next::Raise, nullptr, answer.reason};
-          raise.error_kind = answer.error_kind;
-          return raise;
-        }
-        case MissAction::Interim:
-          return {MissOutcome::Next::Interim, nullptr, ""};
-        case MissAction::RunOnHostAliases:
-          if (!st.host_aliases) {
-            return fallback(st, *sig, "its kernel calls CPU functions and " +
-                                          request.dispatch_key + " memory is not host memory");
-          }
-          st.compiled_on_host_aliases.store(true);
-          return {MissOutcome::Next::RunOnHostAliases, nullptr, ""};
-        case MissAction::SpecializeValues: {
-          st.specialize_values.store(true);
-          compute_signature(st.plan, stack, true, sig);
-          if (sig->unsupported) return {MissOutcome::Next::Fallback, nullptr, sig->unsupported};
-          auto found = st.table.find(*sig);
-          if (found.artifact) return {MissOutcome::Next::Run, found.artifact, ""};
-          if (found.fallback) return {MissOutcome::Next::Fallback, nullptr, *found.fallback};
-          continue;
-        }
-        case MissAction::Kernel:
-          st.table.insert(sig->key, answer.artifact);
-          if (answer.artifact->guard(*sig)) return {MissOutcome::Next::Run, answer.artifact, ""};
-          continue;
+    py::tuple args(n);
+    for (size_t i = 0; i < n; ++i) args[i] = torch::jit::toPyObject(stack[base + i]);
+    const bool specialized = st.specialize_values.load();
+    MissRequest request = request_for(st, stack, args, specialized, *sig);
+    // The same call keyed by its scalar values, for a resolver whose lifted trace fails:
+    // it goes on with it in the same call instead of sending the holder round again.
+    CallSignature values;
+    bool values_computed = false;
+    if (!specialized && lifts_scalars(request.layout)) {
+      compute_signature(st.plan, stack, true, &values);
+      values_computed = true;
+      if (!values.unsupported) {
+        request.with_values = std::make_unique<MissRequest>(request_for(st, stack, args, true, values));
       }
     }
-    return {MissOutcome::Next::Fallback, nullptr,
-            "no compiled variant satisfied this call's guards"};
+    const std::string dispatch_key = request.dispatch_key;
+    g_resolver_calls.fetch_add(1, std::memory_order_relaxed);
+    MissAnswer answer = (*g_resolver)(py::cast(std::move(request))).cast<MissAnswer>();
+    if (answer.specialized) {
+      // The answer is the values signature's: the op keys its calls by values from now on.
+      st.specialize_values.store(true);
+      if (!values_computed) compute_signature(st.plan, stack, true, &values);
+      if (values.unsupported) return {MissOutcome::Next::Fallback, nullptr, values.unsupported};
+      *sig = std::move(values);
+    }
+    return apply(st, *sig, answer, dispatch_key);
   } catch (py::error_already_set& e) {
     // Not remembered: a resolver error is not a property of the signature.
     return {MissOutcome::Next::Fallback, nullptr, std::string("resolver error: ") + e.what()};

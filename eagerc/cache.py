@@ -37,7 +37,8 @@ from typing import Any
 from eagerc import _config, _stats
 from eagerc.artifact import Artifact, pinned_terms
 from eagerc.kernel_key import CacheKey, log_components
-from eagerc.refusals import NOWHERE, ON_DISK, CompileError, NeedsHostAliases, NotCompiled, SpecializeValues
+from eagerc.refusals import (NOWHERE, CompileError, NeedsHostAliases, NotCompiled, SpecializeValues,
+                             causes, recorded)
 
 log = logging.getLogger("eagerc")
 
@@ -105,9 +106,9 @@ class CompileService:
         caller's L1 (the C++ table). An entry that does not load is evicted."""
         store, _, entry_key = self._where(key)
         for entry in self._entries(store, entry_key):
-            recorded = _recorded_refusal(entry.metadata)
-            if recorded is not None:
-                raise recorded
+            refusal = recorded(entry.metadata)
+            if refusal is not None:
+                raise refusal
             if entry.variant_id in skip_variants:
                 continue
             try:
@@ -141,7 +142,7 @@ class CompileService:
                        "(%s; Inductor's cache is %s): ops without a kernel run uncompiled, "
                        "correct but slower, until space is freed", refusal,
                        _inductor_cache_dir())
-        record = _refusal_record(refusal)
+        record = refusal.record()
         if record is not None:
             store, _, entry_key = self._where(key)
             self._add(store, entry_key, b"", {**record, "op": key.name, "num_outputs": 0})
@@ -258,14 +259,8 @@ def _disk_full(e: BaseException | None) -> bool:
     """Whether `e` or an exception it chains is a full disk or quota (ENOSPC, EDQUOT)."""
     import errno
 
-    seen = set()
-    while e is not None and id(e) not in seen:
-        seen.add(id(e))
-        if getattr(e, "errno", None) in (errno.ENOSPC, errno.EDQUOT) \
-                or "No space left on device" in str(e):
-            return True
-        e = getattr(e, "inner_exception", None) or e.__cause__ or e.__context__
-    return False
+    return any(getattr(c, "errno", None) in (errno.ENOSPC, errno.EDQUOT)
+               or "No space left on device" in str(c) for c in causes(e))
 
 
 def _inductor_cache_dir() -> str:
@@ -275,27 +270,6 @@ def _inductor_cache_dir() -> str:
         return os.path.abspath(_config.inductor_cache_dir() or default_cache_dir())
     except Exception:  # noqa: BLE001 - only for the message
         return "$TORCHINDUCTOR_CACHE_DIR"
-
-
-def _refusal_record(refusal: NotCompiled) -> dict | None:
-    """What a refusal leaves on disk: only what is a property of the key."""
-    if isinstance(refusal, NeedsHostAliases):
-        return {"needs_host_aliases": True}
-    if isinstance(refusal, SpecializeValues) and refusal.remembered == ON_DISK:
-        return {"specialize_values": str(refusal)}
-    if isinstance(refusal, CompileError) and refusal.remembered == ON_DISK:
-        return {"fallback": str(refusal)}
-    return None
-
-
-def _recorded_refusal(metadata: dict) -> NotCompiled | None:
-    if metadata.get("needs_host_aliases"):
-        return NeedsHostAliases(metadata.get("op", ""))
-    if "specialize_values" in metadata:
-        return SpecializeValues(metadata["specialize_values"])
-    if "fallback" in metadata:
-        return CompileError(metadata["fallback"])
-    return None
 
 
 _service = None

@@ -1,14 +1,18 @@
 """Why a call or a graph was not compiled (raised by the compiler, answered by the miss path).
 
-Every refusal is a :class:`NotCompiled`. The compile/cache service (eagerc/cache.py)
-decides from its type what to remember: a :class:`CompileError` says where (its
-``remembered``: on disk, in this process, or nowhere); :class:`NeedsHostAliases` is a
-decision about the op, recorded; :class:`SpecializeValues` asks the caller to retry with
-another signature, and :class:`EagerRaises` (the call is a user error) is never recorded.
+Every refusal is a :class:`NotCompiled`, and each kind carries what it means in one place:
+its ``record()`` (what it leaves on disk: only what is a property of the key; the
+compile/cache service, eagerc/cache.py, stores it and :func:`recorded` reads it back) and
+its ``answer()`` (the op miss's answer to the kernel holder, eagerc/per_op/resolver.py).
+A :class:`CompileError` says where it is remembered (its ``remembered``: on disk, in this
+process, or nowhere); :class:`NeedsHostAliases` is a decision about the op, recorded;
+:class:`SpecializeValues` sends the miss on with the call's scalar values in its key, and
+:class:`EagerRaises` (the call is a user error) is never recorded.
 """
 from __future__ import annotations
 
 import re
+from typing import ClassVar, Iterator
 
 # Where a CompileError is remembered.
 ON_DISK = "disk"        # a property of the signature: the cache (whose namespace names
@@ -19,7 +23,45 @@ NOWHERE = "never"       # the caller's context (a dispatch mode): asked again ne
 
 
 class NotCompiled(Exception):
-    """The compiler did not produce an artifact for this call."""
+    """The compiler did not produce an artifact for this call.
+
+    A kind that is recorded names its field in a store entry's metadata
+    (``record_field``) and reads itself back (``from_record``)."""
+
+    record_field: ClassVar[str | None] = None
+    _recorded_kinds: ClassVar[list] = []
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        if "record_field" in cls.__dict__:
+            NotCompiled._recorded_kinds.append(cls)
+
+    def record(self) -> dict | None:
+        """The metadata it leaves on disk (None: nothing, it is not the key's property)."""
+        return None
+
+    @classmethod
+    def from_record(cls, metadata: dict) -> "NotCompiled":
+        return cls(metadata[cls.record_field])
+
+    def answer(self):
+        """The op miss's answer (an `eagerc._C.MissAnswer`). A refusal of no known kind
+        falls back, asked again next call: it says nothing about the signature."""
+        return _miss_answers().fallback(str(self), False)
+
+
+def recorded(metadata: dict) -> NotCompiled | None:
+    """The refusal a store entry's metadata records, or None (the entry is a kernel)."""
+    for kind in NotCompiled._recorded_kinds:
+        if kind.record_field in metadata:
+            return kind.from_record(metadata)
+    return None
+
+
+def _miss_answers():
+    from eagerc import _C
+
+    return _C.MissAnswer
 
 
 class CompileError(NotCompiled):
@@ -30,10 +72,19 @@ class CompileError(NotCompiled):
     process with this torch and eagerc) goes on disk.
     """
 
+    record_field = "fallback"
+
     def __init__(self, reason: str, remembered: str = ON_DISK):
         super().__init__(reason)
         assert remembered in (ON_DISK, IN_PROCESS, NOWHERE), remembered
         self.remembered = remembered
+
+    def record(self) -> dict | None:
+        return {self.record_field: str(self)} if self.remembered == ON_DISK else None
+
+    def answer(self):
+        # Remembered in L1 unless the caller's context caused it (a dispatch mode).
+        return _miss_answers().fallback(str(self), self.remembered != NOWHERE)
 
 
 class InductorFailed(CompileError):
@@ -46,19 +97,27 @@ class InductorFailed(CompileError):
 _SOURCE_ERROR = re.compile(r"\.(?:cpp|h|cu):\d+:\d+: (?:fatal )?error:")
 
 
+def causes(e: BaseException | None, implicit: bool = True) -> Iterator[BaseException]:
+    """`e`, then each exception it chains, each once: an explicit ``inner_exception``
+    (Inductor's wrapped backend errors), else ``__cause__``, else (with `implicit`) the
+    ``__context__`` it was raised while handling."""
+    seen = set()
+    while e is not None and id(e) not in seen:
+        seen.add(id(e))
+        yield e
+        e = getattr(e, "inner_exception", None) or e.__cause__ or (e.__context__ if implicit else None)
+
+
 def environment_failure(e: BaseException) -> bool:
     """Whether `e` (or an exception it chains) is about the machine, not the graph: a file
     or process error, memory, a timeout, or the C++ compiler failing to run (a diagnostic
     about the generated source is the graph's)."""
-    seen = set()
-    while e is not None and id(e) not in seen:
-        seen.add(id(e))
-        if type(e).__name__ == "CppCompileError" and _SOURCE_ERROR.search(str(e)):
+    for cause in causes(e):
+        if type(cause).__name__ == "CppCompileError" and _SOURCE_ERROR.search(str(cause)):
             return False
-        if isinstance(e, (OSError, MemoryError, TimeoutError)) or type(e).__name__ in (
+        if isinstance(cause, (OSError, MemoryError, TimeoutError)) or type(cause).__name__ in (
                 "CppCompileError", "CalledProcessError", "SubprocessError", "BrokenProcessPool"):
             return True
-        e = getattr(e, "inner_exception", None) or e.__cause__ or e.__context__
     return False
 
 
@@ -79,25 +138,52 @@ class EagerRaises(NotCompiled):
         kinds = [k.__name__ for k in type(e).__mro__ if k.__name__ in cls.KINDS]
         return cls(kinds[0] if kinds else "RuntimeError", str(e))
 
+    def answer(self):
+        return _miss_answers().raise_error(self.kind, self.message)
+
 
 class SpecializeValues(NotCompiled):
-    """Tracing failed with lifted scalars; retry with scalar values in the key.
+    """Tracing failed with lifted scalars: the miss goes on with the call's scalar values
+    in its key (the resolver answers that signature; the holder keys the op by values).
 
     ``remembered`` ON_DISK where the lifted trace failed (a property of the signature, as
     a failed trace is: native_layer_norm's `float eps` takes no SymFloat), so a new
     process asks for values at once instead of tracing again; NOWHERE where Inductor
     failed on the lifted graph (that may be the machine's, not the signature's)."""
 
+    record_field = "specialize_values"
+
     def __init__(self, reason: str, remembered: str = NOWHERE):
         super().__init__(reason)
         assert remembered in (ON_DISK, NOWHERE), remembered
         self.remembered = remembered
+
+    def record(self) -> dict | None:
+        return {self.record_field: str(self)} if self.remembered == ON_DISK else None
+
+    def answer(self):
+        # Only where the call has no signature with values (one the holder cannot key):
+        # the call runs without a kernel, asked again next time.
+        return _miss_answers().fallback(f"lifted scalars did not trace, and the call cannot "
+                                        f"be keyed by their values: {self}", False)
 
 
 class NeedsHostAliases(NotCompiled):
     """The kernel calls ATen CPU functions directly (extern kernels such as mm or
     convolution through the C shim), which take CPU tensors only: on a host-memory device
     this op must run on zero-copy CPU aliases of its tensors."""
+
+    record_field = "needs_host_aliases"
+
+    def record(self) -> dict | None:
+        return {self.record_field: True}
+
+    @classmethod
+    def from_record(cls, metadata: dict) -> "NeedsHostAliases":
+        return cls(metadata.get("op", ""))
+
+    def answer(self):
+        return _miss_answers().run_on_host_aliases()
 
 
 def error_summary(e: BaseException) -> str:

@@ -59,15 +59,19 @@ def fresh_cache(tmp_path, monkeypatch):
 
 @pytest.fixture
 def miss_keys(fresh_cache):
-    """(op name, signature key bytes) of every L1 miss the resolver sees, in order."""
+    """(op name, signature key bytes) of every L1 miss the resolver sees, in order: the
+    key its answer is for (the call's key with scalar values, when the lifted scalars did
+    not trace)."""
     from eagerc import _C
     from eagerc.per_op import registration as ops
 
     keys = []
 
     def recording(request):
-        keys.append((request.op_name, bytes(request.key)))
-        return ops._resolve(request)
+        answer = ops._resolve(request)
+        keyed = request.with_values if answer.specialized and request.with_values else request
+        keys.append((request.op_name, bytes(keyed.key)))
+        return answer
 
     _C._set_resolver(recording)
     yield keys

@@ -31,9 +31,9 @@ def compiles_here(monkeypatch):
     calls = []
     real = op_compiler.compile_op
 
-    def counted(op, *args, **kwargs):
-        calls.append(str(op))
-        return real(op, *args, **kwargs)
+    def counted(miss):
+        calls.append(str(miss.op))
+        return real(miss)
 
     monkeypatch.setattr(op_compiler, "compile_op", counted)
     return calls

@@ -54,8 +54,11 @@ def test_changed_inductor_config_changes_the_namespace():
 def test_typed_answers():
     assert _C.MissAnswer.fallback("no lowering").action == "fallback"
     assert _C.MissAnswer.fallback("busy", remember=False).remember is False
-    assert _C.MissAnswer.specialize_values().action == "specialize_values"
     assert _C.MissAnswer.run_on_host_aliases().action == "run_on_host_aliases"
+    # An answer for the call keyed by its scalar values: the same action, marked.
+    keyed = _C.MissAnswer.interim().with_scalar_values()
+    assert (keyed.action, keyed.specialized, _C.MissAnswer.interim().specialized) == (
+        "interim", True, False)
     with pytest.raises(TypeError):
         _C.MissAnswer.kernel("a path is not an artifact")
 

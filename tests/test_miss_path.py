@@ -1,5 +1,11 @@
 """The op miss path is one pass (docs/architecture.md, "The miss path, room by room").
 
+C++ calls the resolver once per miss and gets one explicit answer (no rounds: a call whose
+lifted scalars do not trace, or whose stored variant's guard refuses it, is answered in the
+same call); the miss is one value (eagerc/per_op/miss.py) that the steps read instead of
+threads of parameters; each refusal carries its own record and answer; an exception's
+chain is walked in one place.
+
 The call path of one miss is recorded with sys.setprofile while a fresh signature misses
 (empty kernel cache, empty L1) and compiles. What counts:
 
@@ -14,7 +20,9 @@ The call path of one miss is recorded with sys.setprofile while a fresh signatur
 - small helpers any step may use are not rooms: eagerc/aten_meta.py (the op by name),
   eagerc/_stats.py (counters), eagerc/_config.py, eagerc/refusals.py, eagerc/artifact.py,
   eagerc/random_streams.py (the caller's random streams kept across the check and the
-  compile) and eagerc/per_op/registration.py (the bridge's entrance that hands the miss to the hall).
+  compile), eagerc/per_op/miss.py (the miss as a value: its eager verdict runs eager's check
+  when the hall asks) and eagerc/per_op/registration.py (the bridge's entrance that hands
+  the miss to the hall).
 
 The test asserts that nothing calls back into the hall from inside a room (no closures or
 callbacks: the service is passive), that no other eagerc module is visited, and that the
@@ -23,6 +31,9 @@ lookup (under its per-key lock) before the compile, the store and load after it.
 """
 from __future__ import annotations
 
+import inspect
+import pathlib
+import re
 import sys
 import types
 
@@ -31,6 +42,7 @@ import torch
 
 import eagerc
 import eagerc.per_op.resolver  # noqa: F401 - a process's first miss imports the rooms: not a step
+from eagerc import _C
 from eagerc.compile import op as op_compiler
 
 HALL = "eagerc.per_op.resolver"
@@ -38,7 +50,8 @@ ROOMS = {"eagerc.targets": "targets", "eagerc.per_op.background": "background",
          "eagerc.cache": "cache", "eagerc.kernel_key": "cache",  # the service's key
          "eagerc.per_op.eager_rules": "eager_rules"}
 HELPERS = {"eagerc.aten_meta", "eagerc._stats", "eagerc._config", "eagerc.refusals",
-           "eagerc.artifact", "eagerc.per_op.registration", "eagerc.random_streams"}
+           "eagerc.artifact", "eagerc.per_op.registration", "eagerc.random_streams",
+           "eagerc.per_op.miss"}
 STEPS = ["targets", "background", "cache", "eager_rules", "compile", "cache"]
 
 
@@ -98,12 +111,82 @@ def test_one_miss_walks_the_rooms_once_in_order(fresh_cache, device):
     x = torch.randn(5, 7, dtype=torch.float64, device=device)
     path = MissPath()
     with eagerc.enabled(device, ops=None if device == "eagerc" else ["aten::abs"]):
+        calls = _C._resolver_calls()
         y = path.record(lambda: torch.abs(x))
+        assert _C._resolver_calls() == calls + 1
     assert torch.equal(y.cpu(), x.cpu().abs())
     compiled = {k: v["compiles"] for k, v in eagerc.stats()["ops"].items() if k.startswith("aten::abs")}
     assert list(compiled.values()) == [1], compiled  # the recorded call was a compiling miss
     assert path.callbacks == []
     assert path.visits == STEPS
+
+
+def test_lifted_scalars_that_do_not_trace_are_answered_in_the_same_call(fresh_cache):
+    # native_layer_norm's `float eps` takes no symbolic float: the lifted trace fails and
+    # the same call goes on under its signature with values (the bridge's second round,
+    # before). Eager's check runs once for the call; the refusal is recorded on the way.
+    x = torch.randn(4, 8)
+    ln = lambda: torch.nn.functional.layer_norm(x, (8,), torch.ones(8), torch.zeros(8))  # noqa: E731
+    path = MissPath()
+    with eagerc.enabled("cpu", ops=["aten::native_layer_norm"]):
+        calls = _C._resolver_calls()
+        y = path.record(ln)
+        assert _C._resolver_calls() == calls + 1
+        again = ln()
+        assert _C._resolver_calls() == calls + 1  # keyed by values now: an L1 hit
+    torch.testing.assert_close(y, ln())
+    torch.testing.assert_close(again, ln())
+    s = eagerc.stats()["ops"]["aten::native_layer_norm@CPU"]
+    assert (s["compiles"], s["hits"], s["fallbacks"]) == (1, 1, 0), s
+    assert path.callbacks == []
+    assert path.visits == ["targets", "background", "cache", "eager_rules", "compile", "cache",
+                           "background", "cache", "compile", "cache"]
+
+
+def test_a_stored_variant_the_call_does_not_fit_is_passed_over_in_the_same_call(fresh_cache,
+                                                                                monkeypatch):
+    # A key's stored variants differ in their guards (one per pinned size): the resolver
+    # tries them against the call's guard values and compiles one that fits, in the same
+    # call (a round per variant, before); L1 keeps the passed-over variants too.
+    from eagerc.per_op.miss import Miss
+
+    x = torch.randn(5, 7, dtype=torch.float64)
+    want = x.abs()
+    with eagerc.enabled("cpu", ops=["aten::abs"]):
+        torch.abs(x)  # stored
+    _C._clear_tables()  # a new process: the store has one variant, L1 none
+    refused = []
+
+    def admits(self, kernel):
+        if not refused:  # the stored variant's guard refuses this call
+            refused.append(kernel.variant_id)
+            return False
+        return self.request.admits(kernel)
+
+    monkeypatch.setattr(Miss, "admits", admits)
+    with eagerc.enabled("cpu", ops=["aten::abs"]):
+        calls = _C._resolver_calls()
+        y = torch.abs(x)
+        assert _C._resolver_calls() == calls + 1
+        monkeypatch.undo()
+        assert torch.equal(torch.abs(x), want)  # either variant: an L1 hit
+        assert _C._resolver_calls() == calls + 1
+    assert torch.equal(y, want) and len(refused) == 1
+    s = eagerc.stats()["ops"]["aten::abs@CPU"]
+    assert (s["disk_loads"], s["compiles"], s["hits"]) == (1, 2, 1), s
+
+
+def test_the_miss_is_one_value_its_steps_read():
+    # Each step of the hall takes the miss (and at most what it adds), not a thread of its
+    # parts: the resolver's widest step took 12 parameters, compile_op 10, then 5.
+    from eagerc.per_op import resolver
+
+    steps = {name: len(inspect.signature(fn).parameters)
+             for name, fn in vars(resolver).items()
+             if inspect.isfunction(fn) and fn.__module__ == HALL}
+    assert max(steps.values()) <= 3, steps
+    assert steps["_kernel"] == steps["_answer"] == steps["_stored_or_interim"] == 1, steps
+    assert list(inspect.signature(op_compiler.compile_op).parameters) == ["miss"]
 
 
 def _asks_the_hall():
@@ -132,19 +215,50 @@ def test_the_record_sees_a_callback_into_the_hall(fresh_cache, monkeypatch):
     assert path.visits == ["targets", "background", "cache", "eager_rules", "cache", "compile", "cache"]
 
 
-def test_each_refusal_has_one_answer():
-    from eagerc.per_op.resolver import answer
-    from eagerc.refusals import (IN_PROCESS, NOWHERE, CompileError, EagerRaises, InductorFailed,
-                                 NeedsHostAliases, NotCompiled, SpecializeValues)
+def test_each_refusal_carries_its_record_and_its_answer():
+    from eagerc.refusals import (IN_PROCESS, NOWHERE, ON_DISK, CompileError, EagerRaises,
+                                 InductorFailed, NeedsHostAliases, NotCompiled, SpecializeValues,
+                                 recorded)
 
-    assert answer(NeedsHostAliases("aten::mm")).action == "run_on_host_aliases"
-    assert answer(SpecializeValues("lifted scalar")).action == "specialize_values"
-    raised = answer(EagerRaises("IndexError", "index 9 is out of bounds"))
+    assert NeedsHostAliases("aten::mm").answer().action == "run_on_host_aliases"
+    raised = EagerRaises("IndexError", "index 9 is out of bounds").answer()
     assert (raised.action, raised.error_kind, raised.reason) == (
         "raise_error", "IndexError", "index 9 is out of bounds")
-    recorded = answer(InductorFailed("Inductor failed: boom"))
-    assert (recorded.action, recorded.remember, recorded.reason) == (
-        "fallback", True, "Inductor failed: boom")
-    assert answer(CompileError("no C++ compiler", IN_PROCESS)).remember is True  # L1 only
-    assert answer(CompileError("inside a dispatch mode", NOWHERE)).remember is False
-    assert answer(NotCompiled("a refusal of no known kind")).remember is False
+    failed = InductorFailed("Inductor failed: boom").answer()
+    assert (failed.action, failed.remember, failed.reason) == ("fallback", True, "Inductor failed: boom")
+    assert CompileError("no C++ compiler", IN_PROCESS).answer().remember is True  # L1 only
+    assert CompileError("inside a dispatch mode", NOWHERE).answer().remember is False
+    assert NotCompiled("a refusal of no known kind").answer().remember is False
+    # Only a call that cannot be keyed by its values gets SpecializeValues' own answer.
+    assert SpecializeValues("lifted scalar").answer().action == "fallback"
+    # What each leaves on disk, and what reads it back: the same kind with the same reason.
+    for refusal, kind in ((NeedsHostAliases("aten::mm"), NeedsHostAliases),
+                          (SpecializeValues("eps", ON_DISK), SpecializeValues),
+                          (CompileError("no lowering"), CompileError),
+                          (InductorFailed("Inductor failed: boom"), CompileError)):
+        again = recorded({**refusal.record(), "op": "aten::mm"})
+        assert type(again) is kind and str(again) == str(refusal), (refusal, again)
+    for refusal in (EagerRaises("IndexError", "bad"), SpecializeValues("machine's"),
+                    CompileError("busy", IN_PROCESS), CompileError("mode", NOWHERE)):
+        assert refusal.record() is None
+    assert recorded({"num_outputs": 1}) is None
+
+
+_CHAIN_WALK = re.compile(r"__context__|inner_exception")
+
+
+def test_an_exception_chain_is_walked_in_one_place():
+    from eagerc.refusals import causes
+
+    root = pathlib.Path(eagerc.__file__).parent
+    walkers = sorted(str(p.relative_to(root)) for p in root.rglob("*.py")
+                     if _CHAIN_WALK.search(p.read_text()))
+    assert walkers == ["refusals.py"], walkers
+    try:
+        try:
+            raise KeyError("inner")
+        except KeyError as e:
+            raise RuntimeError("outer") from e
+    except RuntimeError as e:
+        chained = e
+    assert [type(c).__name__ for c in causes(chained)] == ["RuntimeError", "KeyError"]

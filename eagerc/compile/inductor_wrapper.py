@@ -25,7 +25,7 @@ import logging
 
 from eagerc.artifact import Artifact
 from eagerc.refusals import (IN_PROCESS, ON_DISK, CompileError, InductorFailed,
-                            NeedsHostAliases, environment_failure, error_summary)
+                            NeedsHostAliases, causes, environment_failure, error_summary)
 from eagerc.compile.guard_source import guard_source, range_checks
 from eagerc.compile.lock import compile_lock
 
@@ -65,14 +65,10 @@ def _intercept_wrapper_source(on_source):
 
 
 def _refusal(e: BaseException):
-    """What our own source hook raised, unwrapped from Inductor's exception chain."""
-    cause = e
-    while not isinstance(cause, (CompileError, NeedsHostAliases)):
-        inner = getattr(cause, "inner_exception", None) or cause.__cause__
-        if inner is None:
-            return None
-        cause = inner
-    return cause
+    """What our own source hook raised, unwrapped from Inductor's exception chain (its
+    explicit causes: not an exception a retry was raised while handling)."""
+    return next((c for c in causes(e, implicit=False)
+                 if isinstance(c, (CompileError, NeedsHostAliases))), None)
 
 
 class _ProxyExecutorNotice(logging.Filter):

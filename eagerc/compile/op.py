@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import time
+from typing import Any
 
 import torch
 
@@ -49,40 +50,55 @@ def _describe_tensor(t: torch.Tensor) -> str:
     return f"{str(t.dtype).replace('torch.', '')}[{dims}] {layout}"
 
 
-def compile_op(op, args, layout, target, parallel: bool) -> Artifact:
-    """Trace and compile one call of `op` (an OpOverload) for `target`.
+def compile_op(miss) -> Artifact:
+    """Trace and compile one call for its target: `miss` is the op miss
+    (eagerc/per_op/miss.py's Miss), of which the compiler reads the op (an OpOverload),
+    its arguments, its runtime layout (eagerc._C.RuntimeSlot list from the holder), its
+    size class (`parallel`: large enough for a parallel kernel, else single-threaded) and
+    its target.
 
-    `layout`: the call's runtime inputs (eagerc._C.RuntimeSlot list from the holder).
-    `parallel`: the call is large enough for a parallel kernel (else single-threaded).
     Raises CompileError, SpecializeValues or NeedsHostAliases. The caller has checked that
     eager accepts this call (eagerc/per_op/eager_rules.py), so a tracing failure is a
     property of the signature, not a user error.
     """
     with compile_lock:
-        return _compile_op(op, args, layout, target, parallel)
+        return _compile_op(miss)
 
 
-def _compile_op(op, args, layout, target, parallel: bool) -> Artifact:
-    wrong = known_wrong.reason(op, args)
+@dataclasses.dataclass(frozen=True)
+class _Build:
+    """One call as the build steps read it: made once per compile."""
+
+    op: Any
+    args: tuple              # the target's stand-ins for the call's arguments
+    layout: list
+    parallel: bool
+    target: Any
+    on_device: bool          # outputs are allocated on the device (no CPU aliases)
+    description: str         # describe_call's line, for logs and the artifact
+    lifted_scalars: bool     # some scalar is a runtime input (SpecializeValues on failure)
+    start: float             # perf_counter() at the compile's start
+
+
+def _compile_op(miss) -> Artifact:
+    op, target, layout = miss.op, miss.target, miss.layout
+    wrong = known_wrong.reason(op, miss.args)
     if wrong:
         raise CompileError(wrong)
+    args = target.standins(miss.args)
     # A call that still has device tensors (not one moved to CPU aliases) gets its outputs
     # allocated on the device.
-    on_device = target.touches_device(args)
-    args = target.standins(args)
-    start = time.perf_counter()
-    description = describe_call(op, args, layout)
-    has_lifted_scalars = any(s.kind != "tensor" for s in layout)
+    build = _Build(op, args, layout, miss.parallel, target, target.touches_device(miss.args),
+                   describe_call(op, args, layout), any(s.kind != "tensor" for s in layout),
+                   time.perf_counter())
     try:
-        return _trace_and_build(op, args, layout, parallel, on_device, target, start, description,
-                                has_lifted_scalars, decompose=())
+        return _trace_and_build(build, decompose=())
     except NoLowering:
         if op not in torch._decomp.decomposition_table:
             raise
     # torch._decomp has a decomposition Inductor does not use (it prefers calling ATen's
     # kernel, e.g. upsample_bilinear2d): with it the op becomes generated code.
-    return _trace_and_build(op, args, layout, parallel, on_device, target, start, description,
-                            has_lifted_scalars, decompose=(op,))
+    return _trace_and_build(build, decompose=(op,))
 
 
 # Graph ops whose Inductor lowering checks indices inside the kernel (indirect indexing).
@@ -110,12 +126,13 @@ def _unlowered(gm) -> set:
             and n.target not in lowerings and n.target not in inductor_decomps}
 
 
-def _trace(op, args, layout, decompose: tuple, has_lifted_scalars, target):
+def _trace(build: _Build, decompose: tuple):
     """The traced call, with torch._decomp's decomposition for `decompose` and for every
-    op of the graph that Inductor has no lowering for, and `target`'s own."""
+    op of the graph that Inductor has no lowering for, and the target's own."""
     try:
         for _ in range(3):  # a decomposition may bring in another such op
-            traced = trace_op(op, args, layout, decompose=decompose, own=target.decompositions())
+            traced = trace_op(build.op, build.args, build.layout, decompose=decompose,
+                              own=build.target.decompositions())
             missing = _unlowered(traced.gm) - set(decompose)
             if not missing:
                 break
@@ -124,14 +141,14 @@ def _trace(op, args, layout, decompose: tuple, has_lifted_scalars, target):
     except CompileError:
         raise
     except Exception as e:  # noqa: BLE001 - any tracing failure is a reason to fall back
-        if has_lifted_scalars:
+        if build.lifted_scalars:
             raise SpecializeValues(str(e), ON_DISK) from e
         raise CompileError(f"tracing failed: {error_summary(e)}") from e
 
 
-def _trace_and_build(op, args, layout, parallel, on_device, target, start, description,
-                     has_lifted_scalars, decompose: tuple) -> Artifact:
-    traced = _trace(op, args, layout, decompose, has_lifted_scalars, target)
+def _trace_and_build(build: _Build, decompose: tuple) -> Artifact:
+    traced = _trace(build, decompose)
+    op, target, on_device = build.op, build.target, build.on_device
     op_qualname = op._schema.name
     calls_itself = (f'aoti_torch_call_dispatcher("{op_qualname}", "{op._schema.overload_name}"',
                     f'findSchemaOrThrow("{op_qualname}", "{op._schema.overload_name}")')
@@ -147,8 +164,8 @@ def _trace_and_build(op, args, layout, parallel, on_device, target, start, descr
     # Outputs keep eager's strides: Inductor's layout optimization would hand back a
     # convolution's output channels-last where eager's is contiguous. Some ops compile
     # under settings of their own, which their code generator says (its op_patches).
-    patches = {"layout_optimization": False, **target.codegen.op_patches(op_qualname, args)}
-    if not parallel or _checks_indices(traced.gm):
+    patches = {"layout_optimization": False, **target.codegen.op_patches(op_qualname, build.args)}
+    if not build.parallel or _checks_indices(traced.gm):
         # Small calls: no OpenMP fork. Indexing: a failed bounds check throws, and an
         # exception leaving an OpenMP region terminates the process (index_select of
         # 40000 rows with one bad index did); out of a serial loop it reaches the holder,
@@ -167,11 +184,12 @@ def _trace_and_build(op, args, layout, parallel, on_device, target, start, descr
         built = build_artifact(traced, target.codegen, check_code, patches)
     except InductorFailed as e:
         if log.isEnabledFor(logging.DEBUG):
-            log.debug("eagerc: Inductor failed on %s (runtime inputs %s):\n%s", description,
-                      [s.kind for s in layout], traced.gm.print_readable(print_output=False))
-        if has_lifted_scalars:
+            log.debug("eagerc: Inductor failed on %s (runtime inputs %s):\n%s", build.description,
+                      [s.kind for s in build.layout], traced.gm.print_readable(print_output=False))
+        if build.lifted_scalars:
             # Some Inductor paths (extern kernels such as addmm's beta/alpha) cannot
             # take symbolic scalars; the op then compiles one kernel per value.
             raise SpecializeValues(str(e.__cause__)) from e
         raise
-    return dataclasses.replace(built, description=description, seconds=time.perf_counter() - start)
+    return dataclasses.replace(built, description=build.description,
+                               seconds=time.perf_counter() - build.start)

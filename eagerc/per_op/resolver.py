@@ -1,17 +1,23 @@
-"""The op miss path, called from C++ (csrc/resolver_bridge.cpp) with the GIL held.
+"""The op miss path, called from C++ (csrc/resolver_bridge.cpp) with the GIL held, once
+per miss: it returns one explicit answer (`_C.MissAnswer`: a kernel, the host aliases, a
+fallback to the device's own kernel, an interim kernel while the compile service compiles,
+or eager's error).
 
-One pass, driven from here; every step is one call into a module that returns, and none
-calls back into this one::
+One pass, driven from here; the miss is one value (eagerc/per_op/miss.py) built at its
+start, and every step is one call into a module that returns, none calling back into this
+one::
 
-    MissRequest -> the device's target (eagerc/targets.py)
+    MissRequest -> the device's target (eagerc/targets.py) -> Miss
       -> background mode: what became of the signature's job (eagerc/per_op/background.py):
          compiling -> interim; else service().get(key) -> the kernel; new -> queued at
          the compile service (eagerc/compile_service/) -> interim
       -> with service().locked(key): service().get(key)          (eagerc/cache.py)
-      -> eager's check, run once per miss (eagerc/per_op/eager_rules.py)
-      -> compile_op (eagerc/compile/op.py)
+      -> eager's check, run once per call (eagerc/per_op/eager_rules.py)
+      -> compile_op(miss) (eagerc/compile/op.py)
       -> service().put(key, artifact) stores and loads it, or service().refuse(key, refusal)
-      -> a typed MissAnswer back to C++, which inserts the kernel into L1.
+      -> the answer: the kernel, or the refusal's own (eagerc/refusals.py). A refusal that
+         asks for scalar values sends the same call on, in this pass, under its signature
+         with values (`request.with_values`); C++ keys the op by values from then on.
 
 Nothing here looks at a dispatch key to decide anything: the device's target does.
 """
@@ -23,27 +29,9 @@ from eagerc import _C, _stats, random_streams
 from eagerc.aten_meta import overload_by_name
 from eagerc.cache import CacheKey, service
 from eagerc.per_op import background
-from eagerc.per_op.eager_rules import check_call
-from eagerc.refusals import (NOWHERE, CompileError, EagerRaises, NeedsHostAliases, NotCompiled,
-                             SpecializeValues)
+from eagerc.per_op.miss import EagerVerdict, Miss
+from eagerc.refusals import NOWHERE, CompileError, EagerRaises, NotCompiled, SpecializeValues
 from eagerc.targets import TargetError, for_device, served_device
-
-# What each refusal answers (the first class of the refusal's MRO found here).
-_ANSWERS = {
-    NeedsHostAliases: lambda r: _C.MissAnswer.run_on_host_aliases(),
-    SpecializeValues: lambda r: _C.MissAnswer.specialize_values(),
-    EagerRaises: lambda r: _C.MissAnswer.raise_error(r.kind, r.message),
-    # Remembered in L1 unless the caller's context caused it (a dispatch mode).
-    CompileError: lambda r: _C.MissAnswer.fallback(str(r), r.remembered != NOWHERE),
-}
-
-
-def answer(refusal: NotCompiled) -> "_C.MissAnswer":
-    """The MissAnswer for a refusal."""
-    for kind in type(refusal).__mro__:
-        if kind in _ANSWERS:
-            return _ANSWERS[kind](refusal)
-    return _C.MissAnswer.fallback(str(refusal), False)  # unknown: not a signature's property
 
 
 def _context_is_unusual() -> bool:
@@ -54,96 +42,123 @@ def _context_is_unusual() -> bool:
             or torch._C._dispatch_tls_is_dispatch_key_excluded(torch._C.DispatchKey.Python))
 
 
-class _EagerVerdict:
-    """Eager's check of one call, run at most once (memoized)."""
-
-    def __init__(self, op, args, target):
-        self._call = (op, args, target)
-        self._raised: EagerRaises | None = None
-        self.ran = False
-
-    def check(self) -> None:
-        """Raise EagerRaises when eager's kernel raises for the call."""
-        if not self.ran:
-            self.ran = True
-            try:
-                check_call(*self._call)
-            except EagerRaises as e:
-                self._raised = e
-        if self._raised is not None:
-            raise self._raised
-
-
 def resolve(request) -> "_C.MissAnswer":
-    """The answer to one L1 miss (a `_C.MissRequest`)."""
+    """The one answer to one L1 miss (a `_C.MissRequest`)."""
     try:
         target = for_device(served_device(request.dispatch_key))
     except TargetError as e:
         # A property of the device, not of this call: remembered, so the signature's next
         # call falls back in C++ without entering Python.
         return _C.MissAnswer.fallback(str(e), True)
-    op = overload_by_name(request.op_name)
-    stat_key = f"{request.op_name}@{request.dispatch_key}"
-    transient = _context_is_unusual()
-    job = background.job_for(request, target, op, transient)  # None: compiled now, here
-    state = background.jobs().state(job) if job is not None else None
-    if state == background.WAITING:
-        return _C.MissAnswer.interim()  # still compiling: no store lookup per call
-    key = CacheKey("op", target, request.op_name, request.key)
-    verdict = _EagerVerdict(op, request.args, target)
+    miss = _start(request, target)
     try:
-        if job is not None:
-            meanwhile = _stored_or_interim(job, state, request, target, key, stat_key)
+        return _answer(miss)
+    except SpecializeValues as refusal:
+        # The lifted scalars did not trace (now, recorded, or in the compile service's
+        # replay): the same call under its signature with values, in this pass. The answer
+        # is that signature's, whatever it is: C++ keys the op by values from now on.
+        if request.with_values is None:  # a call C++ cannot key by its values
+            return refusal.answer().with_scalar_values()
+        try:
+            answer = _answer(_start(request.with_values, target, same_call=miss))
+        except SpecializeValues as again:  # no scalar is lifted there: not expected
+            answer = again.answer()
+        return answer.with_scalar_values()
+
+
+def _start(request, target, same_call: Miss | None = None) -> Miss:
+    """The miss of `request`'s signature; `same_call`: the call's miss under its other
+    signature (op, context and eager's verdict are the call's, shared)."""
+    op = same_call.op if same_call else overload_by_name(request.op_name)
+    transient = same_call.transient if same_call else _context_is_unusual()
+    job = background.job_for(request, target, op, transient)  # None: compiled now, here
+    return Miss(request=request, op=op, args=request.args, layout=request.layout,
+                parallel=request.parallel, target=target,
+                key=CacheKey("op", target, request.op_name, request.key),
+                variants=frozenset(request.known_variants),
+                verdict=same_call.verdict if same_call else EagerVerdict(op, request.args, target),
+                transient=transient, job=job, stat_key=f"{request.op_name}@{request.dispatch_key}")
+
+
+def _answer(miss: Miss) -> "_C.MissAnswer":
+    """The answer for `miss`'s signature. Raises SpecializeValues (the caller goes on with
+    the call's values)."""
+    try:
+        if miss.job is not None:
+            meanwhile = _stored_or_interim(miss)
             if meanwhile is not None:
                 return meanwhile
-        return _C.MissAnswer.kernel(_kernel(op, request.args, request.layout, request.parallel,
-                                            target, key, stat_key, request.known_variants,
-                                            verdict, transient))
+        return _kernel(miss)
+    except SpecializeValues:
+        raise
     except NotCompiled as refusal:
-        if isinstance(refusal, CompileError) and target.new_device and not transient \
-                and not verdict.ran:
+        if isinstance(refusal, CompileError) and miss.target.new_device and not miss.transient \
+                and not miss.verdict.ran:
             # A recorded refusal raises NotImplementedError on a device with no kernels
             # of its own; a call that eager rejects must still get eager's error.
             try:
-                verdict.check()
+                miss.verdict.check()
             except EagerRaises as e:
                 refusal = e
-        return answer(refusal)
+        return refusal.answer()
 
 
-def _stored_or_interim(job, state, request, target, key, stat_key):
-    """In background mode, for a job that is not `background.WAITING`: the stored kernel,
-    or the interim answer once the miss is queued at the compile service; None when this
+def _stored_or_interim(miss: Miss):
+    """In background mode: the interim answer while the compile service compiles the
+    signature (or once the miss is queued there), else the stored kernel; None when this
     process compiles it now (the service failed the job). Raises a refusal recorded for
     the key. No lock: the service's worker may hold the key's, and this call must not wait
     for it."""
     jobs = background.jobs()
+    state = jobs.state(miss.job)
+    if state == background.WAITING:
+        return _C.MissAnswer.interim()  # still compiling: no store lookup per call
     if state == background.FAILED:
         return None
     if state == background.SPECIALIZE:
-        return _C.MissAnswer.specialize_values()
-    hit = service().get(key, stat_key, frozenset(request.known_variants))
-    if hit is not None:
+        raise SpecializeValues("the compile service's replay compiled the call with its "
+                               "scalar values")
+    stored = _stored(miss)
+    if stored is not None:
         if state == background.FINISHED:
-            _stats.count(stat_key, "background_compiles")
-        return _C.MissAnswer.kernel(hit.kernel)
+            _stats.count(miss.stat_key, "background_compiles")
+        return stored
     if state == background.FINISHED:
-        jobs.give_up(job)  # finished, yet not in the store: compiled here
+        jobs.give_up(miss.job)  # finished, yet not in the store: compiled here
         return None
-    return _C.MissAnswer.interim() if jobs.submit(job, request, target, key) else None
+    return _C.MissAnswer.interim() if jobs.submit(miss.job, miss.request, miss.target,
+                                                  miss.key) else None
 
 
-def _kernel(op, args, layout, parallel, target, key, stat_key, known_variants, verdict,
-            transient=False):
-    """The loaded kernel of `key`: stored, or checked, compiled and stored now. Raises the
-    refusal (recorded, or what this pass met)."""
+def _stored(miss: Miss):
+    """The kernel answer for a stored variant whose guard passes for the call; None: none
+    is stored. Raises a refusal recorded for the key."""
+    kernel, passed_over = _stored_variant(miss)
+    return None if kernel is None else _C.MissAnswer.kernel(kernel, passed_over)
+
+
+def _stored_variant(miss: Miss) -> tuple:
+    """(the first stored variant whose guard passes for the call, or None; the variants
+    loaded on the way whose guards do not: L1 takes them too)."""
+    skip, passed_over = set(miss.variants), []
+    while (hit := service().get(miss.key, miss.stat_key, frozenset(skip))) is not None:
+        if miss.admits(hit.kernel):
+            return hit.kernel, passed_over
+        skip.add(hit.entry.variant_id)
+        passed_over.append(hit.kernel)
+    return None, passed_over
+
+
+def _kernel(miss: Miss) -> "_C.MissAnswer":
+    """The answer with the loaded kernel of the miss's key: stored, or checked, compiled
+    and stored now. Raises the refusal (recorded, or what this pass met)."""
     svc = service()
-    with svc.locked(key):
-        hit = svc.get(key, stat_key, frozenset(known_variants))
-        if hit is not None:
-            return hit.kernel
+    with svc.locked(miss.key):
+        kernel, passed_over = _stored_variant(miss)
+        if kernel is not None:
+            return _C.MissAnswer.kernel(kernel, passed_over)
         try:
-            if transient:
+            if miss.transient:
                 # Tracing needs the Python dispatcher: a stored kernel may serve this call,
                 # but none is compiled here (the next call in a plain context compiles it).
                 raise CompileError("called inside a dispatch mode or no_dispatch(); not "
@@ -152,12 +167,12 @@ def _kernel(op, args, layout, parallel, target, key, stat_key, known_variants, v
             # were (both may draw from them), so a first call follows torch.manual_seed.
             with random_streams.kept():
                 # A user error is eager's to report, and says nothing about the signature.
-                verdict.check()
+                miss.verdict.check()
                 # Imported here: a process whose kernels are all stored never loads the compiler.
                 from eagerc.compile import op as op_compiler
 
-                artifact = op_compiler.compile_op(op, args, layout, target, parallel)
+                artifact = op_compiler.compile_op(miss)
         except NotCompiled as refusal:
-            svc.refuse(key, refusal)
+            svc.refuse(miss.key, refusal)
             raise
-        return svc.put(key, stat_key, artifact).kernel
+        return _C.MissAnswer.kernel(svc.put(miss.key, miss.stat_key, artifact).kernel, passed_over)
