@@ -112,3 +112,26 @@ def _bits(t):
 
     kind = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}[t.element_size()]
     return t.contiguous().view(-1).view(kind)
+
+
+@pytest.mark.skipif(clang_units.compiler() is None, reason="no clang++ on this machine")
+def test_a_precompiled_header_whose_header_changed_is_made_again(tmp_path, monkeypatch):
+    from eagerc.codegen.cpp import glue_prelude
+
+    monkeypatch.setattr(glue_prelude, "_header_dir", lambda: str(tmp_path / "headers"))
+    header = tmp_path / "prefix.h"
+    header.write_text("#pragma once\ninline int twice(int x) { return 2 * x; }\n")
+    source = tmp_path / "unit.cpp"
+    source.write_text('extern "C" int f(int x) { return twice(x); }\n')
+
+    class Builder:
+        def get_command_line(self):
+            return f"g++ {source} -O2 -std=c++17 -include {header} -c -o {tmp_path / 'unit.o'}"
+
+    assert clang_units.build(Builder())
+    (pch,) = (tmp_path / "headers").glob("*.pch")
+    later = header.stat().st_mtime + 10
+    os.utime(header, (later, later))  # an update in place: clang refuses the old one
+    assert not clang_units.build(Builder())  # (g++ builds this one)
+    assert not pch.exists()
+    assert clang_units.build(Builder()) and pch.exists()  # made again

@@ -31,6 +31,7 @@ used is part of every CPU cache key (:func:`identity`, the key's "units" entry).
 """
 from __future__ import annotations
 
+import contextlib
 import glob
 import hashlib
 import logging
@@ -48,6 +49,9 @@ ENV = "EAGERC_CLANG"
 counts = {"clang": 0, "gcc": 0}
 
 _FORCED_INCLUDE = re.compile(r"(?<!\S)-include\s+(\S+)")
+# clang's refusal of a precompiled header whose inputs changed since it was made.
+_STALE = re.compile(r"has been modified since the (precompiled header|AST file)|"
+                    r"precompiled header .* (was|cannot be) |malformed or corrupted AST file")
 _OMP_PRAGMA = re.compile(r"^[ \t]*#[ \t]*pragma[ \t]+omp\b", re.M)
 # g++ words clang does not take, and what clang says instead (None: dropped).
 # -fexcess-precision=fast changes nothing on x86-64 SSE (it is about x87); -fopenmp is
@@ -225,8 +229,14 @@ def build(builder) -> bool:
     try:
         subprocess.run(line, check=True, capture_output=True, text=True, timeout=600)
     except (OSError, subprocess.SubprocessError) as e:
+        error = str(getattr(e, "stderr", None) or e)
         log.debug("eagerc: clang could not compile %s (g++ will): %s", source,
-                  "\n".join(str(getattr(e, "stderr", e)).splitlines()[-12:]))
+                  "\n".join(error.splitlines()[-12:]))
+        if _STALE.search(error):
+            # A header it was made of changed (a system or torch update in place): the next
+            # compile makes it again instead of every compile falling back to g++.
+            with contextlib.suppress(OSError):
+                os.unlink(pch)
         counts["gcc"] += 1
         return False
     counts["clang"] += 1
