@@ -10,6 +10,7 @@ what recompiles for new sizes, and where a cold CUDA compile spends its time.
     python tools/gpu_probe.py glue           # where a GPU wrapper's g++ step spends its time
     python tools/gpu_probe.py refusals       # enable("cuda"): why the coverage run's compile errors fail
     python tools/gpu_probe.py wrappers       # the generated GPU wrappers' sources and g++ commands ($OUT/wrappers.tgz)
+    python tools/gpu_probe.py group-norm     # EAGERC_BACKING=cuda: contiguous() strides, DDPM's GroupNorm inputs
 
 Each mode runs its work in a fresh process with empty eagerc and Inductor caches. Reports
 print to stdout; refusals are logged with their whole traceback (eagerc logger at DEBUG).
@@ -402,9 +403,37 @@ with tarfile.open(out + ".tgz", "w:gz") as tar:
 shutil.rmtree(out)
 """
 
+# The tiny DDPM pipeline on GPU memory raised "Expected X.is_contiguous(memory_format)" in
+# its mid block's first GroupNorm (CUDA's native_group_norm wants a contiguous X; torch's
+# composite group_norm makes X contiguous for any non-CPU device): what strides reach it?
+GROUP_NORM = r"""
+import sys, traceback, torch, eagerc
+sys.path.insert(0, "tests")
+for shape, order in [((2, 8, 4, 4), (0, 2, 3, 1)), ((1, 16, 4, 4), (0, 2, 3, 1))]:
+    x = torch.randn(shape).permute(*order).contiguous().permute(0, 3, 1, 2)
+    d = x.to("eagerc")
+    c = d.contiguous()
+    print("contiguous()", tuple(d.shape), d.stride(), "->", c.stride(), c.is_contiguous(),
+          "equal", torch.equal(c.cpu(), x.contiguous()))
+from test_device_generators import tiny_ddpm_pipeline
+pipe = tiny_ddpm_pipeline()
+def show(module, args):
+    x = args[0]
+    print(type(module).__name__, tuple(x.shape), x.stride(), "contiguous", x.is_contiguous())
+for m in pipe.unet.modules():
+    if isinstance(m, torch.nn.GroupNorm):
+        m.register_forward_pre_hook(show)
+pipe = pipe.to("eagerc")
+try:
+    pipe(generator=torch.Generator("eagerc").manual_seed(0), num_inference_steps=2, output_type="np")
+    print("ddpm ok")
+except Exception:
+    traceback.print_exc()
+"""
+
 SCRIPTS = {"device-profile": DEVICE_PROFILE, "device-model": DEVICE_MODEL, "sizes": SIZES, "profile": PROFILE,
            "factories": FACTORIES, "batchnorm": BATCHNORM, "glue": GLUE, "refusals": REFUSALS,
-           "wrappers": WRAPPERS}
+           "wrappers": WRAPPERS, "group-norm": GROUP_NORM}
 
 
 def main() -> None:
@@ -414,7 +443,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as fresh:
         env = dict(os.environ, EAGERC_CACHE_DIR=f"{fresh}/eagerc",
                    TORCHINDUCTOR_CACHE_DIR=f"{fresh}/inductor")
-        if args.what in ("device-model", "factories", "batchnorm", "device-profile"):
+        if args.what in ("device-model", "factories", "batchnorm", "device-profile", "group-norm"):
             env["EAGERC_BACKING"] = "cuda"
         done = subprocess.run([sys.executable, "-c", textwrap.dedent(SCRIPTS[args.what])], env=env)
     sys.exit(done.returncode)
