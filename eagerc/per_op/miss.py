@@ -36,9 +36,11 @@ class EagerVerdict:
             raise self._raised
 
 
-@dataclasses.dataclass(frozen=True)
+# Not frozen: a frozen dataclass's __init__ costs about five times more, and a call
+# answered in the interim builds one on every call until its kernel is compiled.
+@dataclasses.dataclass(slots=True)
 class Miss:
-    """One miss of one signature."""
+    """One miss of one signature (no step changes it)."""
 
     request: Any             # the holder's `_C.MissRequest` (its `admits`, `with_values`)
     op: Any                  # the OpOverload
