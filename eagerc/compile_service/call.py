@@ -56,6 +56,7 @@ class CallDescription:
     parallel: bool        # the size class (a parallel kernel, or a single-threaded one)
     signature: bytes      # the caller's signature bytes: what the worker checks it stored
     specialized: bool     # the caller's op has scalar values in its keys
+    known_variants: tuple  # the key's kernels the caller holds already, whose guards refused it
     served_ops: tuple = ()  # override mode: the ops to enable for the replay (this one)
 
     def to_bytes(self) -> bytes | None:
@@ -67,7 +68,7 @@ class CallDescription:
 
 
 def describe(op_name: str, args, parallel: bool, signature: bytes, specialized: bool,
-             target) -> CallDescription | None:
+             known_variants, target) -> CallDescription | None:
     """The description of a miss, or None when an argument has no description (an object
     the replay cannot rebuild): that miss compiles in the caller's process."""
     # On a device whose memory has a home, a kernel that calls the home's ATen functions
@@ -92,7 +93,7 @@ def describe(op_name: str, args, parallel: bool, signature: bytes, specialized: 
 
     try:
         return CallDescription(op_name, target.device, tuple(meta(a) for a in args), parallel,
-                               bytes(signature), specialized,
+                               bytes(signature), specialized, tuple(sorted(known_variants)),
                                () if target.new_device else (op_name,))
     except _NoDescription:
         return None

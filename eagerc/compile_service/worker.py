@@ -30,7 +30,7 @@ def compile_job(path: str) -> tuple:
         enable(call.device, ops=list(call.served_ops), compile="now")
     key = CacheKey("op", target, call.op, call.signature)
     stat_key = f"{call.op}@service"
-    if _stored(key, stat_key):
+    if _stored(key, stat_key, call.known_variants):
         return True, ""
     op = overload_by_name(call.op)
     why = ""
@@ -44,7 +44,7 @@ def compile_job(path: str) -> tuple:
             _C._force_size_class("")
     except Exception as e:  # noqa: BLE001 - a call eager rejects on stand-ins: the caller decides
         why = error_summary(e)
-    if _stored(key, stat_key):
+    if _stored(key, stat_key, call.known_variants):
         return True, ""
     if any(name == call.op and ((k == call.signature and answered_with_values)
                                 or (specialized and not call.specialized))
@@ -85,10 +85,12 @@ def _record_misses() -> list:
     return _misses
 
 
-def _stored(key, stat_key: str) -> bool:
+def _stored(key, stat_key: str, known_variants) -> bool:
+    """Whether the store holds a kernel of `key` other than those the caller holds (their
+    guards refused its call), or a refusal recorded for the key."""
     from eagerc.cache import service
 
     try:
-        return service().get(key, stat_key) is not None
+        return service().get(key, stat_key, frozenset(known_variants)) is not None
     except NotCompiled:
         return True  # a refusal recorded for the signature: the caller's answer too

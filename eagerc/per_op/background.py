@@ -84,7 +84,7 @@ def job_for(request, target, op, transient: bool):
     # The kernel cache as named (a job of another cache is not this one's); read as set,
     # not resolved: this runs on every call answered in the interim.
     return (os.environ.get(ENV_DIR), request.op_name, request.dispatch_key,
-            bytes(request.key), request.specialize_values)
+            bytes(request.key), request.specialize_values, tuple(request.known_variants))
 
 
 def _draws_nothing(op, args) -> bool:
@@ -131,7 +131,8 @@ class Jobs:
         """Queue the miss at the service; False (and compiled here from now on) when it
         cannot be described or the service cannot be reached."""
         described = call_description.describe(request.op_name, request.args, request.parallel,
-                                              request.key, request.specialize_values, target)
+                                              request.key, request.specialize_values,
+                                              request.known_variants, target)
         data = described.to_bytes() if described is not None else None
         queued = False
         if data is not None:
@@ -139,7 +140,10 @@ class Jobs:
             # changed in-process (an Inductor setting) puts the service's kernel where the
             # caller does not look: it then finds the job finished and compiles here.
             folder = folder_for(os.environ)
-            job_id = hashlib.sha256(key.entry_key()).hexdigest()[:32]
+            # A call whose guards refuse the key's kernels the caller holds needs another
+            # variant: another job.
+            parts = [key.entry_key(), *(v.encode() for v in described.known_variants)]
+            job_id = hashlib.sha256(b"\0".join(parts)).hexdigest()[:32]
             queued = client().submit(folder, job_id, data)
         with self._lock:
             if queued:
