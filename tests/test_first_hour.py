@@ -177,7 +177,8 @@ def test_inductors_proxy_executor_note_is_filtered_only_while_eagerc_compiles():
 def test_a_test_run_prints_a_line_per_file_and_removes_its_cache(tmp_path):
     import shutil
 
-    shutil.copy(os.path.join(REPO, "tests", "conftest.py"), tmp_path / "conftest.py")
+    for helper in ("conftest.py", "default_share.py"):
+        shutil.copy(os.path.join(REPO, "tests", helper), tmp_path / helper)
     (tmp_path / "test_one.py").write_text(textwrap.dedent("""
         import os
         def test_a():
