@@ -37,8 +37,7 @@ from typing import Any
 from eagerc import _config, _stats
 from eagerc.artifact import Artifact, pinned_terms
 from eagerc.kernel_key import CacheKey, log_components
-from eagerc.refusals import (NOWHERE, CompileError, NeedsHostAliases, NotCompiled, SpecializeValues,
-                             causes, recorded)
+from eagerc.refusals import NOWHERE, CompileError, NotCompiled, causes, recorded
 
 log = logging.getLogger("eagerc")
 
@@ -146,20 +145,11 @@ class CompileService:
         if record is not None:
             store, _, entry_key = self._where(key)
             self._add(store, entry_key, b"", {**record, "op": key.name, "num_outputs": 0})
-        if isinstance(refusal, SpecializeValues):
-            # Not a failure the user sees: the op compiles at once with its scalar values
-            # in the key (logged then).
-            log.debug("eagerc: %s compiles with scalar values in its key: %s", key.name,
-                      str(refusal).splitlines()[0])
-            return
-        if isinstance(refusal, NeedsHostAliases):  # compiled; it runs on aliases (not a failure)
-            log.info("eagerc: %s runs on aliases of its memory home's tensors: its kernel calls "
-                     "the home's ATen function", key.name)
-            return
-        # At DEBUG the whole chain (Inductor's own traceback) is logged: the reason's
-        # first line rarely says where a code generator failed.
-        log.info("eagerc: %s not compiled: %s", key.name, refusal,
-                 exc_info=refusal if log.isEnabledFor(logging.DEBUG) else None)
+        level, message = refusal.log_line(key.name)
+        # At DEBUG a failure's whole chain (Inductor's own traceback) is logged: the
+        # reason's first line rarely says where a code generator failed.
+        log.log(level, "eagerc: %s", message,
+                exc_info=refusal if refusal.is_failure and log.isEnabledFor(logging.DEBUG) else None)
 
     # Store access: a broken or unavailable store must not break the call.
     def _entries(self, store, entry_key: bytes) -> list:

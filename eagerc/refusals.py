@@ -2,8 +2,9 @@
 
 Every refusal is a :class:`NotCompiled`, and each kind carries what it means in one place:
 its ``record()`` (what it leaves on disk: only what is a property of the key; the
-compile/cache service, eagerc/cache.py, stores it and :func:`recorded` reads it back) and
-its ``answer()`` (the op miss's answer to the kernel holder, eagerc/per_op/resolver.py).
+compile/cache service, eagerc/cache.py, stores it and :func:`recorded` reads it back), its
+``answer()`` (the op miss's answer to the kernel holder, eagerc/per_op/resolver.py) and its
+``log_line()`` (what the service logs, and whether it is a failure the user sees).
 A :class:`CompileError` says where it is remembered (its ``remembered``: on disk, in this
 process, or nowhere); :class:`NeedsHostAliases` is a decision about the op, recorded;
 :class:`SpecializeValues` sends the miss on with the call's scalar values in its key, and
@@ -11,6 +12,7 @@ process, or nowhere); :class:`NeedsHostAliases` is a decision about the op, reco
 """
 from __future__ import annotations
 
+import logging
 import re
 from typing import ClassVar, Iterator
 
@@ -30,6 +32,7 @@ class NotCompiled(Exception):
 
     record_field: ClassVar[str | None] = None
     _recorded_kinds: ClassVar[list] = []
+    is_failure: ClassVar[bool] = True  # the call runs without a kernel of its own
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
@@ -48,6 +51,10 @@ class NotCompiled(Exception):
         """The op miss's answer (an `eagerc._C.MissAnswer`). A refusal of no known kind
         falls back, asked again next call: it says nothing about the signature."""
         return _miss_answers().fallback(str(self), False)
+
+    def log_line(self, name: str) -> tuple:
+        """(level, message) the compile/cache service logs for `name` (an op, a graph)."""
+        return logging.INFO, f"{name} not compiled: {self}"
 
 
 def recorded(metadata: dict) -> NotCompiled | None:
@@ -161,6 +168,13 @@ class SpecializeValues(NotCompiled):
     def record(self) -> dict | None:
         return {self.record_field: str(self)} if self.remembered == ON_DISK else None
 
+    is_failure = False
+
+    def log_line(self, name: str) -> tuple:
+        # Not a failure the user sees: the op compiles at once with its scalar values in
+        # the key (logged then).
+        return logging.DEBUG, f"{name} compiles with scalar values in its key: {(str(self).splitlines() or [''])[0]}"
+
     def answer(self):
         # Only where the call has no signature with values (one the holder cannot key):
         # the call runs without a kernel, asked again next time.
@@ -181,6 +195,12 @@ class NeedsHostAliases(NotCompiled):
     @classmethod
     def from_record(cls, metadata: dict) -> "NeedsHostAliases":
         return cls(metadata.get("op", ""))
+
+    is_failure = False  # compiled: the kernel runs on aliases
+
+    def log_line(self, name: str) -> tuple:
+        return logging.INFO, (f"{name} runs on aliases of its memory home's tensors: its kernel "
+                              f"calls the home's ATen function")
 
     def answer(self):
         return _miss_answers().run_on_host_aliases()

@@ -242,6 +242,14 @@ def test_each_refusal_carries_its_record_and_its_answer():
                     CompileError("busy", IN_PROCESS), CompileError("mode", NOWHERE)):
         assert refusal.record() is None
     assert recorded({"num_outputs": 1}) is None
+    # And what the service logs: a failure at INFO (its chain at DEBUG), the others not as one.
+    import logging
+
+    assert CompileError("no lowering").log_line("aten::abs") == (
+        logging.INFO, "aten::abs not compiled: no lowering")
+    assert [(r.is_failure, r.log_line("aten::mm")[0]) for r in (
+        NeedsHostAliases("aten::mm"), SpecializeValues("eps"))] == [(False, logging.INFO),
+                                                                    (False, logging.DEBUG)]
 
 
 _CHAIN_WALK = re.compile(r"__context__|inner_exception")
