@@ -148,3 +148,19 @@ def test_command_line(fresh_cache, tmp_path):
     bad = subprocess.run([sys.executable, "-m", "eagerc", "warm", "tiny_models"], cwd=tmp_path,
                          env=env, capture_output=True, text=True, timeout=600)
     assert bad.returncode != 0 and "MODULE:FACTORY" in bad.stderr + bad.stdout
+
+
+def test_warming_in_process_compiles_in_background_mode_too(fresh_cache, monkeypatch):
+    # Background compilation is the default outside the test suite: warm's own replays and
+    # its confirming forward still compile before they answer (an interim answer would
+    # report nothing compiled and leave the kernels for later).
+    monkeypatch.setenv("EAGERC_COMPILE", "background")
+    model = torch.nn.Sequential(torch.nn.Linear(6, 5), torch.nn.Softplus()).to("eagerc")
+    x = torch.randn(3, 6).to("eagerc")
+    report = eagerc.warm_cache(model, x, workers=0, confirm=True)
+    assert report.failed == [] and report.compiled > 0, str(report)
+    eagerc.reset_stats()
+    with torch.no_grad():
+        model(x)
+    stats = eagerc.stats()
+    assert stats["compiles"] == 0 and stats["interim"] == 0, stats

@@ -32,6 +32,7 @@ follow torch.manual_seed whatever the timing. ``compile="now"`` (or
 """
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import logging
 import os
@@ -64,6 +65,19 @@ def set_mode(device: str, mode) -> None:
     if mode not in _config.COMPILE_MODES:
         raise ValueError(f"compile={mode!r}: expected 'background' or 'now'")
     _modes[device] = mode
+
+
+@contextlib.contextmanager
+def compiling_now(device: str):
+    """Misses on `device` compile before they answer inside the block, whatever the mode:
+    for code whose job is to compile (warm_cache's replays and its confirming forward),
+    where an interim answer would leave the kernel to be compiled after the report."""
+    before = _modes.get(device)
+    _modes[device] = "now"
+    try:
+        yield
+    finally:
+        set_mode(device, before)
 
 
 def is_background(device: str) -> bool:

@@ -41,13 +41,15 @@ def _device_of(model: torch.nn.Module, example_inputs: tuple) -> torch.device:
 
 
 def _replay_here(calls, device_type: str, collect) -> None:
+    from eagerc.per_op.background import compiling_now
     from eagerc.per_op.registration import enable
     from eagerc.warm.replay_call import replay
 
     if device_type != "eagerc":
         enable(device_type)
-    for call in calls:
-        collect(replay(call))
+    with compiling_now(device_type):  # a replay compiles before it answers
+        for call in calls:
+            collect(replay(call))
 
 
 def _replay_in_workers(calls, device_type: str, workers: int, collect) -> None:
@@ -144,6 +146,7 @@ def cluster_env() -> dict:
 
     env = _cluster.settings()
     env.setdefault("OMP_NUM_THREADS", str(torch.get_num_threads()))
+    env["EAGERC_COMPILE"] = "now"  # a task compiles before it answers, as a local worker does
     return env
 
 
@@ -237,17 +240,19 @@ def warm_cache(model: torch.nn.Module, *example_inputs, device: Optional[str] = 
 
 def _confirm(model, example_inputs, device_type: str) -> int:
     """Kernels compiled by one real forward (with and without grad) after the replay."""
+    from eagerc.per_op.background import compiling_now
     from eagerc.per_op.registration import enable, stats
 
     if device_type != "eagerc":
         enable(device_type)
     before = stats()["compiles"]
-    with torch.no_grad():
-        model(*example_inputs)
-    grads = {p: p.grad for p in model.parameters()}
-    model(*example_inputs)  # no backward: the graph is dropped, the weights untouched
-    for p, g in grads.items():
-        p.grad = g
+    with compiling_now(device_type):
+        with torch.no_grad():
+            model(*example_inputs)
+        grads = {p: p.grad for p in model.parameters()}
+        model(*example_inputs)  # no backward: the graph is dropped, the weights untouched
+        for p, g in grads.items():
+            p.grad = g
     return stats()["compiles"] - before
 
 
