@@ -90,7 +90,13 @@ void init_miss_bindings(py::module& m) {
          "Run `artifact`; `passed_over`: stored variants whose guards refused the call (L1 "
          "keeps them too).")
       .def_static("run_on_host_aliases", []() { return MissAnswer{MissAction::RunOnHostAliases}; })
-      .def_static("interim", []() { return MissAnswer{MissAction::Interim}; })
+      .def_static("interim", [](std::vector<const Artifact*> passed_over) {
+        MissAnswer answer{MissAction::Interim};
+        answer.passed_over = std::move(passed_over);
+        return answer;
+      }, py::arg("passed_over") = std::vector<const Artifact*>{},
+         "An existing kernel serves the call while the compile service compiles it; "
+         "`passed_over`: stored variants whose guards refused the call (L1 keeps them).")
       .def_static("fallback", [](std::string reason, bool remember) {
         return MissAnswer{MissAction::Fallback, nullptr, std::move(reason), remember};
       }, py::arg("reason"), py::arg("remember") = true)

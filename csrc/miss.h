@@ -37,7 +37,7 @@ struct MissRequest {
 
 // What the holder does with the call; every miss gets exactly one answer.
 enum class MissAction : uint8_t {
-  Kernel,            // run `artifact` (inserted into L1, with `passed_over`)
+  Kernel,            // run `artifact` (inserted into L1)
   RunOnHostAliases,  // the kernel calls CPU functions: run it on zero-copy CPU aliases
   Fallback,          // cannot be compiled: the device's own kernel (or an error) serves it
   Raise,             // eager raises for this call: raise `error_kind(reason)` (not remembered)
@@ -57,8 +57,8 @@ struct MissAnswer {
   // The answer is for the request's `with_values` signature: the op keys its calls by
   // scalar values from now on.
   bool specialized = false;
-  // Kernel: stored variants of the key loaded on the way whose guards refused this call
-  // (L1 holds them for the calls they fit).
+  // Kernel, Interim: stored variants of the key loaded on the way whose guards refused
+  // this call (L1 holds them for the calls they fit).
   std::vector<const Artifact*> passed_over;
 };
 

@@ -49,9 +49,9 @@ bool lifts_scalars(const std::vector<RuntimeSlot>& layout) {
 // L1 where the answer is a property of the signature.
 MissOutcome apply(OpState& st, const CallSignature& sig, const MissAnswer& answer,
                   const std::string& dispatch_key) {
+  for (const Artifact* other : answer.passed_over) st.table.insert(sig.key, other);
   switch (answer.action) {
     case MissAction::Kernel:
-      for (const Artifact* other : answer.passed_over) st.table.insert(sig.key, other);
       st.table.insert(sig.key, answer.artifact);
       // The resolver checked the guard (MissRequest.admits); a kernel that does not pass
       // is the resolver's error, not the signature's: not remembered.

@@ -143,37 +143,59 @@ def test_lifted_scalars_that_do_not_trace_are_answered_in_the_same_call(fresh_ca
                            "background", "cache", "compile", "cache"]
 
 
-def test_a_stored_variant_the_call_does_not_fit_is_passed_over_in_the_same_call(fresh_cache,
-                                                                                monkeypatch):
-    # A key's stored variants differ in their guards (one per pinned size): the resolver
-    # tries them against the call's guard values and compiles one that fits, in the same
-    # call (a round per variant, before); L1 keeps the passed-over variants too.
-    from eagerc.per_op.miss import Miss
+def _one_by_one_convolution(out_channels: int):
+    """A 1x1 convolution call: its kernels share one key, each pinned to its weight's
+    output channels by its guard (ResNet's 1x1 convolutions: one variant per shape)."""
+    x = torch.randn(2, 8, 6, 6, dtype=torch.float64)
+    w = torch.randn(out_channels, 8, 1, 1, dtype=torch.float64)
+    return (lambda: torch.ops.aten.convolution(x, w, None, [1, 1], [0, 0], [1, 1], False, [0, 0], 1),
+            torch.nn.functional.conv2d(x, w))
 
-    x = torch.randn(5, 7, dtype=torch.float64)
-    want = x.abs()
-    with eagerc.enabled("cpu", ops=["aten::abs"]):
-        torch.abs(x)  # stored
-    _C._clear_tables()  # a new process: the store has one variant, L1 none
-    refused = []
 
-    def admits(self, kernel):
-        if not refused:  # the stored variant's guard refuses this call
-            refused.append(kernel.variant_id)
-            return False
-        return self.request.admits(kernel)
+def test_a_stored_variant_the_call_does_not_fit_is_passed_over_in_the_same_call(fresh_cache):
+    # The resolver checks stored variants against the call's guard values and answers with
+    # the one that fits, in one call (a round per variant, before); L1 keeps the variants
+    # it passed over, so a call they fit is a hit.
+    calls = {c: _one_by_one_convolution(c) for c in (16, 32)}
+    with eagerc.enabled("cpu", ops=["aten::convolution"]):
+        for c in (16, 32):
+            calls[c][0]()  # both stored
+    _C._clear_tables()  # a new process: the store has both variants, L1 none
+    with eagerc.enabled("cpu", ops=["aten::convolution"]):
+        before = _C._resolver_calls()
+        got = {c: calls[c][0]() for c in (32, 16)}  # 32's miss passes 16's variant over
+        assert _C._resolver_calls() == before + 1
+    for c, (_, want) in calls.items():
+        torch.testing.assert_close(got[c], want)
+    s = eagerc.stats()["ops"]["aten::convolution@CPU"]
+    assert (s["compiles"], s["disk_loads"], s["misses"], s["hits"]) == (2, 2, 3, 1), s
 
-    monkeypatch.setattr(Miss, "admits", admits)
-    with eagerc.enabled("cpu", ops=["aten::abs"]):
-        calls = _C._resolver_calls()
-        y = torch.abs(x)
-        assert _C._resolver_calls() == calls + 1
-        monkeypatch.undo()
-        assert torch.equal(torch.abs(x), want)  # either variant: an L1 hit
-        assert _C._resolver_calls() == calls + 1
-    assert torch.equal(y, want) and len(refused) == 1
-    s = eagerc.stats()["ops"]["aten::abs@CPU"]
-    assert (s["disk_loads"], s["compiles"], s["hits"]) == (1, 2, 1), s
+
+@pytest.mark.slow  # the compile service compiles a kernel: ~40 s on a busy 2-core machine
+def test_in_background_a_passed_over_variant_goes_to_l1_and_the_service_compiles_one_that_fits(
+        fresh_cache, monkeypatch):
+    from eagerc.per_op import background
+
+    sixteen, thirty_two = _one_by_one_convolution(16), _one_by_one_convolution(32)
+    with eagerc.enabled("cpu", ops=["aten::convolution"]):
+        sixteen[0]()  # stored
+    _C._clear_tables()  # a new process
+    monkeypatch.setenv("EAGERC_COMPILE_SERVICE_IDLE_S", "15")
+    eagerc.enable("cpu", ops=["aten::convolution"], compile="background")
+    try:
+        first = thirty_two[0]()   # 16's variant passed over (to L1): interim
+        second = thirty_two[0]()  # its job names 16's variant: the service compiles 32's
+        assert eagerc.wait_compiles(timeout=900)
+        third = thirty_two[0]()   # the service's kernel
+        again = sixteen[0]()      # 16's variant from L1: a hit
+    finally:
+        eagerc.disable("cpu")
+        background.set_mode("cpu", None)
+    for y in (first, second, third):
+        torch.testing.assert_close(y, thirty_two[1])
+    torch.testing.assert_close(again, sixteen[1])
+    s = eagerc.stats()["ops"]["aten::convolution@CPU"]
+    assert (s["interim"], s["background_compiles"], s["compiles"]) == (2, 1, 1), s
 
 
 def test_the_miss_is_one_value_its_steps_read():

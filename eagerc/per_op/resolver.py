@@ -118,23 +118,20 @@ def _stored_or_interim(miss: Miss):
     if state == background.SPECIALIZE:
         raise SpecializeValues("the compile service's replay compiled the call with its "
                                "scalar values")
-    stored = _stored(miss)
-    if stored is not None:
+    kernel, passed_over = _stored_variant(miss)
+    if kernel is not None:
         if state == background.FINISHED:
             _stats.count(miss.stat_key, "background_compiles")
-        return stored
+        return _C.MissAnswer.kernel(kernel, passed_over)
     if state == background.FINISHED:
         jobs.give_up(miss.job)  # finished, yet not in the store: compiled here
         return None
+    if passed_over:
+        # The key's stored kernels refuse this call: L1 takes them, and the next call,
+        # whose job names them, asks the service for one that fits.
+        return _C.MissAnswer.interim(passed_over)
     return _C.MissAnswer.interim() if jobs.submit(miss.job, miss.request, miss.target,
                                                   miss.key) else None
-
-
-def _stored(miss: Miss):
-    """The kernel answer for a stored variant whose guard passes for the call; None: none
-    is stored. Raises a refusal recorded for the key."""
-    kernel, passed_over = _stored_variant(miss)
-    return None if kernel is None else _C.MissAnswer.kernel(kernel, passed_over)
 
 
 def _stored_variant(miss: Miss) -> tuple:
