@@ -39,7 +39,6 @@ import os
 import threading
 import time
 
-from kernel_cache.layout import ENV_DIR
 
 from eagerc import _config, random_streams
 from eagerc.compile_service import call as call_description
@@ -96,7 +95,11 @@ def job_for(request, target, op, transient: bool):
     if target.new_device and not home and not _config.cpu_fallback_enabled():
         return None
     # The kernel cache as named (a job of another cache is not this one's); read as set,
-    # not resolved: this runs on every call answered in the interim.
+    # not resolved: this runs on every call answered in the interim. Imported here, not at
+    # the top: `import eagerc` does not load the storage tier (kernel_cache imports its
+    # disk and Redis stores, diskcache and sqlite3), which a program may never need.
+    from kernel_cache.layout import ENV_DIR
+
     return (os.environ.get(ENV_DIR), request.op_name, request.dispatch_key,
             bytes(request.key), request.specialize_values, tuple(request.known_variants))
 
