@@ -89,6 +89,7 @@ def _run(tmp_path, name, **env):
     return json.loads(done.stdout.strip().splitlines()[-1]), out
 
 
+@pytest.mark.slow  # minutes from empty caches: a vendor build, or 9 ops twice
 @pytest.mark.skipif(clang_units.compiler() is None, reason="no clang++ on this machine")
 def test_kernels_built_by_clang_give_the_bits_gcc_gives(tmp_path):
     import torch

@@ -59,6 +59,7 @@ def test_eagerc_leaves_a_renamed_privateuse1_to_its_backend():
     assert "Inductor has no backend for 'foo'" in result.stderr
 
 
+@pytest.mark.slow  # minutes from empty caches: a vendor build, or 9 ops twice
 def test_an_installed_device_is_served_whatever_the_import_order(tmp_path):
     # `import torch` loads mydevice (entry point) and its _autoload imports eagerc: eagerc
     # imported first (it imports torch before looking at PrivateUse1) or not at all, the
