@@ -195,8 +195,9 @@ AB_SWITCHES = {"prelude": ("EAGERC_GLUE_PRELUDE", "1", "0", "Inductor's header")
                "lean": ("EAGERC_GLUE_PRELUDE", "1", "full", "full prelude"),
                "plan": ("EAGERC_GPU_LAUNCHER", "1", "0", "wrappers by g++"),
                "compile": ("_EAGERC_COLD_SIDE", "eagerc", "compile", "torch.compile"),
-               # A miss served at once by the native kernel while its own compiles on a
-               # thread (EAGERC_COMPILE=background); the row adds when every compile ended.
+               # A miss served at once by the native kernel while its own compiles in the
+               # compile service (EAGERC_COMPILE=background); the row adds when every
+               # compile ended.
                "background": ("EAGERC_COMPILE", "now", "background", "background compiles"),
                # Inductor's Triton compiles in this process, not in its pool of workers.
                "threads": ("TORCHINDUCTOR_COMPILE_THREADS", "", "1", "one compile thread")}
@@ -204,9 +205,11 @@ AB_SWITCHES = {"prelude": ("EAGERC_GLUE_PRELUDE", "1", "0", "Inductor's header")
 
 def _fresh_caches(directory: str) -> dict:
     """The environment of a cold child process: empty eagerc, Inductor and Triton caches
-    under `directory`."""
-    return dict(os.environ, _EAGERC_COLD_CHILD="1", EAGERC_CACHE_DIR=f"{directory}/eagerc",
-                TORCHINDUCTOR_CACHE_DIR=f"{directory}/inductor", TRITON_CACHE_DIR=f"{directory}/triton")
+    under `directory`; misses compile before they answer (EAGERC_COMPILE=now: what a cold
+    compile costs) unless the caller set the mode (`--ab background` compares both)."""
+    return {"EAGERC_COMPILE": "now", **os.environ, "_EAGERC_COLD_CHILD": "1",
+            "EAGERC_CACHE_DIR": f"{directory}/eagerc", "TORCHINDUCTOR_CACHE_DIR": f"{directory}/inductor",
+            "TRITON_CACHE_DIR": f"{directory}/triton"}
 
 
 def _cold_processes(args) -> None:
@@ -294,35 +297,18 @@ def _print_profile_stats(profile) -> None:
 def _profiled(fn):
     """Run `fn` under cProfile when _EAGERC_COLD_PROFILE=1 and print where its time went
     (cumulative and own time, lines prefixed PROF for the parent to pass on). With
-    background compiles the profile is the background thread's compiles instead."""
+    background compiles the profile is the caller's (its compiles run in the compile
+    service's processes), and the run waits for them before returning."""
     if os.environ.get("_EAGERC_COLD_PROFILE") != "1":
         return fn()
     import cProfile
 
-    from eagerc.per_op import background, resolver
-
     profile = cProfile.Profile()
-    if not background.is_background(DEV):
-        try:
-            return profile.runcall(fn)
-        finally:
-            _print_profile_stats(profile)
-    job = resolver._BackgroundJob.__call__
-
-    def profiled_job(self):  # on the background thread: its own profile, job by job
-        profile.enable()
-        try:
-            return job(self)
-        finally:
-            profile.disable()
-
-    resolver._BackgroundJob.__call__ = profiled_job
     try:
-        out = fn()
+        out = profile.runcall(fn)
         eagerc.wait_compiles()
         return out
     finally:
-        resolver._BackgroundJob.__call__ = job
         _print_profile_stats(profile)
 
 
