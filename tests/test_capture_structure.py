@@ -14,6 +14,8 @@ from __future__ import annotations
 import ast
 import pathlib
 
+from import_graph import circles
+
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 CAPTURE = ROOT / "eagerc" / "capture"
 PACKAGE = "eagerc.capture"
@@ -54,37 +56,6 @@ def imported(module: str, tree: ast.Module, modules) -> list[tuple[str, str | No
 def import_graph(trees) -> dict[str, set[str]]:
     return {m: {target for target, _ in imported(m, t, trees) if target != m}
             for m, t in trees.items()}
-
-
-def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
-    """The strongly connected components of more than one module (Tarjan)."""
-    index, low, stack, on_stack, found = {}, {}, [], set(), []
-
-    def visit(v):
-        index[v] = low[v] = len(index)
-        stack.append(v)
-        on_stack.add(v)
-        for w in sorted(graph.get(v, ())):
-            if w not in index:
-                visit(w)
-                low[v] = min(low[v], low[w])
-            elif w in on_stack:
-                low[v] = min(low[v], index[w])
-        if low[v] == index[v]:
-            component = []
-            while True:
-                w = stack.pop()
-                on_stack.discard(w)
-                component.append(w)
-                if w == v:
-                    break
-            if len(component) > 1:
-                found.append(sorted(component))
-
-    for v in sorted(graph):
-        if v not in index:
-            visit(v)
-    return found
 
 
 def captured_names(function: ast.AST) -> set[str]:
@@ -169,7 +140,7 @@ def private_imports(trees) -> list[str]:
 
 
 def test_capture_has_no_import_circle():
-    assert cycles(import_graph(sources())) == []
+    assert circles(import_graph(sources())) == []
 
 
 def test_only_captured_py_assigns_a_captured_functions_state():
@@ -191,8 +162,8 @@ def test_no_private_names_cross_capture_modules():
 
 def test_cycles_finds_a_circle_and_only_it():
     graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
-    assert cycles(graph) == [["a", "b", "c"]]
-    assert cycles({"a": {"b"}, "b": set()}) == []
+    assert circles(graph) == [["a", "b", "c"]]
+    assert circles({"a": {"b"}, "b": set()}) == []
 
 
 def test_import_graph_counts_imports_inside_functions():
