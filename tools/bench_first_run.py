@@ -10,6 +10,12 @@ next run (it should find every kernel in the cache).
 
     python tools/bench_first_run.py --rounds 3
     python tools/bench_first_run.py --rounds 1 --compile now     # misses wait for their compile
+    python tools/bench_first_run.py --device mydevice            # the vendor example device
+
+``--device mydevice`` runs examples/mydevice (host memory, no home to alias: a miss is
+answered by the host round trip) as pip would install it: its distribution metadata in a
+temporary folder on the device process's path, so `import torch` loads it through the
+``torch.backends`` entry point, in the caller and in the compile service's workers alike.
 
 Model: transformers' GPT-2 from a tiny config (1 layer, 64 wide, 2 heads, vocabulary 256),
 12 new tokens, greedy.
@@ -24,13 +30,16 @@ import subprocess
 import sys
 import tempfile
 import time
+import tomllib
+
+EXAMPLES = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "examples")
 
 CHILD = r"""
 import json, os, sys, time
 import torch
 import transformers
 
-kind = sys.argv[1]
+kind, device = sys.argv[1], sys.argv[2]
 if kind != "cpu":
     import eagerc
 torch.manual_seed(0)
@@ -38,7 +47,7 @@ config = transformers.GPT2Config(n_layer=1, n_embd=64, n_head=2, vocab_size=256,
 model = transformers.GPT2LMHeadModel(config).eval()
 ids = torch.randint(0, 256, (1, 8))
 mask = torch.ones_like(ids)
-device = "cpu" if kind == "cpu" else "eagerc"
+device = "cpu" if kind == "cpu" else device
 model, ids, mask = model.to(device), ids.to(device), mask.to(device)
 start = time.perf_counter()
 with torch.no_grad():
@@ -56,8 +65,22 @@ print("RESULT " + json.dumps(result))
 """
 
 
-def run(kind: str, env: dict) -> dict:
-    r = subprocess.run([sys.executable, "-c", CHILD, kind], env=env, capture_output=True, text=True,
+def installed(name: str, folder: str) -> str:
+    """`folder` holding examples/<name>'s distribution metadata as pip installs it (its
+    entry points); the package itself is imported from the checkout."""
+    project = tomllib.load(open(os.path.join(EXAMPLES, name, "pyproject.toml"), "rb"))["project"]
+    info = os.path.join(folder, f"{project['name']}-{project['version']}.dist-info")
+    os.makedirs(info, exist_ok=True)
+    with open(os.path.join(info, "METADATA"), "w") as f:
+        f.write(f"Metadata-Version: 2.1\nName: {project['name']}\nVersion: {project['version']}\n")
+    with open(os.path.join(info, "entry_points.txt"), "w") as f:
+        for group, points in project["entry-points"].items():
+            f.write(f"[{group}]\n" + "".join(f"{k} = {v}\n" for k, v in points.items()))
+    return folder
+
+
+def run(kind: str, env: dict, device: str = "eagerc") -> dict:
+    r = subprocess.run([sys.executable, "-c", CHILD, kind, device], env=env, capture_output=True, text=True,
                        timeout=1800)
     lines = [ln for ln in r.stdout.splitlines() if ln.startswith("RESULT ")]
     if r.returncode != 0 or not lines:
@@ -69,6 +92,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--compile", choices=("background", "now"), default="background")
+    parser.add_argument("--device", default="eagerc", help="eagerc, or an example's device (mydevice)")
     args = parser.parse_args()
     cpu, device, next_run = [], [], []
     for round_ in range(args.rounds):
@@ -76,11 +100,17 @@ def main() -> None:
             env = dict(os.environ, EAGERC_CACHE_DIR=os.path.join(tmp, "eagerc"),
                        TORCHINDUCTOR_CACHE_DIR=os.path.join(tmp, "inductor"),
                        EAGERC_COMPILE=args.compile)
+            device_env = dict(env)
+            if args.device != "eagerc":
+                site = installed(args.device, os.path.join(tmp, "site"))
+                device_env["PYTHONPATH"] = os.pathsep.join(
+                    filter(None, [site, os.path.join(EXAMPLES, args.device), env.get("PYTHONPATH")]))
             order = ("cpu", "device") if round_ % 2 == 0 else ("device", "cpu")
-            got = {kind: run(kind, env) for kind in order}
+            got = {kind: run(kind, device_env if kind == "device" else env, args.device)
+                   for kind in order}
             if got["cpu"]["tokens"] != got["device"]["tokens"]:
                 raise SystemExit(f"tokens differ: {got['cpu']['tokens']} vs {got['device']['tokens']}")
-            again = run("device", env)
+            again = run("device", device_env, args.device)
             if again["tokens"] != got["cpu"]["tokens"]:
                 raise SystemExit("tokens differ on the next run")
             cpu.append(got["cpu"]["seconds"])
@@ -94,7 +124,7 @@ def main() -> None:
                   f"{again['seconds']:.3f} s ({again['interim']} interim, {again['compiles']} "
                   f"compiled, {again['disk_loads']} loaded)", flush=True)
     c, d, n = statistics.median(cpu), statistics.median(device), statistics.median(next_run)
-    print(f"median of {args.rounds}: CPU eager first generate {c:.3f} s; eagerc device "
+    print(f"median of {args.rounds}: CPU eager first generate {c:.3f} s; {args.device} device "
           f"({args.compile}) {d:.3f} s = {d / c:.1f}x; next run {n:.3f} s = {n / c:.1f}x; "
           f"load average {os.getloadavg()[0]:.1f}, {os.cpu_count()} cores")
 
