@@ -3,7 +3,7 @@
     python tools/bench_gpu.py large            # 8192x8192 fp32: kernel time per op, bandwidth
     python tools/bench_gpu.py cold [--ab prelude|lean|plan --rounds N]  # cold compile per op
                                                # (fresh caches), new sizes
-    python tools/bench_gpu.py cold-model [--models ...] [--ab prelude|lean|plan|compile|background --rounds N]
+    python tools/bench_gpu.py cold-model [--models ...] [--ab prelude|lean|plan|compile|background|native --rounds N]
                                                # a model's first forward with fresh caches
                                                # (--ab compile: against torch.compile's)
     python tools/bench_gpu.py models [--models bert,gpt2,resnet50] [--batches 1,32]
@@ -195,6 +195,8 @@ AB_SWITCHES = {"prelude": ("EAGERC_GLUE_PRELUDE", "1", "0", "Inductor's header")
                "lean": ("EAGERC_GLUE_PRELUDE", "1", "full", "full prelude"),
                "plan": ("EAGERC_GPU_LAUNCHER", "1", "0", "wrappers by g++"),
                "compile": ("_EAGERC_COLD_SIDE", "eagerc", "compile", "torch.compile"),
+               # Native CUDA eager's first forward in a fresh process (the zero-wait target).
+               "native": ("_EAGERC_COLD_SIDE", "eagerc", "native", "native eager"),
                # A miss served at once by the native kernel while its own compiles in the
                # compile service (EAGERC_COMPILE=background); the row adds when every
                # compile ended.
@@ -261,6 +263,25 @@ def _cold_processes(args) -> None:
               f"{len(per_kernel[label])} ops ({len(results[label])} processes)")
 
 
+def _cold_native_child(args) -> None:
+    """Native eager's first forward of the model, in a fresh process as eagerc's: the same
+    warm-up op (the CUDA context), then the first forward, timed; its own output is the
+    reference (error 0)."""
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    torch.neg(torch.randn(8, device=DEV))
+    torch.manual_seed(0)
+    model, inputs = build_model(args.models, 1)
+    with torch.no_grad():
+        t0 = time.perf_counter()
+        _first_tensor(model(**inputs))
+        if DEV == "cuda":
+            torch.cuda.synchronize()
+        seconds = time.perf_counter() - t0
+    print("RESULT " + json.dumps({"seconds": seconds, "compiles": 0, "err": 0.0, "plan": 0, "lean": 0,
+                                  "slim": 0, "fallback": 0, "reasons": {}}), flush=True)
+
+
 def _cold_compile_child(args) -> None:
     """torch.compile's first forward of the model, in a fresh process as eagerc's: first a
     warm-up compile of a small function (Inductor's and Triton's one-time costs, as eagerc's
@@ -321,6 +342,9 @@ def bench_cold_model(args) -> None:
     `--profile` adds one eagerc process under cProfile (not timed against the others)."""
     if os.environ.get("_EAGERC_COLD_CHILD") == "1" and os.environ.get("_EAGERC_COLD_SIDE") == "compile":
         _cold_compile_child(args)
+        return
+    if os.environ.get("_EAGERC_COLD_CHILD") == "1" and os.environ.get("_EAGERC_COLD_SIDE") == "native":
+        _cold_native_child(args)
         return
     if os.environ.get("_EAGERC_COLD_CHILD") == "1":
         from eagerc.codegen.cpp import glue_prelude
