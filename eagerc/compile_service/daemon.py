@@ -5,7 +5,8 @@ a session of its own, so it outlives that caller. It holds the folder's lock whi
 lives (a second service started at the same moment finds the lock held and exits), takes
 queued jobs oldest first, runs each in one of ``workers`` worker processes (spawned
 interpreters that import torch and eagerc; this process imports neither), writes each
-job's outcome, and exits after ``idle seconds`` with nothing queued or running.
+job's outcome, and exits after ``idle seconds`` with nothing queued or running. Its log
+(its and its workers' output) stays bounded: spool.cap_log.
 
 A worker that dies (a crash in the compiler, memory) fails the jobs it was running; the
 next jobs get new workers. A job found in running/ at start was being compiled when an
@@ -101,6 +102,7 @@ def serve(folder: str, workers: int, idle_s: float) -> int:
     except OSError:
         pass
     _tidy(folder)
+    spool.cap_log(folder)
     print(f"eagerc compile service {os.getpid()}: {workers} workers, exits after {idle_s:g} s idle",
           flush=True)
     pool = None
@@ -108,6 +110,7 @@ def serve(folder: str, workers: int, idle_s: float) -> int:
     last_busy = time.monotonic()
     try:
         while True:
+            spool.cap_log(folder)  # one stat per round while it is under its cap
             for name in _queued(folder):
                 if len(in_flight) >= workers:
                     break

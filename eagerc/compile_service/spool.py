@@ -5,7 +5,8 @@ or eagerc. One folder per service, under the kernel cache::
 
     <kernel cache>/compile-service/<identity>/
         service.lock     held (flock, exclusive) by the live service; its pid inside
-        service.log      the service's and its workers' output
+        service.log      the service's and its workers' output (see cap_log)
+        service.log.1    the log's previous part
         queued/<id>.job  a job (a pickled CallDescription), written atomically by a caller
         running/<id>.job taken by the service (renamed: one taker)
         done/<id>.json   the job's outcome: {"ok": true} or {"ok": false, "why": "..."}
@@ -23,6 +24,9 @@ import os
 
 QUEUED, RUNNING, DONE = "queued", "running", "done"
 LOCK, LOG = "service.lock", "service.log"
+# Past this size the log's lines move to service.log.1 (the previous part replaced): the
+# two files together stay under about twice this, whatever the service's age.
+LOG_MAX_BYTES = 2 * 1024 * 1024
 # A failed job's reason when the caller is to ask again with scalar values in its key
 # (the lifted scalars did not trace; the replay compiled the key with values).
 SPECIALIZE_VALUES = "specialize values"
@@ -81,3 +85,27 @@ def service_alive(folder: str) -> bool:
         return False
     finally:
         os.close(fd)
+
+
+def cap_log(folder: str, max_bytes: int = LOG_MAX_BYTES) -> bool:
+    """Once the service's log is past `max_bytes`: its newest lines (those that start in
+    its last `max_bytes`) move to service.log.1, replacing the previous part, and it goes
+    on empty. True when they moved.
+
+    Moved by copy and truncation, not by renaming: the service and its workers write
+    through descriptors they inherited, opened for append (client.py), which go on writing
+    at the start of the truncated file. A line written between the read and the truncation
+    (microseconds apart) is lost."""
+    path = os.path.join(folder, LOG)
+    try:
+        if os.path.getsize(path) <= max_bytes:
+            return False
+        with open(path, "r+b") as f:
+            # From the byte before the newest max_bytes: the lines that start in them.
+            f.seek(max(0, f.seek(0, os.SEEK_END) - max_bytes - 1))
+            tail = f.read()
+            f.truncate(0)
+        write_atomically(path + ".1", tail[tail.find(b"\n") + 1:])
+    except OSError:
+        return False  # the log is the service's least concern
+    return True
