@@ -21,8 +21,8 @@ The call path of one miss is recorded with sys.setprofile while a fresh signatur
   eagerc/_stats.py (counters), eagerc/_config.py, eagerc/refusals.py, eagerc/artifact.py,
   eagerc/random_streams.py (the caller's random streams kept across the check and the
   compile), eagerc/per_op/miss.py (the miss as a value: its eager verdict runs eager's check
-  when the hall asks) and eagerc/per_op/registration.py (the bridge's entrance that hands
-  the miss to the hall).
+  when the hall asks), eagerc/kernel_key.py (the miss's key: a value built with the miss)
+  and eagerc/per_op/registration.py (the bridge's entrance that hands the miss to the hall).
 
 The test asserts that nothing calls back into the hall from inside a room (no closures or
 callbacks: the service is passive), that no other eagerc module is visited, and that the
@@ -47,11 +47,12 @@ from eagerc.compile import op as op_compiler
 
 HALL = "eagerc.per_op.resolver"
 ROOMS = {"eagerc.targets": "targets", "eagerc.per_op.background": "background",
-         "eagerc.cache": "cache", "eagerc.kernel_key": "cache",  # the service's key
-         "eagerc.per_op.eager_rules": "eager_rules"}
+         "eagerc.cache": "cache", "eagerc.per_op.eager_rules": "eager_rules"}
+# eagerc.kernel_key is a helper: the hall builds the miss's key (a value) with the miss,
+# before background names its job; the service computes the namespace in its own visit.
 HELPERS = {"eagerc.aten_meta", "eagerc._stats", "eagerc._config", "eagerc.refusals",
            "eagerc.artifact", "eagerc.per_op.registration", "eagerc.random_streams",
-           "eagerc.per_op.miss"}
+           "eagerc.per_op.miss", "eagerc.kernel_key"}
 STEPS = ["targets", "background", "cache", "eager_rules", "compile", "cache"]
 
 
@@ -209,6 +210,11 @@ def test_the_miss_is_one_value_its_steps_read():
     assert max(steps.values()) <= 3, steps
     assert steps["_kernel"] == steps["_answer"] == steps["_stored_or_interim"] == 1, steps
     assert list(inspect.signature(op_compiler.compile_op).parameters) == ["miss"]
+    # Background compiles name and queue the job from the miss too (they took 4 parts each).
+    from eagerc.per_op import background
+
+    assert list(inspect.signature(background.job_for).parameters) == ["miss"]
+    assert list(inspect.signature(background.Jobs.submit).parameters) == ["self", "miss"]
 
 
 def _asks_the_hall():

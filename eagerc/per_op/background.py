@@ -83,13 +83,15 @@ def is_background(device: str) -> bool:
     return _modes.get(device, _config.compile_mode()) == "background"
 
 
-def job_for(request, target, op, transient: bool):
-    """This process's name for the job of the miss `request`, or None when the miss is
-    compiled now: compile="now", a random op, a call inside a dispatch mode, or a device
-    with no kernel to serve it meanwhile (no home to alias, and the host round trip off)."""
-    if transient or not is_background(target.device):
+def job_for(miss):
+    """This process's name for the job of `miss` (a eagerc.per_op.miss.Miss, its `job` not
+    yet set), or None when the miss is compiled now: compile="now", a random op, a call
+    inside a dispatch mode, or a device with no kernel to serve it meanwhile (no home to
+    alias, and the host round trip off)."""
+    target = miss.target
+    if miss.transient or not is_background(target.device):
         return None
-    if random_streams.draws(op) and not _draws_nothing(op, request.args):
+    if random_streams.draws(miss.op) and not _draws_nothing(miss.op, miss.args):
         return None
     home = target.host_aliases and _config.alias_fallback_enabled()
     if target.new_device and not home and not _config.cpu_fallback_enabled():
@@ -100,8 +102,10 @@ def job_for(request, target, op, transient: bool):
     # disk and Redis stores, diskcache and sqlite3), which a program may never need.
     from kernel_cache.layout import ENV_DIR
 
-    return (os.environ.get(ENV_DIR), request.op_name, request.dispatch_key,
-            bytes(request.key), request.specialize_values, tuple(request.known_variants))
+    # The dispatch key and whether the op is keyed by values are the request's alone.
+    request = miss.request
+    return (os.environ.get(ENV_DIR), miss.key.name, request.dispatch_key,
+            bytes(miss.key.signature), request.specialize_values, miss.variants)
 
 
 def _draws_nothing(op, args) -> bool:
@@ -144,12 +148,15 @@ class Jobs:
                  name[1], outcome.get("why", ""))
         return FAILED
 
-    def submit(self, name, request, target, key) -> bool:
-        """Queue the miss at the service; False (and compiled here from now on) when it
-        cannot be described or the service cannot be reached."""
-        described = call_description.describe(request.op_name, request.args, request.parallel,
-                                              request.key, request.specialize_values,
-                                              request.known_variants, target)
+    def submit(self, miss) -> bool:
+        """Queue `miss` (its job named by :func:`job_for`) at the service; False (and
+        compiled here from now on) when it cannot be described or the service cannot be
+        reached."""
+        name = miss.job
+        described = call_description.describe(miss.key.name, miss.args, miss.parallel,
+                                              miss.key.signature,
+                                              miss.request.specialize_values, miss.variants,
+                                              miss.target)
         data = described.to_bytes() if described is not None else None
         queued = False
         if data is not None:
@@ -159,7 +166,7 @@ class Jobs:
             folder = folder_for(os.environ)
             # A call whose guards refuse the key's kernels the caller holds needs another
             # variant: another job.
-            parts = [key.entry_key(), *(v.encode() for v in described.known_variants)]
+            parts = [miss.key.entry_key(), *(v.encode() for v in described.known_variants)]
             job_id = hashlib.sha256(b"\0".join(parts)).hexdigest()[:32]
             queued = client().submit(folder, job_id, data)
         with self._lock:

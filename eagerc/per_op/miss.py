@@ -40,7 +40,8 @@ class EagerVerdict:
 # answered in the interim builds one on every call until its kernel is compiled.
 @dataclasses.dataclass(slots=True)
 class Miss:
-    """One miss of one signature (no step changes it)."""
+    """One miss of one signature (no step changes it; `job` is named from the rest of it
+    as it is built, by eagerc.per_op.background.job_for)."""
 
     request: Any             # the holder's `_C.MissRequest` (its `admits`, `with_values`)
     op: Any                  # the OpOverload

@@ -71,13 +71,14 @@ def _start(request, target, same_call: Miss | None = None) -> Miss:
     signature (op, context and eager's verdict are the call's, shared)."""
     op = same_call.op if same_call else overload_by_name(request.op_name)
     transient = same_call.transient if same_call else _context_is_unusual()
-    job = background.job_for(request, target, op, transient)  # None: compiled now, here
-    return Miss(request=request, op=op, args=request.args, layout=request.layout,
+    miss = Miss(request=request, op=op, args=request.args, layout=request.layout,
                 parallel=request.parallel, target=target,
                 key=CacheKey("op", target, request.op_name, request.key),
                 variants=frozenset(request.known_variants),
                 verdict=same_call.verdict if same_call else EagerVerdict(op, request.args, target),
-                transient=transient, job=job, stat_key=f"{request.op_name}@{request.dispatch_key}")
+                transient=transient, job=None, stat_key=f"{request.op_name}@{request.dispatch_key}")
+    miss.job = background.job_for(miss)  # None: compiled now, here
+    return miss
 
 
 def _answer(miss: Miss) -> "_C.MissAnswer":
@@ -130,8 +131,7 @@ def _stored_or_interim(miss: Miss):
         # The key's stored kernels refuse this call: L1 takes them, and the next call,
         # whose job names them, asks the service for one that fits.
         return _C.MissAnswer.interim(passed_over)
-    return _C.MissAnswer.interim() if jobs.submit(miss.job, miss.request, miss.target,
-                                                  miss.key) else None
+    return _C.MissAnswer.interim() if jobs.submit(miss) else None
 
 
 def _stored_variant(miss: Miss) -> tuple:
