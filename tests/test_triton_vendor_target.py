@@ -130,40 +130,38 @@ def _example_build_module():
     return module
 
 
-def test_the_gpu_example_builds_against_the_cuda_runtime_torch_loaded(tmp_path, monkeypatch):
-    # The CUDA runtime's header and library as NVIDIA's wheels lay them out (CUDA 13's
-    # nvidia/cu13, CUDA 12's nvidia/cuda_runtime) and as the toolkit does: the header beside
-    # the library torch loaded comes first, then any wheel's, then the toolkit's.
+def test_the_gpu_example_links_the_cuda_runtime_torch_loaded(tmp_path, monkeypatch):
+    # The CUDA runtime's library: the one torch loaded, else as NVIDIA's wheels lay it out
+    # (CUDA 13's nvidia/cu13, CUDA 12's nvidia/cuda_runtime), else the toolkit's. No CUDA
+    # header is needed (a wheel's cuda_runtime_api.h lacks the crt/ headers it includes).
     build = _example_build_module()
     for wheel in ("cu13", "cuda_runtime"):
-        (tmp_path / "site" / "nvidia" / wheel / "include").mkdir(parents=True)
         (tmp_path / "site" / "nvidia" / wheel / "lib").mkdir(parents=True)
-        (tmp_path / "site" / "nvidia" / wheel / "include" / build.HEADER).write_text("")
         (tmp_path / "site" / "nvidia" / wheel / "lib" / "libcudart.so.13").write_text("")
-    (tmp_path / "site" / "nvidia" / "cublas" / "include").mkdir(parents=True)  # no runtime there
+    (tmp_path / "site" / "nvidia" / "cublas" / "lib").mkdir(parents=True)  # no runtime there
     monkeypatch.setattr(sys, "path", [str(tmp_path / "site")])
     monkeypatch.setattr(build, "_toolkit_roots", lambda: [str(tmp_path / "toolkit")])
-    loaded = tmp_path / "site" / "nvidia" / "cuda_runtime" / "lib" / "libcudart.so.13"
-    assert build.cuda_include(str(loaded)) == str(tmp_path / "site" / "nvidia" / "cuda_runtime" / "include")
-    assert build.cuda_include(None) == str(tmp_path / "site" / "nvidia" / "cu13" / "include")
+    loaded = str(tmp_path / "elsewhere" / "libcudart.so.13")
+    monkeypatch.setattr(build, "loaded_library", lambda prefix: loaded)
+    assert build.cudart() == loaded
     monkeypatch.setattr(build, "loaded_library", lambda prefix: None)
     assert build.cudart() == str(tmp_path / "site" / "nvidia" / "cu13" / "lib" / "libcudart.so.13")
     monkeypatch.setattr(sys, "path", [])
-    with pytest.raises(RuntimeError, match="no cuda_runtime_api.h found"):
-        build.cuda_include(None)
-    (tmp_path / "toolkit" / "include").mkdir(parents=True)
-    (tmp_path / "toolkit" / "include" / build.HEADER).write_text("")
-    assert build.cuda_include(None) == str(tmp_path / "toolkit" / "include")
+    with pytest.raises(RuntimeError, match="no CUDA runtime library"):
+        build.cudart()
+    (tmp_path / "toolkit" / "lib64").mkdir(parents=True)
+    (tmp_path / "toolkit" / "lib64" / "libcudart.so.13").write_text("")
+    assert build.cudart() == str(tmp_path / "toolkit" / "lib64" / "libcudart.so.13")
 
 
 @pytest.mark.slow
 def test_the_gpu_example_runtime_compiles_links_and_loads():
-    # Wherever the CUDA runtime's header and library are found (a GPU machine; a toolkit
-    # beside a CPU-only torch): g++ against this torch's headers, linked to libcudart, loaded
-    # (every symbol resolved) in a fresh interpreter. Nothing of it runs without a GPU.
+    # Wherever the CUDA runtime's library is found (a GPU machine; a toolkit beside a
+    # CPU-only torch): g++ against this torch's headers, linked to libcudart, loaded (every
+    # symbol resolved) in a fresh interpreter. Nothing of it runs without a GPU.
     build = _example_build_module()
     try:
-        build.cuda_include(build.cudart())
+        build.cudart()
     except RuntimeError as e:
         pytest.skip(str(e))
     script = ("import importlib.util, torch\n"

@@ -3,10 +3,10 @@ machine and torch (the build is cached in torch's extensions directory, and rebu
 the source changes).
 
 The runtime is C++ for the host compiler, no CUDA kernels (no nvcc): it needs torch's
-headers, the CUDA runtime's header (cuda_runtime_api.h) and library (libcudart). The
-library is the one this torch has loaded, so the runtime and torch share one CUDA runtime;
-the header comes from the same CUDA (the NVIDIA wheel or toolkit beside that library),
-else from any NVIDIA wheel on the path or the CUDA toolkit (CUDA_HOME, /usr/local/cuda).
+headers and the CUDA runtime's library (libcudart; the few functions it calls are declared
+in runtime.cpp, no CUDA header is needed). The library is the one this torch has loaded,
+so the runtime and torch share one CUDA runtime; else any NVIDIA wheel's on the path or the
+CUDA toolkit's (CUDA_HOME, /usr/local/cuda).
 """
 from __future__ import annotations
 
@@ -15,7 +15,6 @@ import glob
 import os
 import sys
 
-HEADER = "cuda_runtime_api.h"
 
 
 def loaded_library(prefix: str) -> str | None:
@@ -41,19 +40,6 @@ def _toolkit_roots() -> list:
     from torch.utils.cpp_extension import CUDA_HOME
 
     return [r for r in (os.environ.get("CUDA_HOME"), CUDA_HOME, "/usr/local/cuda") if r]
-
-
-def cuda_include(library: str | None) -> str:
-    """The folder holding cuda_runtime_api.h; raises naming where it looked."""
-    roots = [os.path.dirname(os.path.dirname(library))] if library else []
-    roots += _wheel_roots() + _toolkit_roots()
-    for root in roots:
-        if os.path.exists(os.path.join(root, "include", HEADER)):
-            return os.path.join(root, "include")
-    raise RuntimeError(f"mygpu: no {HEADER} found to build its runtime against (looked in "
-                       f"{', '.join(os.path.join(r, 'include') for r in roots)}); install the CUDA "
-                       "runtime's headers (the nvidia-cuda-runtime wheel of torch's CUDA, or the "
-                       "CUDA toolkit with CUDA_HOME set)")
 
 
 def cudart() -> str:
@@ -84,4 +70,4 @@ def extension():
         flags.insert(0, cxx_runtime)
     source = os.path.join(os.path.dirname(__file__), "csrc", "runtime.cpp")
     return load(name="mygpu_runtime", sources=[source], extra_cflags=["-O2"],
-                extra_include_paths=[cuda_include(library)], extra_ldflags=flags, verbose=False)
+                extra_ldflags=flags, verbose=False)

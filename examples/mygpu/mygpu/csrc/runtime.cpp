@@ -5,9 +5,9 @@
 // cuda:N; its streams are CUDA's), the hooks (device count, generators, storage resize),
 // and the runtime ops (allocation, copies, scalar reads, storage mutation, the views).
 //
-// Only the CUDA runtime's C API is used directly (cuda_runtime_api.h, libcudart); what
-// else concerns CUDA goes through c10's device-generic interfaces (the CUDA device guard,
-// CUDA's hooks), so the runtime builds with g++ against torch's headers alone.
+// Only five functions of the CUDA runtime's C API are used directly (libcudart, declared
+// below); what else concerns CUDA goes through c10's device-generic interfaces (the CUDA
+// device guard, CUDA's hooks), so the runtime builds with g++ against torch's headers alone.
 #include <ATen/Context.h>
 #include <ATen/EmptyTensor.h>
 #include <ATen/detail/CUDAHooksInterface.h>
@@ -25,11 +25,25 @@
 #include <c10/core/DeviceGuard.h>
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 #include <c10/util/accumulate.h>
-#include <cuda_runtime_api.h>
 #include <torch/extension.h>
 #include <torch/library.h>
 
 #include <string>
+
+// The CUDA runtime functions the allocator calls, declared as libcudart exports them (C
+// linkage, stable since CUDA 4). Not cuda_runtime_api.h: NVIDIA's wheels ship it without
+// the crt/ headers it includes (CUDA 13's nvidia/cu13 lacks crt/host_defines.h), so a
+// machine with torch and a GPU but no toolkit could not build against it.
+extern "C" {
+using cudaError_t = int;  // enum cudaError: 0 is cudaSuccess
+cudaError_t cudaMalloc(void** pointer, size_t size);
+cudaError_t cudaFree(void* pointer);
+cudaError_t cudaMemcpy(void* dest, const void* src, size_t count, int kind);
+cudaError_t cudaGetLastError();
+const char* cudaGetErrorString(cudaError_t error);
+}
+constexpr cudaError_t cudaSuccess = 0;
+constexpr int cudaMemcpyDeviceToDevice = 3;  // enum cudaMemcpyKind
 
 namespace mygpu {
 namespace {
