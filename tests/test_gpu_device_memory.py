@@ -67,6 +67,8 @@ def test_streams_are_cuda_streams_and_kernels_run_on_them(tmp_path):
         import torch, eagerc
         x = torch.randn(512, 512).to("eagerc")
         (x * 2).cpu()  # compiled before the timed part
+        # The record_stream part's ops too: a compile inside it outlasts busy().
+        (torch.zeros(1 << 20, device="eagerc").add_(1) + 1).cpu()
         side = torch.eagerc.Stream()
         assert torch.Stream("eagerc").stream_id != side.stream_id
         with torch.eagerc.stream(side):
