@@ -161,9 +161,21 @@ def _functional_base() -> str:
     return os.path.join(os.path.dirname(torch.__file__), "include", "ATen", "cpu", "vec", "functional_base.h")
 
 
-def _precompiled(clang: str, header: str, flags: list) -> str | None:
-    """Path of clang's precompiled form of `header` (and gcc_reductions) for `flags`
-    (built once per machine, beside g++'s), or None where clang cannot build it."""
+def has_openmp(code: str) -> bool:
+    """Whether C++ source `code` has an OpenMP pragma (a parallel kernel: g++ builds it)."""
+    return _OMP_PRAGMA.search(code) is not None
+
+
+def stale(error: str) -> bool:
+    """Whether clang's `error` refuses a precompiled header whose inputs changed since it
+    was made (the caller deletes it, and the next compile makes it again)."""
+    return _STALE.search(error) is not None
+
+
+def precompiled(clang: str, header: str, flags: list, prelude: str = "") -> str | None:
+    """Path of clang's precompiled form of `prelude` (C++ text), then `header` (and
+    gcc_reductions) for `flags` (built once per machine, beside g++'s), or None where
+    clang cannot build it."""
     import torch
 
     from eagerc.codegen.cpp.glue_prelude import _header_dir, built_once
@@ -176,7 +188,8 @@ def _precompiled(clang: str, header: str, flags: list) -> str | None:
     # A kernel's header (Inductor's cpp_prefix.h) gets g++'s vector reductions after it.
     after = gcc_reductions(_functional_base()) if "cpp_prefix.h" in text else ""
     key = hashlib.sha256(repr((header, text, after, flags, identity(), torch.__version__,
-                               getattr(torch.version, "git_version", ""))).encode()).hexdigest()[:24]
+                               getattr(torch.version, "git_version", ""))
+                              + ((prelude,) if prelude else ())).encode()).hexdigest()[:24]
     # clang checks on every use that the files a precompiled header was made of are
     # unchanged: this one stays beside it.
     prefixed = os.path.join(_header_dir(), f"eagerc_clang_{key}.h")
@@ -184,7 +197,7 @@ def _precompiled(clang: str, header: str, flags: list) -> str | None:
         os.makedirs(os.path.dirname(prefixed), exist_ok=True)
         partial = f"{prefixed}.{os.getpid()}.partial"
         with open(partial, "w") as f:
-            f.write(f'#include "{header}"\n{after}')
+            f.write((f"{prelude}\n" if prelude else "") + f'#include "{header}"\n{after}')
         os.replace(partial, prefixed)
 
     def build(partial: str) -> None:
@@ -209,10 +222,10 @@ def build(builder) -> bool:
     words, header, source = parsed
     try:
         with open(source) as f:
-            parallel = _OMP_PRAGMA.search(f.read()) is not None
+            parallel = has_openmp(f.read())
     except OSError:
         parallel = True
-    pch = None if parallel else _precompiled(clang, header, _flags(words, header, source))
+    pch = None if parallel else precompiled(clang, header, _flags(words, header, source))
     if pch is None:
         counts["gcc"] += 1
         return False
@@ -232,7 +245,7 @@ def build(builder) -> bool:
         error = str(getattr(e, "stderr", None) or e)
         log.debug("eagerc: clang could not compile %s (g++ will): %s", source,
                   "\n".join(error.splitlines()[-12:]))
-        if _STALE.search(error):
+        if stale(error):
             # A header it was made of changed (a system or torch update in place): the next
             # compile makes it again instead of every compile falling back to g++.
             with contextlib.suppress(OSError):

@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 
 from eagerc.codegen.base import Codegen
-from eagerc.codegen.cpp import clang_units
+from eagerc.codegen.cpp import one_unit
 from eagerc.codegen.cpp.toolchain import cxx_compiler
 
 # Inductor settings for C++ graphs (those this torch knows: 2.11-2.14 all do).
@@ -50,8 +50,9 @@ class CppCodegen(Codegen):
     # each translation unit with its own precompiled header, the two compiles in parallel,
     # libtorch linked through an empty stub (codegen/cpp/wrapper_build.py); input size asserts
     # left to eagerc's guard; a graph of extern calls alone built as glue at -O1. ~0.9 s per
-    # kernel. Where clang is installed it compiles both units (codegen/cpp/clang_units.py; the
-    # key's "units" entry, compiler_settings).
+    # kernel. Where clang is installed it compiles both units (codegen/cpp/clang_units.py), as
+    # one unit in one process that also links where it can (codegen/cpp/one_unit.py; both in
+    # the key's "units" entry, compiler_settings).
     build_recipe = ("cpu-build-v2:separate-O1-wrapper:no-input-asserts:torch-cpu-link-stub:"
                     "glue-prelude-v1")
     op_patch_rules = (sorted(SCALAR_LOOPS), SCALAR_LOOP_PATCHES)
@@ -84,9 +85,10 @@ class CppCodegen(Codegen):
         # kernels stored before that must not be loaded. "decompositions": changes whenever
         # a decomposition of cpu_decompositions.py changes the code it produces. "units": the
         # compiler of the kernel and wrapper units, clang's identity where clang builds them
-        # (clang_units.py), or g++ (then "cxx" says which).
+        # (clang_units.py) and whether one clang process builds the library (one_unit.py),
+        # or g++ (then "cxx" says which).
         return {"cxx": cxx_compiler(), "threads": "dynamic", "decompositions": "2",
-                "units": clang_units.identity() or "g++"}
+                "units": one_unit.identity() or "g++"}
 
     def decompositions(self) -> dict:
         from eagerc.codegen.cpp.cpu_decompositions import CPU_DECOMPOSITIONS

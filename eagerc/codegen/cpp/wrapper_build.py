@@ -7,10 +7,11 @@ wrapper headers and libraries it asks: Codegen.wrapper_headers, stub_linked_libr
 Inductor appends a minimal Python binding (glue_prelude.minimal_python_binding), its CPU
 ISA probe is remembered across processes (vec_isa_memo), and:
 
-- three builders: both compiles run at once (each g++ spends ~0.4 s loading its
-  precompiled header alone; the dev machine has 2 cores), the wrapper on eagerc's header
-  (glue_prelude), and the link reads libtorch through an empty stub (_through_stubs) and
-  names the process's own libstdc++ (_shared_cxx_runtime);
+- three builders: where clang can, one clang process compiles the kernels and the
+  wrapper as one unit and links them (one_unit); else both compiles run at once (each g++
+  spends ~0.4 s loading its precompiled header alone; the dev machine has 2 cores), the
+  wrapper on eagerc's header (glue_prelude), and the link reads libtorch through an empty
+  stub (_through_stubs) and names the process's own libstdc++ (_shared_cxx_runtime);
 - one builder that the code generator calls glue (a GPU wrapper, whose kernels are
   Triton's; a CPU graph of extern calls alone): :func:`build_glue`, at -O1 on eagerc's
   header, optionally from a launch plan instead of any compile;
@@ -26,7 +27,7 @@ import os
 import re
 from concurrent.futures import ThreadPoolExecutor
 
-from eagerc.codegen.cpp import clang_units, glue_prelude, vec_isa_memo
+from eagerc.codegen.cpp import clang_units, glue_prelude, one_unit, vec_isa_memo
 
 
 @contextlib.contextmanager
@@ -66,6 +67,10 @@ def routed_builds(codegen, is_glue=None, build=None):
 
         # Same lock and skip-if-built rule as Inductor's worker.
         with FileLock(lock_path, timeout=getattr(codecache, "LOCK_TIMEOUT", 600)):
+            if os.path.exists(link.get_target_file_path()):
+                return None
+            if one_unit.build(compiles, link, codegen, lambda b: link_line(b, codegen)):
+                return None
             todo = [b for b in compiles if not os.path.exists(b.get_target_file_path())]
             if todo:
                 with ThreadPoolExecutor(len(todo)) as pool:
@@ -222,7 +227,16 @@ def build_glue(builder, codegen, from_plan=None) -> None:
 def link_through_stub(builder, codegen) -> None:
     """Run the link step `builder` of `codegen`'s code with libtorch linked through stubs
     (_through_stubs) and this process's shared libstdc++ (_shared_cxx_runtime)."""
-    _build_with(builder, lambda line: _shared_cxx_runtime(_through_stubs(line, codegen.stub_linked_libraries)))
+    _build_with(builder, lambda line: _cheaper_link(line, codegen))
+
+
+def link_line(builder, codegen) -> str:
+    """The command line of the link step `builder` as link_through_stub runs it."""
+    return _cheaper_link(builder.get_command_line(), codegen)
+
+
+def _cheaper_link(line: str, codegen) -> str:
+    return _shared_cxx_runtime(_through_stubs(line, codegen.stub_linked_libraries))
 
 
 def _stub_library(compiler: str, soname: str):

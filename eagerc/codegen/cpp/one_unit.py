@@ -1,0 +1,116 @@
+"""A CPU kernel's library from one clang process: its kernels' source and its wrapper's in
+one translation unit over one precompiled header, compiled and linked by one clang++.
+
+Why: Inductor's "build separate" mode makes three processes per op (the wrapper's
+compile, the kernels' compile, a g++ link). With clang each compile pays its own start
+and its own read of a precompiled header (~0.06 s of CPU for an empty file), emits its
+own copy of the code both units use (std::string, TORCH_CHECK's message building), and
+the link runs g++'s driver, collect2 and ld (~0.05 s). Measured on an abs kernel (CPU
+seconds, 2-core dev machine): kernel unit 0.18, wrapper unit 0.25, link 0.05 -> one
+unit compiled and linked 0.30.
+
+What changes: the wrapper is compiled with the kernels' flags (-O3 and the vector ISA's
+-m flags instead of -O1: glue code, no floating point of its own); the kernels' code is
+the same source under the same flags (-ffp-contract=off, no fast math, clang's vectoriser
+off), so its results do not change; no debug info (-g1 only named source lines for a
+debugger nobody attaches; the code is the same). The link words are those of the link
+step (libtorch through its stub, this process's libstdc++: wrapper_build.link_line).
+
+Where it does not apply (no clang, a parallel kernel with OpenMP pragmas, a wrapper
+eagerc's prelude does not cover, clang refusing the unit) nothing is built and the
+three-step build runs as before. ``EAGERC_ONE_UNIT=0`` keeps the three steps (A/B timing);
+whether it is on is part of every CPU cache key (:func:`identity`, in the key's "units").
+"""
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import re
+import subprocess
+
+from eagerc import _config
+from eagerc.codegen.cpp import clang_units, glue_prelude
+
+log = logging.getLogger("eagerc")
+ENV = "EAGERC_ONE_UNIT"
+
+# Libraries of this process built as one unit, and three-step builds it declined (tests
+# read them).
+counts = {"one_unit": 0, "declined": 0}
+
+_DEBUG_INFO = re.compile(r"^-g[0-3]?$")
+
+
+def enabled() -> bool:
+    """Whether libraries are built as one unit where they can: clang builds units and
+    EAGERC_ONE_UNIT is not "0"."""
+    return clang_units.compiler() is not None and _config.variable(ENV).strip() != "0"
+
+
+def identity() -> str:
+    """The units entry of a CPU cache key: clang_units.identity(), and "one-unit" where
+    this module builds the libraries ("" where g++ builds every unit)."""
+    clang = clang_units.identity()
+    return f"{clang}|one-unit" if clang and enabled() else clang
+
+
+def build(compiles, link, codegen, link_line) -> bool:
+    """Build `link`'s library (its target path) from the two compile builders `compiles`
+    (the wrapper's and the kernels', either order) in one clang process; False where it
+    cannot (nothing built: the caller builds the three steps). `link_line(builder)` is
+    the link step's command line as eagerc runs it."""
+    done = _build(compiles, link, codegen, link_line)
+    counts["one_unit" if done else "declined"] += 1
+    return done
+
+
+def _build(compiles, link, codegen, link_line) -> bool:
+    clang = clang_units.compiler()
+    if not enabled() or len(compiles) != 2:
+        return False
+    units = []
+    for builder in compiles:
+        command = getattr(builder, "get_command_line", None)
+        source = glue_prelude.source_file(command()) if command else None
+        if source is None:
+            return False
+        try:
+            with open(source) as f:
+                units.append((builder, command(), source, f.read()))
+        except OSError:
+            return False
+    wrappers = [u for u in units if glue_prelude.slim_source(u[3], codegen) is not None]
+    if len(wrappers) != 1:
+        return False
+    (wrapper,) = wrappers
+    (kernel,) = [u for u in units if u is not wrapper]
+    _, kernel_line, kernel_source, kernel_code = kernel
+    parsed = clang_units.clang_words(kernel_line)
+    if parsed is None or clang_units.has_openmp(kernel_code):
+        return False
+    words, header, _ = parsed
+    wrapper_code, devices = glue_prelude.slim_source(wrapper[3], codegen)
+    flags = [w for w in clang_units._flags(words, header, kernel_source) if not _DEBUG_INFO.match(w)]
+    flags.append("-w")  # torch's vector headers' ~130 KB of warnings per kernel, unread
+    pch = clang_units.precompiled(clang, header, flags, prelude=glue_prelude.prelude_text(devices, codegen))
+    if pch is None:
+        return False
+    combined = wrapper[2][:-len(".cpp")] + ".one_unit.cpp"
+    with open(combined, "w") as f:
+        f.write(kernel_code + "\n" + wrapper_code)
+    line = [clang, *flags, "-include-pch", pch, combined, "-shared",
+            *glue_prelude.link_words(link_line(link)), "-o", link.get_target_file_path()]
+    try:
+        subprocess.run(line, check=True, capture_output=True, text=True, timeout=600)
+    except (OSError, subprocess.SubprocessError) as e:
+        error = str(getattr(e, "stderr", None) or e)
+        log.debug("eagerc: clang could not build %s as one unit (three steps will): %s", combined,
+                  "\n".join(error.splitlines()[-12:]))
+        if clang_units.stale(error):
+            with contextlib.suppress(OSError):
+                os.unlink(pch)
+        with contextlib.suppress(OSError):
+            os.unlink(link.get_target_file_path())
+        return False
+    return True
