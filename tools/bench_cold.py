@@ -16,9 +16,11 @@ the precompiled headers) and is reported separately (`first compile`, a neg), no
 median. Precompiled headers live in Inductor's per-machine directory, outside
 TORCHINDUCTOR_CACHE_DIR: built once per machine (and per compiler/flags), then reused.
 Prints each kernel's median over processes and the median over kernels, and beside them
-the CPU seconds its compiler processes used (g++/clang and the link, summed: on a machine
-busy with other jobs the wall time mostly measures waiting for a core, this does not), and
-the load average before and after.
+the CPU seconds its compiler processes used (g++/clang and the link, summed), those of the
+process itself (Python: tracing, Inductor's lowering, scheduling and code generation, the
+load) and their sum: on a machine busy with other jobs the wall time mostly measures
+waiting for a core, the CPU seconds do not (the honest proxy for an idle machine's time,
+less what two cores overlap), and the load average before and after.
 
 Children run with EAGERC_COMPILE=now (the default answers a miss at once and compiles in
 the background). EAGERC_CLANG=0 in this script's environment compiles every unit with g++
@@ -84,10 +86,11 @@ eagerc.enable("cpu")
 out = {}
 for name, fn in [("first compile", lambda: torch.neg(x))] + [(n, ops[n]) for n in sys.argv[1:]]:
     before = eagerc.stats()["compiles"]
-    c = resource.getrusage(resource.RUSAGE_CHILDREN)
+    c, p = resource.getrusage(resource.RUSAGE_CHILDREN), resource.getrusage(resource.RUSAGE_SELF)
     t = time.perf_counter(); fn(); out[name] = time.perf_counter() - t
-    d = resource.getrusage(resource.RUSAGE_CHILDREN)
+    d, q = resource.getrusage(resource.RUSAGE_CHILDREN), resource.getrusage(resource.RUSAGE_SELF)
     out[name + ":cpu"] = d.ru_utime + d.ru_stime - c.ru_utime - c.ru_stime
+    out[name + ":python"] = q.ru_utime + q.ru_stime - p.ru_utime - p.ru_stime
     out[name + ":compiles"] = eagerc.stats()["compiles"] - before
 print(json.dumps(out))
 """
@@ -111,18 +114,22 @@ def bench_compile(runs: int) -> None:
     for r in results:
         missing = [k for k in ["first compile", *COMPILE_OPS] if r[k + ":compiles"] != 1]
         assert not missing, f"not exactly one compile for {missing}"
-    print(f"{'kernel':<16} {'median s':>9} {'min s':>7} {'compiler CPU s':>15}   ({runs} fresh processes)")
-    medians, cpus = [], []
+    print(f"{'kernel':<16} {'median s':>9} {'min s':>7} {'compiler CPU s':>15} {'process CPU s':>14}"
+          f" {'total CPU s':>12}   ({runs} fresh processes)")
+    medians, cpus, pythons, totals = [], [], [], []
     for name in COMPILE_OPS:
         times = [r[name] for r in results]
         medians.append(statistics.median(times))
         cpus.append(statistics.median(r[name + ":cpu"] for r in results))
-        print(f"{name:<16} {medians[-1]:9.3f} {min(times):7.3f} {cpus[-1]:15.3f}")
+        pythons.append(statistics.median(r[name + ":python"] for r in results))
+        totals.append(statistics.median(r[name + ":cpu"] + r[name + ":python"] for r in results))
+        print(f"{name:<16} {medians[-1]:9.3f} {min(times):7.3f} {cpus[-1]:15.3f} {pythons[-1]:14.3f}"
+              f" {totals[-1]:12.3f}")
     first = [r["first compile"] for r in results]
     print(f"{'(first compile)':<16} {statistics.median(first):9.3f} {min(first):7.3f}"
           "   not in the median")
-    print(f"median per kernel: {statistics.median(medians):.3f} s"
-          f" (compiler CPU {statistics.median(cpus):.3f} s)")
+    print(f"median per kernel: {statistics.median(medians):.3f} s wall; CPU {statistics.median(totals):.3f} s"
+          f" (compiler {statistics.median(cpus):.3f} s, process {statistics.median(pythons):.3f} s)")
     print("load average before, after: " + ", ".join(f"{a:.2f}" for a in load_before + os.getloadavg()))
 
 
