@@ -47,6 +47,16 @@ def test_table_marks_partial_and_empty_levels():
     assert "| 5 (partial) | 0 | 0 | 0 | 0 | 0 | 0 | n/a |" in conformance.table([{"level": 5, **row}])
 
 
+def test_counts_table_splits_declined_from_filtered():
+    counts = {"1": {"selected": 5, "skips": {"coverage_strategy_pending": 1}},
+              "2": {"selected": 3, "skips": {"capability_not_declared": 2, "dtype_not_listed": 1,
+                                             "framework_bug": 4}}}
+    text = conformance.counts_table(counts, [1, 2, 3])
+    assert "| 1 | 6 | 5 | 0 | 1 |" in text
+    assert "| 2 | 10 | 3 | 3 | 4 |" in text
+    assert "| 3 | 0 | 0 | 0 | 0 |" in text
+
+
 def test_parse_levels():
     assert conformance.parse_levels("1-3,5") == [1, 2, 3, 5]
     assert conformance.parse_levels("7") == [7]

@@ -4,6 +4,7 @@ device, one semantic level at a time, and write a pass-rate table per level.
     python tools/conformance.py                          # levels 1-7, whole suite
     python tools/conformance.py --levels 1-3 --jobs 16   # pytest-xdist workers
     python tools/conformance.py --levels 2 --paths operators/test_unary.py --limit 200
+    python tools/conformance.py --count                  # tests per level, collection only
 
 Each level runs ``python -m torchcts run --device eagerc --level-exact N`` in a scratch
 directory (``--out``, default build/conformance) whose ``manifest.py`` loads
@@ -38,6 +39,8 @@ import time
 import unittest
 from pathlib import Path
 
+import pytest
+
 REPO = Path(__file__).resolve().parent.parent
 MANIFEST = REPO / "eagerc" / "device" / "cts_manifest.py"
 FAILED = ("FAIL", "ERROR", "CRASH", "TIMEOUT", "XPASS_STRICT")
@@ -71,6 +74,35 @@ def pytest_configure(config):
     common_utils.extract_test_fn = _extract_test_fn
     core.extract_test_fn = _extract_test_fn
     _memoize_validation_metadata()
+
+
+def _torchcts_conftest(config):
+    """TorchCTS's conftest module (its collection filter and skip records)."""
+    for plugin in config.pluginmanager.get_plugins():
+        if hasattr(plugin, "_semantic_level_for_item") and hasattr(plugin, "_SESSION_SKIPS"):
+            return plugin
+    raise RuntimeError("TorchCTS's conftest is not loaded")
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_collection_modifyitems(session, config, items):
+    """With CONFORMANCE_COUNTS=path (``--count``), write per level the tests TorchCTS keeps
+    to run and those it filters (by reason), after its own collection filter."""
+    yield
+    path = os.environ.get("CONFORMANCE_COUNTS")
+    if not path:
+        return
+    cts = _torchcts_conftest(config)
+    counts: dict = {}
+    for item in items:
+        level = cts._semantic_level_for_item(item)["semantic_level"]
+        counts.setdefault(level, {"selected": 0, "skips": {}})["selected"] += 1
+    for record in cts._SESSION_SKIPS.values():
+        if record.get("semantic_skip_reason") in OTHER_LEVEL:
+            continue
+        skips = counts.setdefault(record.get("semantic_level"), {"selected": 0, "skips": {}})["skips"]
+        skips[record.get("skip_reason")] = skips.get(record.get("skip_reason"), 0) + 1
+    Path(path).write_text(json.dumps({str(k): v for k, v in sorted(counts.items(), key=str)}, indent=1))
 
 
 def _memoize_validation_metadata():
@@ -145,23 +177,7 @@ def failures(artifact: dict) -> list[str]:
     return lines
 
 
-def run_level(level: int, args, workdir: Path) -> dict:
-    import torchcts
-
-    package = Path(torchcts.__file__).parent
-    results_dir = workdir / f"level{level}"
-    cmd = [sys.executable, "-m", "torchcts", "run", "--device", "eagerc",
-           "--level-exact", str(level), "--non-interactive", "--results-dir", str(results_dir),
-           "--rootdir", str(package), "--adaptive-isolation", "off", "-q", "-rN"]
-    if args.jobs > 1:
-        cmd += ["-n", str(args.jobs)]
-    if args.limit:
-        cmd += ["--limit-selected", str(args.limit)]
-    if args.test_timeout and importlib.util.find_spec("pytest_timeout"):
-        cmd += ["--timeout", str(args.test_timeout)]
-    if args.k:
-        cmd += ["-k", args.k]
-    cmd += [str(package / p) for p in args.paths]
+def _torchcts_env() -> dict:
     # Run from inside a pytest-xdist worker (tests/test_conformance.py), the worker's own
     # variables (PYTEST_XDIST_WORKER, ...) made TorchCTS's pytest act as a worker and write
     # no result artifact: TorchCTS's run starts from a clean pytest environment.
@@ -169,14 +185,62 @@ def run_level(level: int, args, workdir: Path) -> dict:
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(Path(__file__).parent), env.get("PYTHONPATH")]))
     env["PYTEST_PLUGINS"] = "conformance"
     env.setdefault("TORCHCTS_NON_INTERACTIVE", "1")
+    return env
+
+
+def _torchcts_command(level_args: list[str], args, results_dir: Path) -> list[str]:
+    import torchcts
+
+    package = Path(torchcts.__file__).parent
+    cmd = [sys.executable, "-m", "torchcts", "run", "--device", "eagerc", *level_args,
+           "--non-interactive", "--results-dir", str(results_dir),
+           "--rootdir", str(package), "--adaptive-isolation", "off", "-q", "-rN"]
+    if args.k:
+        cmd += ["-k", args.k]
+    return cmd + [str(package / p) for p in args.paths]
+
+
+def run_level(level: int, args, workdir: Path) -> dict:
+    results_dir = workdir / f"level{level}"
+    cmd = _torchcts_command(["--level-exact", str(level)], args, results_dir)
+    if args.jobs > 1:
+        cmd += ["-n", str(args.jobs)]
+    if args.limit:
+        cmd += ["--limit-selected", str(args.limit)]
+    if args.test_timeout and importlib.util.find_spec("pytest_timeout"):
+        cmd += ["--timeout", str(args.test_timeout)]
     start = time.monotonic()
     with open(workdir / f"level{level}.log", "w") as log:
-        subprocess.run(cmd, cwd=workdir, env=env, stdout=log, stderr=subprocess.STDOUT, check=False)
+        subprocess.run(cmd, cwd=workdir, env=_torchcts_env(), stdout=log, stderr=subprocess.STDOUT, check=False)
     artifact = _load_artifact(results_dir)
     row = {"level": level, **count(artifact, level), "seconds": round(time.monotonic() - start)}
     with open(workdir / "failures.txt", "a") as out:
         out.writelines(f"L{level} {line}\n" for line in failures(artifact))
     return row
+
+
+def collect_counts(levels: list[int], args, workdir: Path) -> dict:
+    """Collection only (nothing runs): per level, how many tests TorchCTS keeps to run
+    ("selected") and how many it filters, by reason ("skips")."""
+    counts_file = workdir / "counts.json"
+    cmd = _torchcts_command(["--level-range", f"{min(levels)}:{max(levels)}"], args,
+                            workdir / "collect") + ["--collect-only"]
+    env = {**_torchcts_env(), "CONFORMANCE_COUNTS": str(counts_file)}
+    with open(workdir / "collect.log", "w") as log:
+        subprocess.run(cmd, cwd=workdir, env=env, stdout=log, stderr=subprocess.STDOUT, check=False)
+    return json.loads(counts_file.read_text())
+
+
+def counts_table(counts: dict, levels: list[int]) -> str:
+    """The collected counts as the table's tests, declined and filtered columns."""
+    lines = ["| level | tests | to run | declined | filtered |", "|---:|---:|---:|---:|---:|"]
+    for level in levels:
+        entry = counts.get(str(level), {"selected": 0, "skips": {}})
+        declined = sum(n for r, n in entry["skips"].items() if r in MANIFEST_DECLINES)
+        filtered = sum(entry["skips"].values()) - declined
+        lines.append(f"| {level} | {entry['selected'] + declined + filtered} | {entry['selected']} | "
+                     f"{declined} | {filtered} |")
+    return "\n".join(lines) + "\n"
 
 
 def table(rows: list[dict]) -> str:
@@ -202,6 +266,8 @@ def main(argv=None) -> int:
     parser.add_argument("--out", default=str(REPO / "build" / "conformance"))
     parser.add_argument("--min-rate", type=float, default=0.99,
                         help="exit 1 when a level's pass rate is below this (default 0.99)")
+    parser.add_argument("--count", action="store_true",
+                        help="collection only: count each level's tests (runs nothing)")
     args = parser.parse_args(argv)
     try:
         import torchcts  # noqa: F401
@@ -212,6 +278,12 @@ def main(argv=None) -> int:
     workdir.mkdir(parents=True, exist_ok=True)
     (workdir / "manifest.py").write_text(
         f"import runpy\nmanifest = runpy.run_path({str(MANIFEST)!r})['manifest']\n")
+    if args.count:
+        levels = parse_levels(args.levels)
+        text = counts_table(collect_counts(levels, args, workdir), levels)
+        (workdir / "counts.md").write_text(text)
+        print(text)
+        return 0
     (workdir / "failures.txt").write_text("")
     rows = []
     for level in parse_levels(args.levels):
