@@ -11,8 +11,10 @@ Under pytest-xdist (``-n 2``, with pyproject's ``--dist loadfile``: a test file 
 in order, on one worker) every worker has a session cache of its own, so a worker sees
 exactly what a serial run of its files would.
 
-A line per finished test file (its counts and seconds, the run's elapsed time) and, while
-one test runs long, a "still running" line after 25 quiet seconds keep a quiet ``-q`` run visibly alive.
+A line per finished test file (its counts and seconds, the run's elapsed time) and, after
+25 quiet seconds, a "still collecting" line (each xdist worker imports every test file
+first) or a "still running" line naming the longest-running test keep a quiet ``-q`` run
+visibly alive.
 
 Slow tests (models, multi-process, > ~20 s; marked ``slow``) are deselected by
 pyproject's ``addopts``; ``python -m pytest -m slow`` runs them, ``-m ""`` everything.
@@ -21,11 +23,15 @@ default run; the rest of each is marked slow."""
 from __future__ import annotations
 
 import collections
+import importlib.abc
+import importlib.util
 import os
 import shutil
+import sys
 import tempfile
 import threading
 import time
+import unittest
 
 import pytest
 
@@ -39,6 +45,57 @@ os.environ.pop("EAGERC_REMOTE_CACHE", None)
 # compiled by the compile service), is tested where it is asked for:
 # tests/test_background_compile.py and tests/test_background_random_streams.py.
 os.environ["EAGERC_COMPILE"] = "now"
+
+_TORCH_TEST_UTILS = "torch.testing._internal.common_utils"
+
+
+def _running_unittest_fn():
+    """torch's extract_test_fn (the unittest test method running, else None) found by walking
+    the frames: torch's own walks inspect.stack(), which reads every frame's source and scans
+    sys.modules per frame, 0.4 s a call under pytest's deep stacks, twice per
+    OpInfo.sample_inputs call: 40 s of each worker's collection went to it."""
+    try:
+        frame = sys._getframe(1)
+        while frame is not None:
+            candidate = frame.f_locals.get("self")
+            if isinstance(candidate, unittest.TestCase):
+                *_, cls_name, test_name = candidate.id().rsplit(".", 2)
+                if cls_name == type(candidate).__name__ and test_name.startswith("test"):
+                    return getattr(candidate, test_name).__func__
+            frame = frame.f_back
+    except Exception:
+        pass
+    return None
+
+
+class _CheapTestFnLookup(importlib.abc.MetaPathFinder):
+    """Loads torch's common_utils as usual when a test first imports it (OpInfo's op_db),
+    then gives it _running_unittest_fn as extract_test_fn, before opinfo.core imports the
+    name. Importing it here instead would cost every run seconds, OpInfo used or not."""
+
+    def find_spec(self, name, path=None, target=None):
+        if name != _TORCH_TEST_UTILS:
+            return None
+        sys.meta_path.remove(self)
+        spec = importlib.util.find_spec(name)
+        if spec is None or spec.loader is None:
+            return spec
+        load = spec.loader.exec_module
+
+        def exec_module(module):
+            load(module)
+            module.extract_test_fn = _running_unittest_fn
+
+        spec.loader.exec_module = exec_module
+        return spec
+
+
+if _TORCH_TEST_UTILS in sys.modules:  # a plugin imported it before this file
+    for _module in (_TORCH_TEST_UTILS, "torch.testing._internal.opinfo.core"):
+        if _module in sys.modules:
+            sys.modules[_module].extract_test_fn = _running_unittest_fn
+else:
+    sys.meta_path.insert(0, _CheapTestFnLookup())
 
 
 @pytest.fixture
@@ -120,7 +177,8 @@ def pytest_sessionfinish(session, exitstatus):
 
 class _FileProgress:
     """One line per test file as its last test finishes ("[2:41] tests/test_x.py: 12 passed,
-    1 skipped in 34 s"), and a "still running" line when 30 s pass without one. Works with
+    1 skipped in 34 s"), and a "still collecting" or "still running" line when 25 s pass
+    without one, from the session's start (collection included). Works with
     and without xdist: the totals per file come from the collection (the controller's copy
     of a worker's, under xdist), the outcomes from the reports every test sends."""
 
@@ -135,6 +193,7 @@ class _FileProgress:
         self.first_start = {}                   # file -> monotonic time of its first test
         self.running = {}                       # nodeid -> monotonic start
         self.finished = 0
+        self.collected_by = 0                   # xdist workers done collecting
         self.lock = threading.Lock()
         self.stop = threading.Event()
         self.watchdog = None
@@ -154,9 +213,10 @@ class _FileProgress:
                 return  # every xdist worker collects the same items
             for nodeid in nodeids:
                 self.total[nodeid.split("::", 1)[0]] += 1
-            if self.watchdog is None:
-                self.watchdog = threading.Thread(target=self._watch, daemon=True)
-                self.watchdog.start()
+
+    def pytest_sessionstart(self, session):
+        self.watchdog = threading.Thread(target=self._watch, daemon=True)
+        self.watchdog.start()
 
     @pytest.hookimpl(trylast=True)
     def pytest_collection_finish(self, session):
@@ -164,6 +224,8 @@ class _FileProgress:
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_xdist_node_collection_finished(self, node, ids):
+        with self.lock:
+            self.collected_by += 1
         self._count(ids)
 
     def pytest_runtest_logstart(self, nodeid, location):
@@ -192,7 +254,14 @@ class _FileProgress:
     def _watch(self) -> None:
         while not self.stop.wait(2.5):
             with self.lock:
-                if time.monotonic() - self.last_line < self.QUIET_S or not self.running:
+                if time.monotonic() - self.last_line < self.QUIET_S:
+                    continue
+                if not self.running:
+                    if not self.finished:  # no test has started: collection
+                        workers = self.config.getoption("numprocesses", None)
+                        of = f" ({self.collected_by} of {workers} workers done)" if workers else ""
+                        self._write(f"still collecting{of}: importing the test files, OpInfo's "
+                                    f"op_db the longest")
                     continue
                 nodeid, since = min(self.running.items(), key=lambda kv: kv[1])
                 self._write(f"still running: {nodeid} ({time.monotonic() - since:.0f} s; "

@@ -127,6 +127,7 @@ def _hold_in_child(lock_path):
     return child
 
 
+@pytest.mark.slow  # the wait bound again, with a stopped holder process (the live holder's stays)
 def test_waiter_bound_on_a_stopped_holder(lock_path, caplog):
     child = _hold_in_child(lock_path)
     try:

@@ -126,6 +126,7 @@ class _Garbage:
             _Garbage()
 
 
+@pytest.mark.slow  # a collection at every allocation: 36 s on a busy 2-core machine
 def test_finalizers_run_by_the_collector_are_not_the_program():
     """The steer test failed once in a full CI run, never alone: a collection ran inside a
     monitor run, at an allocation of the program, and the monitor watched the finalizer it

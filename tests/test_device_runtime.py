@@ -306,6 +306,8 @@ def test_rng_state_round_trip_and_seeding():
     assert torch.Generator(device="eagerc").device == torch.device("eagerc:0")
 
 
+@pytest.mark.slow  # a training step twice on the device (35 s on a busy 2-core machine); the
+# device's RNG state is tested above, its training in tests/test_device_module_conversion.py
 def test_checkpoint_with_dropout_on_the_device_matches_eager():
     from torch.utils.checkpoint import checkpoint
 

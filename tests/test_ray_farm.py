@@ -75,6 +75,7 @@ def _sleeps(task):
     return task
 
 
+@pytest.mark.slow  # a Ray worker killed and restarted (18 s); the farm's compiles stay in the default run
 def test_a_task_whose_worker_dies_is_retried_and_one_that_raises_is_reported(local_ray, tmp_path):
     ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])  # workers cannot import tests/
     results, failures = {}, {}
