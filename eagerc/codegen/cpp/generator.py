@@ -49,12 +49,13 @@ class CppCodegen(Codegen):
     # header (codegen/cpp/glue_prelude.py), the kernels with Inductor's unchanged -O3 flags,
     # each translation unit with its own precompiled header, the two compiles in parallel,
     # libtorch linked through an empty stub (codegen/cpp/wrapper_build.py); input size asserts
-    # left to eagerc's guard; a graph of extern calls alone built as glue at -O1. ~0.9 s per
-    # kernel. Where clang is installed it compiles both units (codegen/cpp/clang_units.py), as
+    # left to eagerc's guard, its inputs in an array (codegen/cpp/input_array.py); a graph of
+    # extern calls alone built as glue at -O1. ~0.9 s per kernel. Where clang is installed it
+    # compiles both units (codegen/cpp/clang_units.py), as
     # one unit in one process that also links where it can (codegen/cpp/one_unit.py; both in
     # the key's "units" entry, compiler_settings).
     build_recipe = ("cpu-build-v2:separate-O1-wrapper:no-input-asserts:torch-cpu-link-stub:"
-                    "glue-prelude-v1")
+                    "glue-prelude-v1:input-array")
     op_patch_rules = (sorted(SCALAR_LOOPS), SCALAR_LOOP_PATCHES)
     stub_linked_libraries = ("torch_cpu",)
     _home_shim_call = re.compile(r"aoti_torch_cpu_\w+\(")
@@ -112,8 +113,10 @@ class CppCodegen(Codegen):
         from eagerc.compile.output_asserts import cheap_output_asserts
         from eagerc.compile.scalar_reads import direct_scalar_reads
 
+        from eagerc.codegen.cpp.input_array import inputs_as_array
+
         code = drop_input_asserts(fix_boxed_int_lists(direct_scalar_reads(code)), graph_inputs)
-        return cheap_output_asserts(direct_allocations(code))
+        return inputs_as_array(cheap_output_asserts(direct_allocations(code)))
 
     def build_path(self):
         from eagerc.codegen.cpp import wrapper_build
