@@ -151,3 +151,52 @@ def test_coverage_refuses_a_device_eagerc_cannot_serve(tmp_path):
     result = _python(["-m", "eagerc.coverage", "--device", "meta", "--out", str(tmp_path / "cov")])
     assert result.returncode == 2
     assert "coverage: --device meta: eagerc cannot serve device 'meta'" in result.stderr
+
+
+# The check's compile service looks alive to its client (the check holds the service's
+# lock itself) and never runs: every miss is queued and answered in the interim, and
+# nothing compiles, so the counts are the interim path's own.
+_INTERIM_ONLY = """
+import fcntl, json, os
+import torch, eagerc
+from eagerc.compile_service import client, spool
+folder = client.folder_for(os.environ)
+spool.make_folders(folder)
+lock = os.open(os.path.join(folder, spool.LOCK), os.O_RDWR | os.O_CREAT, 0o644)
+fcntl.flock(lock, fcntl.LOCK_EX)
+from torch.profiler import ProfilerActivity, profile
+g = torch.Generator().manual_seed(0)
+q, k, v = (torch.randn(1, 2, 8, 16, generator=g) for _ in range(3))
+mask = torch.zeros(8, 8).masked_fill(torch.ones(8, 8, dtype=torch.bool).triu(1), float('-inf'))
+want = torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+on = [t.to("mydevice") for t in (q, k, v, mask)]
+with profile(activities=[ProfilerActivity.CPU]) as p:
+    got = [torch.nn.functional.scaled_dot_product_attention(*on[:3], attn_mask=on[3]) for _ in range(3)]
+stats = eagerc.stats()
+print(json.dumps({
+    "equal": all(torch.equal(t.cpu(), want) for t in got),
+    "copies": sum(e.count for e in p.key_averages() if e.key == "aten::_copy_from"),
+    "ops": {name: [op["misses"], op["interim"]] for name, op in stats["ops"].items()},
+    "compiles": stats["compiles"], "host_round_trips": stats["host_round_trips"]}))
+"""
+
+
+@pytest.mark.parametrize("aliases", ["1", "0"])
+def test_the_example_devices_first_attention_calls_are_one_op_each(tmp_path, aliases):
+    # The example registers no attention choice of its own; on its host memory eagerc gives
+    # it the CPU's, as on the eagerc device: a first run's attention is one miss per call
+    # (the CPU's fused attention), not the math path's seven, each answered in the interim
+    # with eager's bits. On aliases (the default) the interim call copies nothing; with
+    # them off (a device with no home) it is the host round trip, which copies each tensor
+    # argument to the host once (query, key, value, mask) and each result back once (the
+    # output and its logsumexp).
+    site = installed(tmp_path / "site")
+    env = {"EAGERC_COMPILE": "background", "EAGERC_CACHE_DIR": str(tmp_path / "cache"),
+           "EAGERC_ALIAS_FALLBACK": aliases}
+    result = _python(["-c", _INTERIM_ONLY], env=env, site=site, timeout=900)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    got = json.loads(result.stdout.strip().splitlines()[-1])
+    assert got["equal"]
+    assert got["ops"] == {"aten::_scaled_dot_product_flash_attention_for_cpu@PrivateUse1": [3, 3]}
+    assert got["compiles"] == 0 and got["host_round_trips"] == 0
+    assert got["copies"] == (0 if aliases == "1" else 3 * (4 + 2))

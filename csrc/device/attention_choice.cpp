@@ -11,6 +11,11 @@
 // CUDA picks for fp32, and for masks flash cannot take), served as an extern to CUDA's
 // kernel, in inference (see below). Flash and cuDNN take the math path: the composite's
 // flash branch runs the CPU kernel on any device that is not CUDA.
+//
+// The eagerc device registers the choice with its runtime. A vendor's PrivateUse1 device
+// that eagerc serves on host memory gets it when enabled (serve_attention_choice), unless
+// its runtime registered a choice of its own: without one ATen takes the math path, five
+// ops where the CPU's choice has one.
 #include <ATen/core/grad_mode.h>
 #include <ATen/ops/_fused_sdp_choice.h>
 #include <ATen/ops/from_blob.h>
@@ -19,6 +24,8 @@
 #include <c10/core/impl/LocalDispatchKeySet.h>
 
 #include <array>
+#include <atomic>
+#include <type_traits>
 #include <cstring>
 
 #include "host_alias.h"
@@ -173,10 +180,34 @@ int64_t attention_choice(const at::Tensor& query, const at::Tensor& key, const a
                                                   : static_cast<int64_t>(sdp::SDPBackend::error);
 }
 
+// Whether attention_choice serves PrivateUse1 (registered by the eagerc device's runtime,
+// or for a vendor's device by serve_attention_choice).
+std::atomic<bool> g_registered{false};
+
 }  // namespace
 
 void register_attention_choice() {
   at::native::_fused_sdp_choice_stub.set_privateuse1_dispatch_ptr(&attention_choice);
+  g_registered.store(true);
+}
+
+// The choice registered for PrivateUse1, or null. The stub's one data member is its
+// DispatchStubImpl, private, whose pointers are public: read back where
+// set_privateuse1_dispatch_ptr writes (is_device_supported is inline and calls a member
+// libtorch exports under another signature, built with its CPU-capability macros).
+const void* privateuse1_choice() {
+  using Stub = decltype(at::native::_fused_sdp_choice_stub);
+  static_assert(std::is_standard_layout_v<Stub> && sizeof(Stub) == sizeof(at::native::DispatchStubImpl));
+  return reinterpret_cast<const at::native::DispatchStubImpl*>(&at::native::_fused_sdp_choice_stub)
+      ->privateuse1_dispatch_ptr;
+}
+
+bool serve_attention_choice() {
+  if (g_registered.load()) return true;
+  // A choice the device's own runtime registered is the vendor's to keep.
+  if (privateuse1_choice() != nullptr) return false;
+  register_attention_choice();
+  return true;
 }
 
 }  // namespace eagerc::device

@@ -87,6 +87,10 @@ void init_bindings(py::module_& m) {
             THPGenerator_initDefaultGenerator(default_generator(static_cast<c10::DeviceIndex>(index))));
       },
       py::arg("index") = 0, "The default torch.Generator of eagerc device `index`.");
+  m.def("_serve_attention_choice", &serve_attention_choice,
+        "scaled_dot_product_attention on a served PrivateUse1 device takes its memory home's "
+        "fused-backend choice (the CPU's for host memory) unless the device's runtime "
+        "registered one; True when eagerc's choice serves it.");
   m.def("_device_set_backing", [](const std::string& backing) {
     set_backing(c10::Device(backing).type());
   }, py::arg("backing"), "Where the eagerc device's memory lives: \"cpu\" or \"cuda\" (before registering).");

@@ -79,5 +79,9 @@ void register_autocast();
 // attention_choice.cpp: scaled_dot_product_attention's fused-backend choice (the CPU's,
 // for host memory, asked about metadata-only stand-ins).
 void register_attention_choice();
+// The same choice for another PrivateUse1 device eagerc serves on its memory home (a
+// vendor's host-memory device), unless that device's runtime registered a choice of its
+// own: true when eagerc's choice serves PrivateUse1.
+bool serve_attention_choice();
 
 }  // namespace eagerc::device

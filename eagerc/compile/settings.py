@@ -15,8 +15,10 @@ import sys
 
 from eagerc import _config
 
-# Settings that never change the generated code.
-_NOT_CODE = re.compile(r"cache|compile_threads|worker|trace\.|verbose|log|debug_dir|profil|benchmark_harness")
+# Settings that never change the generated code. "log" only as a word of the name:
+# epilogue_fusion and prologue_fusion change it.
+_NOT_CODE = re.compile(r"cache|compile_threads|worker|trace\.|verbose|(?:^|[._])log(?:_|ging|$)|debug_dir|"
+                       r"profil|benchmark_harness")
 
 
 def inductor_environment() -> list:
@@ -33,13 +35,36 @@ def inductor_overrides() -> list:
         return []
     from torch.utils._config_module import _UNSET_SENTINEL
 
+    entries = getattr(config, "_config", {})
+    by_variable = _entries_by_variable(entries)
+    if by_variable is not None:
+        # Each entry's override is a ContextVar (torch >= 2.13): only the variables set in
+        # this context can hold one, so those are read instead of all ~600 entries (this
+        # runs at every new signature's store lookup).
+        found = ((by_variable[variable], value)
+                 for variable, value in contextvars.copy_context().items() if variable in by_variable)
+    else:
+        found = ((item, entry.user_override) for item in entries.items())
     changed = []
-    for name, entry in getattr(config, "_config", {}).items():
-        if _NOT_CODE.search(name):
-            continue
-        value = entry.user_override
-        if isinstance(value, contextvars.ContextVar):  # torch >= 2.13; a plain value before
-            value = value.get()
-        if value is not _UNSET_SENTINEL and value != entry.default:
+    for (name, entry), value in found:
+        if value is not _UNSET_SENTINEL and value != entry.default and not _NOT_CODE.search(name):
             changed.append((name, repr(value)))
     return sorted(changed)
+
+
+_variables: dict = {}  # id of a config's entries -> (their count, {ContextVar: (name, entry)})
+
+
+def _entries_by_variable(entries: dict) -> dict | None:
+    """Each entry's override ContextVar -> (name, entry); None where an override is a plain
+    value (torch before 2.13). Kept per entries dict, built again when entries are added."""
+    known = _variables.get(id(entries))
+    if known is not None and known[0] == len(entries):
+        return known[1]
+    by_variable = {}
+    for name, entry in entries.items():
+        if not isinstance(entry.user_override, contextvars.ContextVar):
+            return None
+        by_variable[entry.user_override] = (name, entry)
+    _variables[id(entries)] = (len(entries), by_variable)
+    return by_variable

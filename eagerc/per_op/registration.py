@@ -8,6 +8,9 @@ from eagerc import _C, _config, _stats, targets
 
 _resolver_installed = False
 
+# The CPU's fused attention, which the CPU's scaled_dot_product_attention choice names.
+_FLASH_FOR_CPU = "aten::_scaled_dot_product_flash_attention_for_cpu"
+
 
 def _normalize(op: str) -> str:
     op = op.strip()
@@ -88,6 +91,13 @@ def enable(device: str = "cpu", ops: Optional[Iterable[str]] = None,
         # With aliases off, what its code generator's vendor library offers (Inductor's C
         # shims) is the rung before the host round trip (docs/vendor.md).
         _C._set_vendor_externs(key, sorted(target.codegen.vendor_externs()))
+    if new_device and target.host_aliases and target.home == "cpu" and _FLASH_FOR_CPU in registered:
+        # Host memory: scaled_dot_product_attention takes the CPU's choice, as on the eagerc
+        # device, unless the device's runtime registered a choice of its own. Without one
+        # ATen takes the math path (two scalings, two batched matmuls and a softmax: each a
+        # miss of its own on a first run, and a kernel of its own), where the CPU's fused
+        # attention is one op, ATen's CPU kernel in the interim and in the compiled wrapper.
+        _C._serve_attention_choice()
     if ops is not None and skipped:
         raise ValueError(
             "eagerc cannot serve: " + "; ".join(f"{n} ({why})" for n, why in skipped)
