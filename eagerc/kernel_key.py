@@ -65,7 +65,7 @@ log = logging.getLogger("eagerc.key")
 # how a recorded refusal is answered, the layout of the entry key and of graph_signature.
 # Also bumped when kernels already cached would now be wrong or slower and no other
 # component covers the change. What each bump was for is in git history.
-FORMAT_VERSION = 14
+FORMAT_VERSION = 15
 
 # The calls refused as known to compile wrongly (eagerc/compile/known_wrong.py): bumped
 # when an entry is added or a predicate widens, so a kernel compiled before its call was

@@ -28,6 +28,7 @@ from eagerc.refusals import (IN_PROCESS, ON_DISK, CompileError, InductorFailed,
                             NeedsHostAliases, causes, environment_failure, error_summary)
 from eagerc.compile.guard_source import guard_source, range_checks
 from eagerc.compile.lock import compile_lock
+from eagerc.compile.output_strides import eager_output_strides
 
 _ENTRY = """
 extern "C" void eagerc_entry(AtenTensorHandle* inputs, AtenTensorHandle* outputs) {
@@ -130,7 +131,7 @@ def build_artifact(traced, codegen, check_code=None, patches=None) -> Artifact:
 
     def compile_cpp_wrapper():
         with tracing(TracingContext(traced.fake_mode)), _intercept_wrapper_source(on_source), \
-                codegen.build_path(), _quiet_proxy_executor():
+                codegen.build_path(), _quiet_proxy_executor(), eager_output_strides():
             compile_fx_inner(traced.gm, traced.fakes, cpp_wrapper=True, is_inference=True)
 
     try:

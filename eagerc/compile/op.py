@@ -78,6 +78,7 @@ class _Build:
     description: str         # describe_call's line, for logs and the artifact
     lifted_scalars: bool     # some scalar is a runtime input (SpecializeValues on failure)
     start: float             # perf_counter() at the compile's start
+    eager_layouts: tuple | None = None  # eager's outputs' sizes and strides (the kernel's)
 
 
 def _compile_op(miss) -> Artifact:
@@ -90,7 +91,7 @@ def _compile_op(miss) -> Artifact:
     # allocated on the device.
     build = _Build(op, args, layout, miss.parallel, target, target.touches_device(miss.args),
                    describe_call(op, args, layout), any(s.kind != "tensor" for s in layout),
-                   time.perf_counter())
+                   time.perf_counter(), miss.verdict.output_layouts)
     try:
         return _trace_and_build(build, decompose=())
     except NoLowering:
@@ -132,7 +133,7 @@ def _trace(build: _Build, decompose: tuple):
     try:
         for _ in range(3):  # a decomposition may bring in another such op
             traced = trace_op(build.op, build.args, build.layout, decompose=decompose,
-                              own=build.target.decompositions())
+                              own=build.target.decompositions(), eager_layouts=build.eager_layouts)
             missing = _unlowered(traced.gm) - set(decompose)
             if not missing:
                 break

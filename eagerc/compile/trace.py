@@ -13,6 +13,7 @@ import dataclasses
 import torch
 
 from eagerc.aten_meta import callable_for
+from eagerc.compile.output_strides import match_eager_strides
 from eagerc.refusals import CompileError
 
 
@@ -170,12 +171,14 @@ def _decompositions(also, own: dict) -> dict:
     return {**table, **{op: decomposition_table[op] for op in also}} if also else table
 
 
-def trace_op(op, args, layout, decompose=(), own=None) -> Traced:
+def trace_op(op, args, layout, decompose=(), own=None, eager_layouts=None) -> Traced:
     """Trace one call of `op` (an OpOverload) over fakes of its runtime inputs.
 
     Inductor's decompositions apply, with `own` in place of some (the code generator's:
     for host C++ eagerc's few CPU ones, codegen/cpp/cpu_decompositions.py), and torch._decomp's
     for the ops in `decompose` (ops Inductor would otherwise hand back to ATen).
+    `eager_layouts`: the sizes and strides of eager's outputs for this call, whose strides
+    at size-1 dims the outputs take (eagerc/compile/output_strides.py).
     """
     from torch._dispatch.python import enable_python_dispatcher
     from torch.fx.experimental.proxy_tensor import make_fx
@@ -213,6 +216,7 @@ def trace_op(op, args, layout, decompose=(), own=None) -> Traced:
         if torch.Tag.nondeterministic_seeded in op.tags:
             seed_random_ops(gm, fake_mode)
     _refuse_resized_inputs(gm)
+    match_eager_strides(gm, eager_layouts)
     outputs = next(n for n in gm.graph.nodes if n.op == "output").args[0]
     for out in outputs:
         val = out.meta.get("val") if hasattr(out, "meta") else None

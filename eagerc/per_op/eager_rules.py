@@ -27,18 +27,22 @@ import torch
 from eagerc import random_streams
 from eagerc.aten_meta import callable_for
 from eagerc.refusals import EagerRaises
+from eagerc.compile.output_strides import fresh_output_layouts
 from eagerc.compile.trace import split_call
 
 
-def check_call(op, args, target) -> None:
+def check_call(op, args, target) -> tuple:
     """Raise EagerRaises when eager's kernel raises for `op(*args)` on `target`'s device.
-    Runs inside the miss (the holder's activity guard is set: ops run natively)."""
+    Runs inside the miss (the holder's activity guard is set: ops run natively). Returns
+    the sizes and strides of eager's fresh outputs (the compiled kernel returns the same
+    strides: eagerc/compile/output_strides.py)."""
     if target.new_device:
         check_devices(op, args, target)
     try:
-        _run_eager(op, args, home=_reference_device(op, target), served=target.device)
+        result = _run_eager(op, args, home=_reference_device(op, target), served=target.device)
     except Exception as e:  # noqa: BLE001 - eager's exception is the answer
         raise EagerRaises.from_exception(e) from e
+    return fresh_output_layouts(op, result)
 
 
 def _reference_device(op, target):
@@ -55,7 +59,17 @@ def _reference_device(op, target):
     return home
 
 
-def _run_eager(op, args, home, served) -> None:
+# Arguments a home's kernel gets only contiguous, since the home's composite makes them so
+# before it calls the kernel, while a PrivateUse1 device's composite hands them on in their
+# suggested memory format: group_norm calls input.contiguous(input.suggest_memory_format())
+# on CPU and PrivateUse1, input.contiguous() on CUDA, and CUDA's native_group_norm checks
+# that X is contiguous (a channels-last X raised "Expected X.is_contiguous(memory_format)",
+# which native CUDA never raises for a channels-last GroupNorm input).
+_CONTIGUOUS_ON_HOME = {"cuda": {"aten::native_group_norm": (0,),
+                                "aten::native_group_norm_backward": (0, 1)}}
+
+
+def _run_eager(op, args, home, served):
     """`home`: the device whose kernels address the served device's memory ("cpu" for
     host memory, "cuda" for GPU memory), whose ATen kernel is eager's reference there: the
     call runs on copies on it (devices were checked already). None: on the device itself."""
@@ -68,13 +82,14 @@ def _run_eager(op, args, home, served) -> None:
     replicas = {key: _clone_storage(t, home if t.device.type == served else None)
                 for key, t in _storages(args).items()}
     call = [_on_replica(v, replicas, home, served) for v in args]
+    for i in _CONTIGUOUS_ON_HOME.get(home, {}).get(op._schema.name, ()):
+        call[i] = call[i].contiguous()
     pos, kw = split_call(op, call)
     run = callable_for(op, call)
     if torch.Tag.nondeterministic_seeded in op.tags:
         with random_streams.kept():  # the caller's random streams are untouched
-            run(*pos, **kw)
-    else:
-        run(*pos, **kw)
+            return run(*pos, **kw)
+    return run(*pos, **kw)
 
 
 def _tensors(value):

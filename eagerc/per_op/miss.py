@@ -17,19 +17,21 @@ from eagerc.refusals import EagerRaises
 
 class EagerVerdict:
     """Eager's check of one call, run at most once (memoized); shared by the call's
-    signatures."""
+    signatures. Once it ran, `output_layouts` holds the sizes and strides of eager's
+    fresh outputs (None: not run, or eager raised), which the compiled kernel keeps."""
 
     def __init__(self, op, args, target):
         self._call = (op, args, target)
         self._raised: EagerRaises | None = None
         self.ran = False
+        self.output_layouts: tuple | None = None
 
     def check(self) -> None:
         """Raise EagerRaises when eager's kernel raises for the call."""
         if not self.ran:
             self.ran = True
             try:
-                check_call(*self._call)
+                self.output_layouts = check_call(*self._call)
             except EagerRaises as e:
                 self._raised = e
         if self._raised is not None:
