@@ -11,6 +11,7 @@ what recompiles for new sizes, and where a cold CUDA compile spends its time.
     python tools/gpu_probe.py refusals       # enable("cuda"): why the coverage run's compile errors fail
     python tools/gpu_probe.py wrappers       # the generated GPU wrappers' sources and g++ commands ($OUT/wrappers.tgz)
     python tools/gpu_probe.py group-norm     # EAGERC_BACKING=cuda: contiguous() strides, DDPM's GroupNorm inputs
+    python tools/gpu_probe.py strides        # EAGERC_BACKING=cuda: every op's output strides, native CUDA vs the device
 
 Each mode runs its work in a fresh process with empty eagerc and Inductor caches. Reports
 print to stdout; refusals are logged with their whole traceback (eagerc logger at DEBUG).
@@ -431,9 +432,75 @@ except Exception:
     traceback.print_exc()
 """
 
+# Every op's output strides (size-1 dims included: c10 reads them to suggest a memory format,
+# and group_norm makes its input contiguous in that format) in the tiny DDPM pipeline and
+# its UNet alone, on native CUDA and on the eagerc device on GPU memory (kernels compiled
+# before they answer, EAGERC_COMPILE=now): the first ops whose strides differ.
+STRIDES = r"""
+import difflib, sys, torch, eagerc
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_flatten
+sys.path.insert(0, "tests")
+from test_device_generators import tiny_ddpm_pipeline
+
+class Layouts(TorchDispatchMode):
+    def __init__(self):
+        super().__init__()
+        self.log = []
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        layouts = lambda v: [(tuple(t.shape), t.stride()) for t in tree_flatten(v)[0] if isinstance(t, torch.Tensor)]
+        self.log.append((str(func), layouts((args, kwargs)), layouts(out)))
+        return out
+
+def record(device, run):
+    # A first run outside the mode compiles (a dispatch mode's calls compile nothing).
+    run(device)
+    with Layouts() as mode:
+        run(device)
+    torch.cuda.synchronize()
+    return mode.log
+
+def pipeline(batch):
+    pipe = tiny_ddpm_pipeline()
+    def run(device):
+        pipe.to(device)
+        pipe(batch_size=batch, generator=torch.Generator(device).manual_seed(0), num_inference_steps=2, output_type="pt")
+    return run
+
+def unet(device):
+    model = tiny_ddpm_pipeline().unet.to(device)
+    with torch.no_grad():
+        model(torch.randn(1, 3, 8, 8).to(device), 3)
+
+def diff(name, want, got, limit=8):
+    ops = difflib.SequenceMatcher(None, [w[0] for w in want], [g[0] for g in got], autojunk=False)
+    pairs = [(want[i + k], got[j + k]) for i, j, n in ops.get_matching_blocks() for k in range(n)]
+    bad = [(w, g) for w, g in pairs if w[2] != g[2]]
+    print(f"== {name}: {len(want)} ops on cuda, {len(got)} on eagerc, {len(bad)} with other output strides")
+    for w, g in bad[:limit]:
+        print("  ", w[0], "inputs", w[1], "\n      cuda  ", w[2], "\n      eagerc", g[2], "(inputs", g[1], ")")
+
+torch.manual_seed(0)
+for name, run in (("unet", unet), ("pipeline batch 1", pipeline(1)), ("pipeline batch 2", pipeline(2))):
+    try:
+        want = record("cuda", run)
+        got = record("eagerc", run)
+        diff(name, want, got)
+    except Exception as e:
+        print("==", name, "RAISED", type(e).__name__, str(e)[:400])
+x = torch.as_strided(torch.randn(256, device="cuda"), (1, 16, 4, 4), (16, 1, 64, 16))
+d = torch.as_strided(x.clone().to("eagerc"), (1, 16, 4, 4), (16, 1, 64, 16))
+print("x / 2 of (1, 16, 4, 4) strides (16, 1, 64, 16): cuda", (x / 2).stride(), "eagerc", (d / 2).stride())
+s = eagerc.stats()
+for op, st in sorted(s["ops"].items()):
+    if "group_norm" in op or st["fallbacks"] or st["aliased"]:
+        print("STATS", op, {k: st[k] for k in ("hits", "compiles", "fallbacks", "aliased", "interim")}, dict(st["fallback_reasons"]))
+"""
+
 SCRIPTS = {"device-profile": DEVICE_PROFILE, "device-model": DEVICE_MODEL, "sizes": SIZES, "profile": PROFILE,
            "factories": FACTORIES, "batchnorm": BATCHNORM, "glue": GLUE, "refusals": REFUSALS,
-           "wrappers": WRAPPERS, "group-norm": GROUP_NORM}
+           "wrappers": WRAPPERS, "group-norm": GROUP_NORM, "strides": STRIDES}
 
 
 def main() -> None:
@@ -443,8 +510,10 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as fresh:
         env = dict(os.environ, EAGERC_CACHE_DIR=f"{fresh}/eagerc",
                    TORCHINDUCTOR_CACHE_DIR=f"{fresh}/inductor")
-        if args.what in ("device-model", "factories", "batchnorm", "device-profile", "group-norm"):
+        if args.what in ("device-model", "factories", "batchnorm", "device-profile", "group-norm", "strides"):
             env["EAGERC_BACKING"] = "cuda"
+        if args.what == "strides":
+            env["EAGERC_COMPILE"] = "now"  # compiled kernels answer, not the interim's CUDA kernels
         done = subprocess.run([sys.executable, "-c", textwrap.dedent(SCRIPTS[args.what])], env=env)
     sys.exit(done.returncode)
 
