@@ -89,14 +89,23 @@ void KernelHolder::run_native(const c10::OperatorHandle& op, c10::DispatchKeySet
   const size_t n = st.plan.kinds.size();
   const size_t base = stack->size() - n;
   c10::SmallVector<c10::IValue, 8> arguments(stack->end() - n, stack->end());
-  try {
-    st.native->callBoxed(op, ks, stack);
-  } catch (const c10::NotImplementedError&) {
+  auto run_on_home_instead = [&] {
     // Whatever the failed call left above the caller's part of the stack is dropped.
     if (stack->size() > base) stack->resize(base);
     for (auto& v : arguments) stack->push_back(std::move(v));
     st.counters.aliased.fetch_add(1, std::memory_order_relaxed);
     run_on_cpu_aliases(op, stack);
+  };
+  try {
+    st.native->callBoxed(op, ks, stack);
+  } catch (const c10::NotImplementedError&) {
+    run_on_home_instead();
+  } catch (const c10::Error& e) {
+    // A composite that calls a per-device DispatchStub itself (conj_physical_ calls
+    // conj_physical_stub for a complex self) finds no PrivateUse1 entry there and raises
+    // before it computes anything: the home's kernel serves the call.
+    if (e.msg().find("DispatchStub: missing kernel") == std::string::npos) throw;
+    run_on_home_instead();
   }
 }
 

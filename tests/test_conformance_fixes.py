@@ -196,6 +196,44 @@ def test_complex_float_power_and_ldexp_are_eagers(dtype):
                                    rtol=0, atol=0, equal_nan=True)
 
 
+@pytest.mark.parametrize("dtype", [torch.complex64, torch.complex128])
+def test_complex_add_sub_pow_in_place_and_out_are_eagers(dtype):
+    """TorchCTS's complex_unit_alpha_add_sub and complex_tensor_integer_power references
+    add and subtract the parts separately and patch exact integer powers; ATen's CPU
+    kernels multiply by alpha = 1+0j (inf+0j becomes inf+nanj) and take pow's general
+    path. The device's values are eager's in every form."""
+    left = torch.tensor(_COMPLEX, dtype=dtype)
+    right = left.flip(0)
+    forms = [lambda a, b: torch.sub(a, b), lambda a, b: torch.rsub(a, b),
+             lambda a, b: a.clone().add_(b), lambda a, b: a.clone().sub_(b),
+             lambda a, b: torch.add(a, b, out=torch.empty_like(a)),
+             lambda a, b: torch.sub(a, b, out=torch.empty_like(a)),
+             lambda a, b: a.clone().pow_(b), lambda a, b: torch.pow(a, b, out=torch.empty_like(a))]
+    for form in forms:
+        actual = run("device", None, form, left, right)
+        torch.testing.assert_close(torch.view_as_real(actual), torch.view_as_real(form(left, right)),
+                                   rtol=0, atol=0, equal_nan=True)
+
+
+@pytest.mark.parametrize("dtype", [torch.complex64, torch.complex128])
+def test_complex_conj_physical_in_place(dtype):
+    """conj_physical_'s composite kernel calls conj_physical_stub for a complex self, which
+    has no PrivateUse1 entry ("DispatchStub: missing kernel for eagerc"): the call runs on
+    the host memory's CPU kernel instead."""
+    values = torch.tensor(_COMPLEX, dtype=dtype)
+    device = values.to("eagerc")
+    assert device.conj_physical_() is device
+    expected = values.clone().conj_physical_()
+    torch.testing.assert_close(torch.view_as_real(device.cpu()), torch.view_as_real(expected),
+                               rtol=0, atol=0, equal_nan=True)
+    strided = torch.tensor(_COMPLEX * 2, dtype=dtype)
+    base = strided.to("eagerc")
+    base[::2].conj_physical_()  # written through the view into its base
+    strided[::2].conj_physical_()
+    torch.testing.assert_close(torch.view_as_real(base.cpu()), torch.view_as_real(strided),
+                               rtol=0, atol=0, equal_nan=True)
+
+
 # --------------------------------------------------------------------------- cache key
 
 def test_refusals_and_decompositions_are_in_the_cache_key(monkeypatch):
