@@ -34,17 +34,28 @@ def test_count_splits_outcomes_and_keeps_other_levels_out():
          {"semantic_level": 4, "skip_reason": "semantic_level_out_of_range",
           "semantic_skip_reason": "semantic_level_out_of_range"}])
     row = conformance.count(artifact, 2)
-    assert row == {"tests": 8, "passed": 3, "failed": 2, "skipped": 1, "declined": 1,
-                   "filtered": 1, "pass_rate": 0.6, "complete": True}
+    assert row == {"tests": 8, "passed": 3, "failed": 2, "aten_values": 0, "skipped": 1, "declined": 1,
+                   "filtered": 1, "pass_rate": 0.6, "eager_rate": 0.6, "complete": True}
     text = conformance.table([{"level": 2, **row}])
-    assert "| 2 | 8 | 3 | 2 | 1 | 1 | 1 | 60.0% |" in text
+    assert "| 2 | 8 | 3 | 2 | 0 | 1 | 1 | 1 | 60.0% | 60.0% |" in text
     assert conformance.failures(artifact) == ["FAIL t3: boom 3", "ERROR t4: boom 4"]
+
+
+def test_failures_against_references_that_are_not_atens_are_counted_apart():
+    artifact = _artifact(["PASS", "FAIL", "FAIL", "ERROR"], [])
+    results = artifact["results"]
+    results["t1"]["error_message"] = "Permanent contract reference i0_mpmath failed: Tensor-likes are not close!"
+    results["t2"]["error_message"] = "Permanent contract reference some_other_ref failed: not close"
+    results["t3"]["error_message"] = "Permanent contract reference i0_mpmath failed: raised"
+    row = conformance.count(artifact, 1)
+    assert (row["failed"], row["aten_values"], row["pass_rate"], row["eager_rate"]) == (3, 1, 0.25, 0.5)
+    assert conformance.failures(artifact)[0].startswith("FAIL [ATen's value] t1: ")
 
 
 def test_table_marks_partial_and_empty_levels():
     row = conformance.count(_artifact([], [], completed=False), 5)
     assert row["pass_rate"] is None
-    assert "| 5 (partial) | 0 | 0 | 0 | 0 | 0 | 0 | n/a |" in conformance.table([{"level": 5, **row}])
+    assert "| 5 (partial) | 0 | 0 | 0 | 0 | 0 | 0 | 0 | n/a | n/a |" in conformance.table([{"level": 5, **row}])
 
 
 def test_counts_table_splits_declined_from_filtered():
