@@ -55,9 +55,11 @@ class CppCodegen(Codegen):
     # one unit in one process that also links where it can (codegen/cpp/one_unit.py; both in
     # the key's "units" entry, compiler_settings).
     build_recipe = ("cpu-build-v2:separate-O1-wrapper:no-input-asserts:torch-cpu-link-stub:"
-                    "glue-prelude-v1:input-array")
+                    "glue-prelude-v1:input-array:torch-python-link-stub")
     op_patch_rules = (sorted(SCALAR_LOOPS), SCALAR_LOOP_PATCHES)
-    stub_linked_libraries = ("torch_cpu",)
+    # libtorch_python too: a wrapper calls none of its symbols (its Python binding is
+    # glue_prelude's, on libpython), and its 30 MB dynamic symbol table cost the link 0.01 s.
+    stub_linked_libraries = ("torch_cpu", "torch_python")
     _home_shim_call = re.compile(r"aoti_torch_cpu_\w+\(")
     # The BLAS calls read only data pointers, sizes and strides (their out= checks compare
     # devices with each other, the bias copy dispatches on the tensor's own device): 2 us
