@@ -200,3 +200,20 @@ def test_the_example_devices_first_attention_calls_are_one_op_each(tmp_path, ali
     assert got["ops"] == {"aten::_scaled_dot_product_flash_attention_for_cpu@PrivateUse1": [3, 3]}
     assert got["compiles"] == 0 and got["host_round_trips"] == 0
     assert got["copies"] == (0 if aliases == "1" else 3 * (4 + 2))
+
+
+def test_the_cpus_attention_choice_leaves_with_eagerc(tmp_path):
+    # Disabled, eagerc serves no fused attention on the example device: attention there
+    # takes ATen's math path again (which the example, with no kernels of its own, cannot
+    # run either), never an op nothing serves.
+    code = ("import torch, eagerc\n"
+            "q = torch.randn(1, 2, 8, 16).to('mydevice')\n"
+            "eagerc.disable('mydevice')\n"
+            "try:\n"
+            "    torch.nn.functional.scaled_dot_product_attention(q, q, q)\n"
+            "except NotImplementedError as e:\n"
+            "    print(str(e).splitlines()[0])\n")
+    result = _python(["-c", code], env={"EAGERC_CACHE_DIR": str(tmp_path / "cache")},
+                     site=installed(tmp_path / "site"))
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    assert "aten::" in result.stdout and "flash_attention" not in result.stdout, result.stdout

@@ -16,6 +16,7 @@
 // that eagerc serves on host memory gets it when enabled (serve_attention_choice), unless
 // its runtime registered a choice of its own: without one ATen takes the math path, five
 // ops where the CPU's choice has one.
+#include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/core/grad_mode.h>
 #include <ATen/ops/_fused_sdp_choice.h>
 #include <ATen/ops/from_blob.h>
@@ -57,6 +58,12 @@ at::Tensor gpu_standin(const at::Tensor& t, c10::Device home) {
                            .options(at::TensorOptions().dtype(t.scalar_type()).device(home))
                            .make_tensor();
   return t.requires_grad() ? standin.requires_grad_() : standin;
+}
+
+bool flash_for_cpu_served() {
+  static const c10::OperatorHandle op = c10::Dispatcher::singleton().findSchemaOrThrow(
+      "aten::_scaled_dot_product_flash_attention_for_cpu", "");
+  return op.hasKernelForDispatchKey(c10::DispatchKey::PrivateUse1);
 }
 
 bool symbolic(const at::Tensor& t) {
@@ -165,6 +172,13 @@ int64_t attention_choice(const at::Tensor& query, const at::Tensor& key, const a
   }
   const int64_t choice = remembered_home_choice(home, query, key, value, attn_mask, dropout_p,
                                                 is_causal, scale, enable_gqa);
+  // The CPU's fused attention is served on the device while eagerc serves it (a vendor's
+  // device after eagerc.disable has its own kernels, or none: the math path, as without
+  // this choice).
+  if (!gpu_home && choice == static_cast<int64_t>(sdp::SDPBackend::flash_attention) &&
+      !flash_for_cpu_served()) {
+    return math;
+  }
   // Inference only: with a gradient to record the math path stays. The backward of
   // memory-efficient attention on the device is not verified on a GPU: a registered
   // PrivateUse1 device is torch's accelerator, and the engine then asserts in a CUDA
