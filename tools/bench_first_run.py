@@ -12,8 +12,9 @@ next run (it should find every kernel in the cache).
     python tools/bench_first_run.py --rounds 1 --compile now     # misses wait for their compile
     python tools/bench_first_run.py --device mydevice            # the vendor example device
 
-``--device mydevice`` runs examples/mydevice (host memory, no home to alias: a miss is
-answered by the host round trip) as pip would install it: its distribution metadata in a
+``--device mydevice`` runs examples/mydevice (host memory: a miss is answered on zero-copy
+aliases, as on the eagerc device; EAGERC_ALIAS_FALLBACK=0 in the environment makes it the
+host round trip) as pip would install it: its distribution metadata in a
 temporary folder on the device process's path, so `import torch` loads it through the
 ``torch.backends`` entry point, in the caller and in the compile service's workers alike.
 
