@@ -49,10 +49,14 @@ def service_environment() -> dict:
 
 
 def identity(env: dict) -> dict:
-    """What makes two processes' services one: the same interpreter, eagerc, cache and
-    settings (the service's own knobs aside)."""
+    """What makes two processes' services one: the same interpreter, eagerc (its folder and
+    its kernels' key format: a service started before the format changed would file its
+    kernels where the caller no longer looks), cache and settings (the service's own knobs
+    aside)."""
+    from eagerc.kernel_key import FORMAT_VERSION
+
     own = (_config.COMPILE_ENV, _config.COMPILE_WORKERS_ENV, _config.SERVICE_IDLE_ENV)
-    return {"python": sys.executable, "eagerc": _eagerc_parent(),
+    return {"python": sys.executable, "eagerc": _eagerc_parent(), "key_format": FORMAT_VERSION,
             **{k: v for k, v in sorted(env.items())
                if (k.startswith(("EAGERC_", "TORCHINDUCTOR_", "OMP_")) or k in _COMPILER_VARIABLES)
                and k not in own}}
