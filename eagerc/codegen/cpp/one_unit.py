@@ -27,6 +27,7 @@ whether it is on is part of every CPU cache key (:func:`identity`, in the key's 
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import os
 import re
@@ -60,9 +61,10 @@ def identity() -> str:
     return f"{clang}|one-unit-2{'|'.join(['', *_linker()])}" if clang and enabled() else clang
 
 
-def _linker() -> list:
+@functools.lru_cache(maxsize=1)
+def _linker() -> tuple:
     """The linker option of the one clang invocation: gold where installed."""
-    return ["-fuse-ld=gold"] if shutil.which("ld.gold") else []
+    return ("-fuse-ld=gold",) if shutil.which("ld.gold") else ()
 
 
 def build(compiles, link, codegen, link_line) -> bool:
