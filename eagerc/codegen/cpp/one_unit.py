@@ -79,7 +79,8 @@ def build(compiles, link, codegen, link_line) -> bool:
 
 def _build(compiles, link, codegen, link_line) -> bool:
     clang = clang_units.compiler()
-    if not enabled() or len(compiles) != 2:
+    # EAGERC_GLUE_PRELUDE=0 asks for Inductor's wrapper header (A/B): the three steps.
+    if not enabled() or len(compiles) != 2 or _config.glue_prelude() == "0":
         return False
     units = []
     for builder in compiles:
