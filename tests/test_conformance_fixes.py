@@ -234,6 +234,38 @@ def test_complex_conj_physical_in_place(dtype):
                                rtol=0, atol=0, equal_nan=True)
 
 
+# --------------------------------------------------------------------------- remainder
+
+_REMAINDERS = {
+    "remainder.Tensor": lambda a, b: torch.remainder(a, b),
+    "remainder_.Tensor": lambda a, b: a.clone().remainder_(b),
+    "remainder.Tensor_out": lambda a, b: torch.remainder(a, b, out=torch.empty_like(a)),
+    "remainder.Scalar_Tensor": lambda a, b: torch.remainder(-5.0, b),
+}
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("op", sorted(_REMAINDERS))
+def test_floating_remainder_is_eagers(op, dtype, mode):
+    """Inductor's remainder is a - floor(a / b) * b: NaN by an infinite divisor
+    (remainder(1.5, inf): eager 1.5), 0 by a tiny one (remainder(1.5, 1e-30): eager
+    5.9e-31). Floating remainder runs eager's kernel (known_wrong.py)."""
+    fn = _REMAINDERS[op]
+    a = _spread([1.5, 0.0, -5.0, 1.5, -1.5, 7.0, INF, NAN, 5.0, -0.0], dtype)
+    b = _spread([INF, INF, -INF, 1e-30, 1e-30, -3.0, 2.0, 2.0, 0.0, 3.0], dtype)
+    assert_same(run(mode, ["aten::" + op], fn, a, b), fn(a, b))
+    # The out= form runs through its functional op's kernel: the refusal is that op's.
+    assert_refused(mode, op.replace("Tensor_out", "Tensor"), "floating remainder")
+
+
+def test_integer_remainder_still_compiles():
+    a = torch.tensor([7, -7, 5, -5, 0, 9] * 6)
+    b = torch.tensor([3, 3, -2, -2, 4, 10] * 6)
+    assert_same(run("device", None, torch.remainder, a, b), torch.remainder(a, b))
+    assert_compiled("device", "remainder.Tensor")
+
+
 # --------------------------------------------------------------------------- cache key
 
 def test_refusals_and_decompositions_are_in_the_cache_key(monkeypatch):
