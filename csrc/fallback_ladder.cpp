@@ -1,6 +1,7 @@
 // The holder's ladder for a call that no compiled kernel serves (KernelHolder::fallback),
 // in the order docs/vendor.md gives: the device's own (native) kernel; ATen's kernel of the
-// memory's home on zero-copy aliases (KernelHolder::run_on_cpu_aliases); with aliases off,
+// memory's home on zero-copy aliases (KernelHolder::run_on_cpu_aliases; before a native that
+// is only a CompositeExplicitAutograd kernel, KernelHolder::home_before_native); with aliases off,
 // an extern the code generator lists; the counted host round trip; else
 // NotImplementedError naming the op and the ways forward.
 #include <ATen/native/CPUFallback.h>
@@ -75,6 +76,12 @@ void KernelHolder::run_on_cpu_aliases(const c10::OperatorHandle& op, torch::jit:
   restore_device_outputs(original, device, st.plan.num_returns, stack);
 }
 
+bool KernelHolder::home_before_native(const c10::OperatorHandle& op) const {
+  const OpState& st = *state_;
+  return st.host_aliases && st.native_is_explicit_composite && alias_fallback_enabled() &&
+         home_has_kernel(op, st.dispatch_key);
+}
+
 void KernelHolder::run_native(const c10::OperatorHandle& op, c10::DispatchKeySet ks,
                               torch::jit::Stack* stack) {
   OpState& st = *state_;
@@ -123,7 +130,10 @@ void KernelHolder::fallback(const c10::OperatorHandle& op, c10::DispatchKeySet k
                         memory_home(c10::Device(c10::DeviceType::PrivateUse1, 0)).is_cuda();
   // What the home lacks (CUDA has no histogram) aliases cannot serve: the later rungs do.
   const bool home_kernel = st.host_aliases && home_has_kernel(op, st.dispatch_key);
-  if (st.native && !(gpu_home && aliases && home_kernel)) {
+  // A CompositeExplicitAutograd native decomposes on the device's tensors and may not take
+  // what the home's kernel takes (math_group_norm views a channels-last X): the home's
+  // kernel on aliases runs first there too (home_before_native).
+  if (st.native && !(gpu_home && aliases && home_kernel) && !home_before_native(op)) {
     run_native(op, ks, stack);
     return;
   }

@@ -160,7 +160,7 @@ KernelHolder::KernelHolder(std::shared_ptr<OpState> state)
 void KernelHolder::operator()(const c10::OperatorHandle& op, c10::DispatchKeySet ks,
                               torch::jit::Stack* stack) {
   OpState& st = *state_;
-  if (ActivityGuard::active() && st.native) {
+  if (ActivityGuard::active() && st.native && !home_before_native(op)) {
     fallback(op, ks, stack, nullptr);
     return;
   }
@@ -239,13 +239,14 @@ void KernelHolder::run_interim(const c10::OperatorHandle& op, c10::DispatchKeySe
                                torch::jit::Stack* stack) {
   OpState& st = *state_;
   st.counters.interim.fetch_add(1, std::memory_order_relaxed);
-  if (st.native) {
+  if (st.native && !home_before_native(op)) {
     ActivityGuard guard;
-    run_native(op, ks, stack);  // the device's own kernel, or the composite the key had
+    run_native(op, ks, stack);  // the device's own kernel, or a decomposition the key had
     return;
   }
   if (st.host_aliases && alias_fallback_enabled() && home_has_kernel(op, st.dispatch_key)) {
-    // The memory's home device runs its own ATen kernel on zero-copy aliases.
+    // The memory's home device runs its own ATen kernel on zero-copy aliases (before a
+    // CompositeExplicitAutograd native: math_group_norm views a channels-last X).
     run_on_cpu_aliases(op, stack);
     return;
   }
@@ -258,7 +259,8 @@ void KernelHolder::run_interim(const c10::OperatorHandle& op, c10::DispatchKeySe
 void KernelHolder::run_eager(const c10::OperatorHandle& op, c10::DispatchKeySet ks,
                              torch::jit::Stack* stack, const char* reason) {
   OpState& st = *state_;
-  if (!st.native && st.host_aliases && home_has_kernel(op, st.dispatch_key)) {
+  if ((!st.native || home_before_native(op)) && st.host_aliases &&
+      home_has_kernel(op, st.dispatch_key)) {
     // ATen's CPU kernel on zero-copy aliases: counted as aliased, like other such calls.
     st.counters.aliased.fetch_add(1, std::memory_order_relaxed);
     run_on_cpu_aliases(op, stack);

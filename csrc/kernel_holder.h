@@ -50,6 +50,11 @@ class KernelHolder final : public c10::OperatorKernel {
   // convolution_backward_overrideable) raises NotImplementedError: the home's kernel then
   // runs the call on aliases, as ATen would run it on the home device.
   void run_native(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::jit::Stack* stack);
+  // Whether a call no compiled kernel serves runs the home's ATen kernel on aliases
+  // before OpState::native: aliases on, the home has a kernel for the op, and native is a
+  // CompositeExplicitAutograd kernel (OpState::native_is_explicit_composite), not the
+  // device's own. Eager on the home device runs that kernel, whatever the layout.
+  bool home_before_native(const c10::OperatorHandle& op) const;
   // A miss whose kernel compiles in the background: served by what exists already.
   void run_interim(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::jit::Stack* stack);
   // Compiled kernels that call ATen CPU functions (mm, convolution) get aliases too.

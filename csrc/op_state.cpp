@@ -59,6 +59,10 @@ OpState::OpState(const c10::OperatorHandle& handle, c10::DispatchKey key)
       handle.hasKernelForDispatchKey(c10::DispatchKey::CompositeExplicitAutograd) ||
       handle.hasKernelForDispatchKey(c10::DispatchKey::CompositeImplicitAutograd)) {
     native.emplace(handle.getComputedKernelForDispatchKey(key));
+    native_is_explicit_composite =
+        !handle.hasKernelForDispatchKey(key) &&
+        !handle.hasKernelForDispatchKey(c10::DispatchKey::CompositeImplicitAutograd) &&
+        handle.hasKernelForDispatchKey(c10::DispatchKey::CompositeExplicitAutograd);
   }
   // out= overloads: every return is a kwarg-only argument that the op writes.
   const auto& args = handle.schema().arguments();

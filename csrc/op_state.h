@@ -52,6 +52,13 @@ struct OpState {
   OpPlan plan;
   // The kernel the device had before eagerc; empty on a new device.
   std::optional<c10::SafeKernelFunction> native;
+  // `native` is a CompositeExplicitAutograd kernel: neither one registered for the
+  // device's key (override mode's CPU or CUDA kernel, a vendor's own) nor a
+  // CompositeImplicitAutograd decomposition. It decomposes on the device's tensors, and
+  // may not take what the home's kernel takes (math_group_norm views X, which fails for a
+  // channels-last X that CPU's native_group_norm serves): a device whose memory has a home
+  // runs the home's kernel on aliases before it (KernelHolder::home_before_native).
+  bool native_is_explicit_composite = false;
   KernelTable table;
   // For an out= overload: its functional overload and which arguments are the outs.
   // The holder runs the functional op (compiled) and copies into the outs, resizing
