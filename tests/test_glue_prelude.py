@@ -18,7 +18,7 @@ import torch
 
 import eagerc
 from eagerc.codegen import CPP, TRITON
-from eagerc.codegen.cpp import glue_prelude
+from eagerc.codegen.cpp import glue_prelude, one_unit
 from eagerc.codegen.cpp.glue_prelude import MINIMAL_BINDING, _compile_flags, prelude_text, slim_source
 from eagerc.codegen.triton import lean_gpu_prelude
 from eagerc.testing import assert_close
@@ -41,6 +41,7 @@ def fresh_inductor(fresh_cache, tmp_path, monkeypatch):
     monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "inductor"))
     monkeypatch.setattr(codecache.CppWrapperCodeCache, "cache", {})
     monkeypatch.setattr(glue_prelude, "counts", {"lean": 0, "slim": 0, "fallback": 0})
+    monkeypatch.setattr(one_unit, "counts", {"one_unit": 0, "declined": 0})
     return tmp_path
 
 
@@ -65,6 +66,11 @@ def test_a_precompiled_header_takes_the_compile_flags_alone():
         "g++", "-D", "TORCH_INDUCTOR_CPP_WRAPPER", "-O1", "-fPIC", "-I/inc", "-w"]
 
 
+def _on_prelude() -> int:
+    """Wrappers built on eagerc's prelude: alone, or as one unit with their kernels."""
+    return glue_prelude.counts["slim"] + one_unit.counts["one_unit"]
+
+
 def test_kernels_and_extern_graphs_build_on_the_prelude(fresh_inductor):
     x, w = torch.randn(6, 10), torch.randn(10, 4)
     with eagerc.enabled("cpu", ops=["aten::tanh", "aten::mm"]):
@@ -72,7 +78,9 @@ def test_kernels_and_extern_graphs_build_on_the_prelude(fresh_inductor):
         assert_close(x @ w, torch.mm(x, w))              # a wrapper of one extern call
     ops = eagerc.stats()["ops"]
     assert ops["aten::tanh@CPU"]["compiles"] == 1 and ops["aten::mm@CPU"]["compiles"] == 1
-    assert glue_prelude.counts == {"lean": 0, "slim": 2, "fallback": 0}  # CPU wrappers: never lean
+    # Both wrappers on the prelude (CPU wrappers: never lean): compiled alone on it, or with
+    # their kernels as one unit over its precompiled header (one_unit, where clang is).
+    assert _on_prelude() == 2 and glue_prelude.counts["lean"] == glue_prelude.counts["fallback"] == 0
 
 
 def test_a_wrapper_the_prelude_cannot_build_is_built_on_inductors_header(fresh_inductor, monkeypatch):
@@ -99,7 +107,7 @@ def test_the_built_library_imports_and_its_python_entry_refuses(fresh_inductor):
     with eagerc.enabled("cpu", ops=["aten::exp"]):
         torch.exp(torch.randn(3))
     libraries = list((fresh_inductor / "inductor").rglob("*.main.so"))
-    assert libraries and glue_prelude.counts["slim"] == 1
+    assert libraries and _on_prelude() == 1
     spec = importlib.util.spec_from_file_location("eagerc_probe.inductor_entry_cpp", libraries[0])
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
@@ -195,6 +203,7 @@ def test_a_lean_build_that_fails_is_built_on_the_full_prelude(tmp_path, monkeypa
     code = (DATA / "gpu_wrapper_softmax.cpp").read_text()
     (tmp_path / "w.cpp").write_text(code)
     monkeypatch.setattr(glue_prelude, "counts", {"lean": 0, "slim": 0, "fallback": 0})
+    monkeypatch.setattr(one_unit, "counts", {"one_unit": 0, "declined": 0})
     monkeypatch.setattr(glue_prelude, "precompiled_prelude",
                         lambda flags, devices, codegen, lean=False: f"/h/{'lean' if lean else 'full'}.h")
     tried = []
