@@ -10,12 +10,14 @@ import torch
 
 import eagerc
 
+# Integer remainders: a floating one runs eager's kernel (Inductor's differs from ATen's
+# fmod-based one: compile/known_wrong.py), below.
 CASES = {
-    "remainder float by int": lambda x: torch.remainder(x, 5),
-    "x % 3": lambda x: x % 3,
+    "remainder int by int": lambda x: torch.remainder(x.long(), 5),
+    "x % 3": lambda x: x.long() % 3,
     "fmod by int": lambda x: torch.fmod(x, 5),
     # Promotion follows the wrapped number's rules: an int tensor by a float -> float32.
-    "int remainder by float": lambda x: torch.remainder(x.long(), 2.5),
+    "int fmod by float": lambda x: torch.fmod(x.long(), 2.5),
     "int fmod by int": lambda x: torch.fmod(x.long(), 2),
     "pow number by tensor": lambda x: torch.pow(2, x),
     "remainder.Scalar overload": lambda x: torch.ops.aten.remainder.Scalar(x.long(), 5),
@@ -36,3 +38,15 @@ def test_override_mode_compiles_scalar_overloads(case, fresh_cache):
     stats = eagerc.stats()
     assert stats["fallbacks"] == 0, {k: v["fallback_reasons"] for k, v in stats["ops"].items()}
     assert stats["hits"] >= 1
+
+
+def test_a_floating_remainder_by_a_number_runs_eagers_kernel(fresh_cache):
+    # remainder.Scalar's wrapped number reaches the refusal like a tensor divisor: eager's
+    # bits, the known-wrong reason recorded, nothing raised.
+    x = torch.arange(-12.0, 13.0).view(5, 5)
+    eagerc.reset_stats()
+    with eagerc.enabled("cpu"):
+        got = x % 3
+    torch.testing.assert_close(got, torch.arange(-12.0, 13.0).view(5, 5) % 3, rtol=0, atol=0)
+    reasons = eagerc.stats()["ops"]["aten::remainder.Tensor@CPU"]["fallback_reasons"]
+    assert any("remainder" in r for r in reasons), reasons
