@@ -1,4 +1,4 @@
-// eagerc._C: the Python face of the C++ runtime.
+// _eagerc (eagerc._C to users): the Python face of the C++ runtime.
 #include <pybind11/pybind11.h>
 
 #include <algorithm>
@@ -51,7 +51,7 @@ py::dict op_stats(const eagerc::OpState& st) {
 
 }  // namespace
 
-PYBIND11_MODULE(_C, m) {
+PYBIND11_MODULE(_eagerc, m) {
   m.doc() = "eagerc C++ runtime: kernel holders, signatures, L1 tables, the eagerc device";
   eagerc::init_miss_bindings(m);
   eagerc::device::init_bindings(m);

@@ -18,11 +18,19 @@ and capture's monitor load on first use (see docs/architecture.md, "Layers"). Wh
 sees a CUDA GPU it does so only with ``EAGERC_BACKING=cuda`` or ``EAGERC_DEVICE=1``: the
 device would become torch's accelerator, which breaks CUDA autograd (eagerc/_config.py).
 """
-import torch  # noqa: F401  (loads libtorch before eagerc._C)
+import sys
 
+import torch  # noqa: F401  (loads libtorch before _eagerc)
+
+# The C++ runtime is the top-level extension module _eagerc (CMakeLists.txt says why):
+# eagerc's own modules import it directly, users and tools name it eagerc._C.
+import _eagerc as _C
 from eagerc._version import __version__
 from eagerc.capture import capture, capture_stats
 from eagerc.per_op.registration import disable, enable, enabled, reset_stats, stats
+
+# `import eagerc._C` and `from eagerc import _C` find this same module: loaded once.
+sys.modules["eagerc._C"] = _C
 
 
 def _register_device() -> None:

@@ -232,7 +232,7 @@ class CompileService:
 
 def _load(entry):
     """The stored library of `entry` as a `_C` artifact (raises when it cannot load)."""
-    from eagerc import _C
+    import _eagerc as _C
 
     return _C._load_artifact(entry.variant_id, entry.artifact_path, int(entry.metadata["num_outputs"]),
                              pinned_terms(entry.metadata.get("guard", "")))

@@ -17,7 +17,7 @@ import time
 
 import torch
 
-from eagerc import _C
+import _eagerc as _C
 from eagerc.artifact import Artifact
 from eagerc.cache import service
 from eagerc.kernel_key import CacheKey, graph_signature

@@ -152,7 +152,7 @@ def graph_signature(gm, example_inputs, dynamic_dims) -> bytes:
 @functools.lru_cache(maxsize=None)
 def signature_layout() -> tuple:
     """(version, ((name, bytes, why), ...)) of the C++ signature (csrc/signature_layout.h)."""
-    from eagerc import _C
+    import _eagerc as _C
 
     version, parts = _C._signature_layout()
     return version, tuple(parts)

@@ -66,7 +66,7 @@ def recorded(metadata: dict) -> NotCompiled | None:
 
 
 def _miss_answers():
-    from eagerc import _C
+    import _eagerc as _C
 
     return _C.MissAnswer
 

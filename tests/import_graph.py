@@ -2,10 +2,12 @@
 test_codegen_rooms): which eagerc modules each module imports, and the circles among them.
 
 Every import counts, including those inside functions: a lazy import that holds a circle
-open is still a circle. `from a import b` is an edge to the module a.b where b is a module
-(eagerc._C, the compiled extension, is one), else to a. Importing a submodule runs its
-package's __init__ first, whatever the statement names, so that is no edge of its own: the
-package node is reached by `import eagerc` or by importing a name its __init__ binds."""
+open is still a circle. `from a import b` is an edge to the module a.b where b is a module,
+else to a. Importing a submodule runs its package's __init__ first, whatever the statement
+names, so that is no edge of its own: the package node is reached by `import eagerc` or by
+importing a name its __init__ binds. The compiled extension is the top-level module _eagerc
+(CMakeLists.txt); eagerc._C is a name eagerc/__init__ binds to it, so reaching it that way
+reaches the package."""
 from __future__ import annotations
 
 import ast
@@ -13,7 +15,7 @@ import pathlib
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 # Modules that are not Python files: the C++ extension (csrc/, built by CMake).
-EXTENSIONS = ("eagerc._C",)
+EXTENSIONS = ("_eagerc",)
 
 
 def module_name(path: pathlib.Path, root: pathlib.Path = ROOT) -> str:
@@ -117,4 +119,31 @@ def package_api_uses(module: str, source: str, is_package: bool, modules, packag
         elif (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name)
               and node.value.id == package and f"{package}.{node.attr}" not in modules):
             found.append(f"line {node.lineno}: {package}.{node.attr}")
+    return sorted(set(found), key=lambda s: (int(s.split()[1].rstrip(":")), s))
+
+
+def extension_through_package(module: str, source: str, is_package: bool, package: str = "eagerc",
+                              alias: str = "_C") -> list[str]:
+    """Where `source` reaches the extension by its name inside `package` (eagerc._C): `import
+    eagerc._C`, `from eagerc import _C`, `from eagerc._C import ...` or `eagerc._C` wherever the
+    name `eagerc` is the package. Each runs the package's __init__ first."""
+    own = module if is_package else module.rpartition(".")[0]
+    name = f"{package}.{alias}"
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            found += [f"line {node.lineno}: import {a.name}" for a in node.names
+                      if a.name == name or a.name.startswith(name + ".")]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = own.split(".")[: len(own.split(".")) - node.level + 1]
+                base = ".".join(anchor + ([node.module] if node.module else []))
+            if base == name or base.startswith(name + "."):
+                found.append(f"line {node.lineno}: from {base} import {', '.join(a.name for a in node.names)}")
+            elif base == package and any(a.name == alias for a in node.names):
+                found.append(f"line {node.lineno}: from {package} import {alias}")
+        elif (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name)
+              and node.value.id == package and node.attr == alias):
+            found.append(f"line {node.lineno}: {name}")
     return sorted(set(found), key=lambda s: (int(s.split()[1].rstrip(":")), s))

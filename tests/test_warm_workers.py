@@ -61,8 +61,8 @@ WARM = textwrap.dedent("""
 
 def _install_elsewhere(folder) -> None:
     """eagerc and kernel_cache as plain packages in `folder`, as an install from a wheel
-    lays them out: each entry of their __path__ linked (an editable install splits eagerc
-    between the source tree and its built _C)."""
+    lays them out: each entry of their __path__ linked, and the extension _eagerc beside
+    them."""
     for package in (eagerc, kernel_cache):
         target = folder / package.__name__
         target.mkdir(parents=True)
@@ -70,6 +70,7 @@ def _install_elsewhere(folder) -> None:
             for entry in os.listdir(source):
                 if entry != "__pycache__" and not (target / entry).exists():
                     (target / entry).symlink_to(os.path.join(source, entry))
+    (folder / os.path.basename(eagerc._C.__file__)).symlink_to(eagerc._C.__file__)
 
 
 def _interpreter_without_this_install(tmp_path) -> str:

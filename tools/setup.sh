@@ -48,8 +48,8 @@ tail -n +1 -f "$BUILD_LOG" --pid "$BUILD_PID" 2>/dev/null | sed -nu -E \
   -e 's#.*\*\*\* Configuring CMake.*#  cmake: configuring (finds the compiler, torch and pybind11; 5-40 s)#p' \
   -e 's#.*-- (The CXX compiler identification.*|Found Torch.*|Found pybind11.*|Configuring done.*)$#  cmake: \1#p' \
   -e 's#.*\*\*\* Building project.*#  ninja: compiling (one line per file)#p' \
-  -e 's#.*\[([0-9]+/[0-9]+)\] Building CXX object CMakeFiles/_C\.dir/(.*)\.o$#  [\1] \2#p' \
-  -e 's#.*\[([0-9]+/[0-9]+)\] Linking.*#  [\1] linked eagerc._C#p' || true &
+  -e 's#.*\[([0-9]+/[0-9]+)\] Building CXX object CMakeFiles/_eagerc\.dir/(.*)\.o$#  [\1] \2#p' \
+  -e 's#.*\[([0-9]+/[0-9]+)\] Linking.*#  [\1] linked _eagerc (eagerc._C)#p' || true &
 SHOW_PID=$!
 # A line when 7 s pass without one (a large file under load compiles for longer).
 (

@@ -39,7 +39,7 @@ def _versions_checker(dicts):
     """
     dicts = list(dicts)
     try:
-        from eagerc._C import _DictVersions  # reads the version tags directly (~1 ns each)
+        from _eagerc import _DictVersions  # reads the version tags directly (~1 ns each)
 
         return _DictVersions(dicts)
     except (ImportError, TypeError):

@@ -13,7 +13,7 @@ import copy
 
 import torch
 
-from eagerc import _C
+import _eagerc as _C
 from eagerc.refusals import CompileError, error_summary
 from eagerc.compile.guard_source import bind_symbols
 from eagerc.compile.lock import compile_lock

@@ -17,7 +17,8 @@ def compile_job(path: str) -> tuple:
     its signature (that answers the caller too)."""
     with open(path, "rb") as f:
         call = pickle.load(f)
-    from eagerc import _C, targets
+    import _eagerc as _C
+    from eagerc import targets
     from eagerc.aten_meta import overload_by_name
     from eagerc.cache import CacheKey
     from eagerc.compile_service.call import split_by_schema, standin_args
@@ -69,7 +70,7 @@ _recording = False
 def _record_misses() -> list:
     """The misses of the next replay, recorded for a failure's reason."""
     global _recording
-    from eagerc import _C
+    import _eagerc as _C
     from eagerc.per_op import registration
 
     def recording(request):

@@ -17,7 +17,8 @@ import time
 import torch
 from torch.utils._pytree import tree_flatten, tree_map, tree_unflatten
 
-from eagerc import _C, _config, cache
+import _eagerc as _C
+from eagerc import _config, cache
 from eagerc.aten_meta import overload_by_name
 from eagerc.coverage import check, classify
 from eagerc.coverage.enumerate import facts as op_facts

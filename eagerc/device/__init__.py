@@ -47,7 +47,8 @@ def register() -> bool:
     if current not in _UNCLAIMED + (NAME,):
         _warn_claimed(current)
         return False
-    from eagerc import _C, _config
+    import _eagerc as _C
+    from eagerc import _config
 
     backing = _config.device_backing()
     if backing == "cuda":

@@ -29,7 +29,7 @@ import sys
 
 import torch
 
-from eagerc import _C
+import _eagerc as _C
 from eagerc.device.naming import NAME
 
 _MODULE = "torch._inductor.compile_fx"

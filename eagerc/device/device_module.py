@@ -68,7 +68,7 @@ def get_amp_supported_dtype() -> list:
 def _default_generator(device=None) -> torch.Generator:
     index = _index(device)
     if index not in _generators:
-        from eagerc import _C
+        import _eagerc as _C
 
         _generators[index] = _C._device_default_generator(index)
     return _generators[index]
@@ -126,20 +126,20 @@ def _is_in_bad_fork() -> bool:
 
 def device_count() -> int:
     """1 on host memory; the number of CUDA GPUs on GPU memory."""
-    from eagerc import _C
+    import _eagerc as _C
 
     return _C._device_count()
 
 
 def current_device() -> int:
-    from eagerc import _C
+    import _eagerc as _C
 
     return _C._device_current()
 
 
 def set_device(device) -> None:
     """Make `device` current (on GPU memory: CUDA's current device as well)."""
-    from eagerc import _C
+    import _eagerc as _C
 
     _C._device_set_current(_index(device))
 

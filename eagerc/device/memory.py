@@ -43,7 +43,7 @@ def empty_cache() -> None:
         >>> torch.eagerc.empty_cache(); eagerc._C._device_cached_bytes()
         0
     """
-    from eagerc import _C
+    import _eagerc as _C
 
     _C._device_empty_cache()
 
@@ -57,7 +57,7 @@ def memory_stats(device=None) -> collections.OrderedDict:
         >>> torch.eagerc.memory_stats()["num_ooms"]
         0
     """
-    from eagerc import _C
+    import _eagerc as _C
 
     return collections.OrderedDict(sorted(_C._device_memory_stats(_index(device)).items()))
 
@@ -110,7 +110,7 @@ def reset_peak_memory_stats(device=None) -> None:
         >>> torch.eagerc.max_memory_allocated() == torch.eagerc.memory_allocated()
         True
     """
-    from eagerc import _C
+    import _eagerc as _C
 
     _C._device_reset_peak_stats(_index(device))
 
@@ -124,7 +124,7 @@ def reset_accumulated_memory_stats(device=None) -> None:
         >>> torch.eagerc.memory_stats()["num_device_alloc"]
         0
     """
-    from eagerc import _C
+    import _eagerc as _C
 
     _C._device_reset_accumulated_stats(_index(device))
 
@@ -137,6 +137,6 @@ def mem_get_info(device=None) -> tuple[int, int]:
         >>> free, total = torch.eagerc.mem_get_info(); 0 < free <= total
         True
     """
-    from eagerc import _C
+    import _eagerc as _C
 
     return tuple(_C._device_mem_get_info(_index(device)))

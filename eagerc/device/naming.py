@@ -18,7 +18,7 @@ def on_gpu_memory() -> bool:
 def index(device) -> int:
     """The device index `device` names (an int, "eagerc:1", a torch.device; None or no
     index: the current one); ValueError for an index the device does not have."""
-    from eagerc import _C
+    import _eagerc as _C
 
     if device is None:
         return _C._device_current()

@@ -4,7 +4,8 @@ from __future__ import annotations
 import contextlib
 from typing import Iterable, Optional
 
-from eagerc import _C, _config, _stats, targets
+import _eagerc as _C
+from eagerc import _config, _stats, targets
 
 _resolver_installed = False
 

@@ -25,7 +25,8 @@ from __future__ import annotations
 
 import torch
 
-from eagerc import _C, _stats, random_streams
+import _eagerc as _C
+from eagerc import _stats, random_streams
 from eagerc.aten_meta import overload_by_name
 from eagerc.cache import CacheKey, service
 from eagerc.per_op import background

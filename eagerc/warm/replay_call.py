@@ -15,7 +15,8 @@ import time
 import torch
 from torch.utils._pytree import tree_map
 
-from eagerc import _C, _console
+import _eagerc as _C
+from eagerc import _console
 from eagerc.aten_meta import overload_by_name, storage_extent
 from eagerc.per_op.registration import stats
 from eagerc.warm.discover import CallSpec, TensorSpec
