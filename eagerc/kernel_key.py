@@ -158,6 +158,14 @@ def signature_layout() -> tuple:
     return version, tuple(parts)
 
 
+def _traced_for_home_gap(key) -> bool:
+    """Whether `key`'s op is one a target with native kernels traces with an accelerator
+    decomposition, since neither its memory's home nor the CPU has a kernel for it."""
+    from eagerc.compile.accelerator.decompositions import for_home_gaps
+
+    return key.kind == "op" and any(op.name() == key.name for op in for_home_gaps(key.target.home))
+
+
 def _eagerc_version() -> str:
     from eagerc._version import __version__
 
@@ -212,9 +220,11 @@ COMPONENTS: tuple = (
               "a call refused as known to compile wrongly must not be served a kernel built before",
               lambda key: KNOWN_WRONG_VERSION),
     Component("accelerator_decompositions", "namespace",
-              "ACCELERATOR_DECOMPOSITIONS_VERSION above, for a target with no native kernels",
-              "such a target's calls are traced with eagerc's accelerator decompositions",
-              lambda key: None if key.target.native_kernels else ACCELERATOR_DECOMPOSITIONS_VERSION),
+              "ACCELERATOR_DECOMPOSITIONS_VERSION above, for a target with no native kernels "
+              "and for the ops no kernel of the memory's home serves (decompositions.for_home_gaps)",
+              "such calls are traced with eagerc's accelerator decompositions",
+              lambda key: ACCELERATOR_DECOMPOSITIONS_VERSION
+              if not key.target.native_kernels or _traced_for_home_gap(key) else None),
     Component("kind", "entry", "the caller: 'op' (per-op resolver) or 'graph' (capture)",
               "an op's and a graph's kernels share a namespace", lambda key: key.kind),
     Component("device", "entry", "the target's device",

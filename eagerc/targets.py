@@ -92,10 +92,11 @@ class Target:
 
     def decompositions(self) -> dict:
         """Decompositions used in place of Inductor's when tracing for this target."""
+        from eagerc.compile.accelerator.decompositions import for_codegen, for_home_gaps
+
         own = self.codegen.decompositions()
         if self.native_kernels:
-            return own
-        from eagerc.compile.accelerator.decompositions import for_codegen
+            return {**for_home_gaps(self.home), **own}
 
         return {**for_codegen(self.codegen), **own}
 

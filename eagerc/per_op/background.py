@@ -87,7 +87,8 @@ def job_for(miss):
     """This process's name for the job of `miss` (a eagerc.per_op.miss.Miss, its `job` not
     yet set), or None when the miss is compiled now: compile="now", a random op, a call
     inside a dispatch mode, or a device with no kernel to serve it meanwhile (no home to
-    alias, and the host round trip off)."""
+    alias, and the host round trip off; an op that neither the home nor the CPU has a
+    kernel for)."""
     target = miss.target
     if miss.transient or not is_background(target.device):
         return None
@@ -96,6 +97,10 @@ def job_for(miss):
     home = target.host_aliases and _config.alias_fallback_enabled()
     if target.new_device and not home and not _config.cpu_fallback_enabled():
         return None
+    from eagerc.compile.accelerator.decompositions import for_home_gaps
+
+    if miss.op in for_home_gaps(target.home):
+        return None  # neither the home nor the round trip has a kernel to run meanwhile
     # The kernel cache as named (a job of another cache is not this one's); read as set,
     # not resolved: this runs on every call answered in the interim. Imported here, not at
     # the top: `import eagerc` does not load the storage tier (kernel_cache imports its

@@ -85,7 +85,12 @@ def _run_eager(op, args, home, served):
     for i in _CONTIGUOUS_ON_HOME.get(home, {}).get(op._schema.name, ()):
         call[i] = call[i].contiguous()
     pos, kw = split_call(op, call)
-    run = callable_for(op, call)
+    # An op neither the home nor the CPU has a kernel for (ATen's fused RNN cells: CUDA's
+    # only) is served by eagerc's decomposition, which holds ATen's checks: it is eager's
+    # reference there.
+    from eagerc.compile.accelerator.decompositions import for_home_gaps
+
+    run = (home and for_home_gaps(home).get(op)) or callable_for(op, call)
     if torch.Tag.nondeterministic_seeded in op.tags:
         with random_streams.kept():  # the caller's random streams are untouched
             return run(*pos, **kw)

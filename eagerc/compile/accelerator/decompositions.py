@@ -41,12 +41,17 @@ off, EAGERC_ALIAS_FALLBACK=0), these ops are traced into ops Inductor generates 
   the same way (cholesky.py).
 - _upsample_bilinear2d_aa (resample.py): ATen's separable anti-aliasing
   weights as dense matrices, applied by matmul.
+- ATen's fused LSTM and GRU cells and their backwards (rnn_cells.py), which only CUDA
+  has kernels for: pointwise code. Targets with native kernels trace them too where the
+  memory's home has no kernel for them (for_home_gaps: the CPU, for host memory).
 
 Not here: ops whose output shape depends on values (bincount, unique), histogram with a
 bin count (eagerc does not compile its float[] range argument: it runs on aliases), and
 what has no pointwise or recurrence form in PyTorch yet.
 """
 from __future__ import annotations
+
+import functools
 
 import torch
 from torch._inductor import inductor_prims
@@ -310,6 +315,22 @@ def special_for(codegen) -> dict:
     return table
 
 
+@functools.lru_cache(maxsize=None)
+def for_home_gaps(home: str) -> dict:
+    """The decompositions a target with native kernels traces with: eagerc's own for ops
+    that neither its memory's home `home` ("cpu", "cuda") nor the CPU (the host round
+    trip) has a kernel for, so that no rung but a compiled kernel could serve them."""
+    from eagerc.compile.accelerator import rnn_cells
+
+    return {op: fn for op, fn in rnn_cells.table().items() if not _kernel_on(op, home)
+            and not _kernel_on(op, "cpu")}
+
+
+def _kernel_on(op, device_type: str) -> bool:
+    return torch._C._dispatch_has_computed_kernel_for_dispatch_key(
+        op.name(), torch._C._dispatch_key_for_device(device_type))
+
+
 def for_codegen(codegen) -> dict:
     """The decompositions a target whose code generator is `codegen` (eagerc/codegen/)
     traces with where it has no native kernels."""
@@ -344,13 +365,14 @@ def _table() -> dict:
     add(aten._histogramdd_from_bin_tensors, _histogramdd_bins)
     add(aten.take, _take)
     add(aten.hash_tensor, _hash_tensor)
-    from eagerc.compile.accelerator import cholesky, linalg, lu, random_ops, resample
+    from eagerc.compile.accelerator import cholesky, linalg, lu, random_ops, resample, rnn_cells
 
     table.update(random_ops.table())
     table.update(linalg.table())
     table.update(lu.table())
     table.update(cholesky.table())
     table.update(resample.table())
+    table.update(rnn_cells.table())
     return {op: fn for op, fn in table.items() if "dimname" not in op._schema.overload_name}
 
 
