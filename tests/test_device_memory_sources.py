@@ -107,13 +107,3 @@ def test_background_modes_interim_and_aliased_outputs_count(tmp_path):
     lines = {ln.split()[0]: ln.split()[1:] for ln in r.stdout.splitlines() if ln.strip()}
     assert int(lines["interim"][0]) > 0, r.stdout
     assert lines["counted"][0] == "True", r.stdout
-
-
-def test_a_convolution_on_aliases_counts_its_output_and_frees_onednns_scratch():
-    # ATen's oneDNN takes its scratch with the CPU allocator's raw_allocate and frees it
-    # with raw_deleter(): blocks of the device and of the CPU both reach that deleter.
-    x = torch.randn(2, 4, 9, 7, device="eagerc")
-    w = torch.randn(6, 2, 3, 1, device="eagerc")
-    for _ in range(3):  # the miss, then typed hits on reused aliases
-        _counts_its_block(lambda: torch.conv2d(x, w, stride=(2, 1), padding=(0, 2), dilation=(1, 3),
-                                               groups=2), 2 * 6 * 4 * 11 * 4)
