@@ -68,14 +68,10 @@ void KernelHolder::run_on_cpu_aliases(const c10::OperatorHandle& op, torch::jit:
     st.counters.aliased.fetch_add(1, std::memory_order_relaxed);
   }
   ActivityGuard guard;
-  // The home device's own kernel (ATen's CPU kernel for host memory), its outputs (handed
-  // back as the device's tensors below) in the device's memory.
+  // The home device's own kernel (ATen's CPU kernel for host memory).
   const c10::Device home = memory_home(device);
-  {
-    const HomeAllocationsOnDevice allocations(device);
-    op.redispatchBoxed(c10::DispatchKeySet(c10::computeDispatchKey(std::nullopt, c10::kStrided, home)),
-                       stack);
-  }
+  op.redispatchBoxed(c10::DispatchKeySet(c10::computeDispatchKey(std::nullopt, c10::kStrided, home)),
+                     stack);
   for (const auto& [device_tensor, alias] : written) sync_written(device_tensor, alias);
   restore_device_outputs(original, device, st.plan.num_returns, stack);
 }

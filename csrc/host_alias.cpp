@@ -1,7 +1,6 @@
 #include "host_alias.h"
 
 #include "arg_kinds.h"
-#include "home_allocations.h"
 #include "home_generator.h"
 
 #include <ATen/EmptyTensor.h>
@@ -58,8 +57,6 @@ at::Tensor alias_on(const at::Tensor& t, c10::Device device) {
 }  // namespace
 
 void set_memory_home(c10::DeviceType served, c10::DeviceType home) {
-  // Before any call runs on CPU aliases: their kernels allocate the device's memory.
-  if (home == c10::kCPU && served != c10::kCPU) install_home_allocator();
   g_homes[static_cast<size_t>(served)].store(static_cast<int>(home) + 1);
 }
 

@@ -15,8 +15,6 @@
 
 #include <ATen/core/stack.h>
 
-#include "home_allocations.h"
-
 #include <array>
 #include <optional>
 #include <utility>
@@ -103,8 +101,7 @@ class BoundAlias {
 template <size_t N>
 class ArgumentAliases {
  public:
-  ArgumentAliases(std::array<ReusedAlias, N>& slots, const std::array<const at::Tensor*, N>& tensors)
-      : allocations_(first_device(tensors)) {
+  ArgumentAliases(std::array<ReusedAlias, N>& slots, const std::array<const at::Tensor*, N>& tensors) {
     if (share_a_storage(tensors)) {
       shared_.emplace();
       for (size_t i = 0; i < N; ++i) {
@@ -136,15 +133,6 @@ class ArgumentAliases {
     return false;
   }
 
-  static c10::Device first_device(const std::array<const at::Tensor*, N>& tensors) {
-    for (const at::Tensor* t : tensors) {
-      if (t != nullptr) return t->device();
-    }
-    return c10::Device(c10::kCPU);
-  }
-
-  // While the aliases live, the kernel run on them allocates the device's memory.
-  HomeAllocationsOnDevice allocations_;
   std::optional<CallAliases> shared_;
   std::array<at::Tensor, N> fresh_;
   std::array<std::optional<BoundAlias>, N> bound_;

@@ -3,7 +3,6 @@
 // its tensors on the home device, and the results come back as the device's tensors.
 #include "kernel_holder.h"
 
-#include "home_allocations.h"
 #include "host_alias.h"
 #include "out_forms.h"
 
@@ -56,13 +55,7 @@ void KernelHolder::compiled_on_cpu_aliases(const c10::OperatorHandle& op, c10::D
   MissOutcome outcome = find_or_resolve(*stack, &sig);
   if (outcome.next == MissOutcome::Next::Run) {
     std::string error;
-    bool ran = false;
-    {
-      // The kernel's outputs, handed back as the device's tensors, in the device's memory.
-      const HomeAllocationsOnDevice allocations(device);
-      ran = try_run_and_push(*outcome.artifact, sig, stack, &error);
-    }
-    if (ran) {
+    if (try_run_and_push(*outcome.artifact, sig, stack, &error)) {
       restore_device_outputs(original, device,
                              st.plan.returns_tensor_list ? 1 : st.plan.num_returns, stack);
       return;

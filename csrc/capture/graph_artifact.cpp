@@ -50,8 +50,6 @@ class GraphArtifact {
     c10::SmallVector<at::Tensor, 4> outs;
     {
       py::gil_scoped_release no_gil;
-      // The graph's outputs, handed back as the device's tensors, in the device's memory.
-      const HomeAllocationsOnDevice allocations(device);
       outs = artifact_->run(sig);
       if (!device.is_cpu()) {
         for (at::Tensor& t : outs) {
