@@ -158,9 +158,18 @@ def signature_layout() -> tuple:
     return version, tuple(parts)
 
 
+# Every op decompositions.for_home_gaps can name is one of ATen's fused RNN cells
+# (compile/accelerator/rnn_cells.py; tests/test_kernel_key.py checks it): other keys are
+# answered by name, without importing the decompositions (Inductor, sympy), which a process
+# loading its kernels from disk never needs.
+HOME_GAP_PREFIX = "aten::_thnn_fused_"
+
+
 def _traced_for_home_gap(key) -> bool:
     """Whether `key`'s op is one a target with native kernels traces with an accelerator
     decomposition, since neither its memory's home nor the CPU has a kernel for it."""
+    if key.kind != "op" or not key.name.startswith(HOME_GAP_PREFIX):
+        return False
     from eagerc.compile.accelerator.decompositions import for_home_gaps
 
     return key.kind == "op" and any(op.name() == key.name for op in for_home_gaps(key.target.home))

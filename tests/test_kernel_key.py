@@ -283,3 +283,14 @@ def test_the_check_finds_a_constant(tmp_path):
     sample = tmp_path / "m.py"
     sample.write_text("BUILD_RECIPE = 'x'\nVERSION = 1\nclass C:\n    VERSION = 2\nPLAIN = 3\n")
     assert [n for n in _module_constants(sample) if KEY_CONSTANT.search(n)] == ["BUILD_RECIPE", "VERSION"]
+
+
+def test_every_home_gap_op_is_named_by_the_keys_prefix():
+    # The key answers "traced for a home gap?" by name first (no decompositions import on
+    # a disk load): every op for_home_gaps can name must carry the prefix.
+    from eagerc.compile.accelerator import rnn_cells
+    from eagerc.compile.accelerator.decompositions import for_home_gaps
+
+    names = [op.name() for op in rnn_cells.table()]
+    assert names and all(n.startswith(kernel_key.HOME_GAP_PREFIX) for n in names), names
+    assert all(op.name().startswith(kernel_key.HOME_GAP_PREFIX) for op in for_home_gaps("cpu"))
