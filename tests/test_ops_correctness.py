@@ -105,7 +105,8 @@ OPINFO_OPS = [
     ("hypot", "", "aten::hypot", 1),
     ("pow", "", "aten::pow.Tensor_Tensor", 1),
     ("fmod", "", "aten::fmod.Tensor", 1),
-    ("remainder", "", "aten::remainder.Tensor", 1),
+    # (remainder: its float32 samples run eager's kernel, compile/known_wrong.py;
+    # tests/test_wrapped_numbers.py compiles integer remainders)
     ("eq", "", "aten::eq.Tensor", 1),
     ("gt", "", "aten::gt.Tensor", 1),
     ("logical_and", "", "aten::logical_and", 1),
