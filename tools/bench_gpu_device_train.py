@@ -1,7 +1,7 @@
 """The eagerc device on GPU memory against native CUDA (run on the GPU machine): a training
 step, and torch.compile's first forward and steady state.
 
-    python tools/bench_gpu_device_train.py train [--models bert,gpt2,resnet50] [--batch 8]
+    python tools/bench_gpu_device_train.py train [--models bert,gpt2,resnet50] [--batch 8] [--profile]
     python tools/bench_gpu_device_train.py compile [--models ...] [--batch 1]
 
 train: forward, loss, backward and an AdamW step of the same model (dropout off, so both
@@ -93,8 +93,28 @@ def _train_child(args) -> None:
     stats = eagerc.stats() if args.device == "eagerc" else None
     fallbacks = sum(v["fallbacks"] for v in stats["ops"].values()) if stats else 0
     torch.save([p.detach().to("cpu") for p in model.parameters()], args.save)
+    if args.profile:
+        _profile(step, args.device)
     print(f"STEP {statistics.median(times):.3f} {compiles} {fallbacks} "
           f"{(stats['compiles'] - compiles) if stats else 0}")
+
+
+def _profile(step, device: str) -> None:
+    """Where one side's step time goes: the GPU kernels and the CPU ops of three steps,
+    most device time first (to stderr; the parent prints it with --profile)."""
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+        for _ in range(3):
+            step()
+        torch.cuda.synchronize()
+    table = prof.key_averages()
+    print(f"== {device}: by GPU time", file=sys.stderr)
+    print(table.table(sort_by="self_device_time_total", row_limit=25, max_name_column_width=60),
+          file=sys.stderr)
+    print(f"== {device}: by CPU time", file=sys.stderr)
+    print(table.table(sort_by="self_cpu_time_total", row_limit=20, max_name_column_width=60),
+          file=sys.stderr)
 
 
 def bench_train(args) -> None:
@@ -111,12 +131,15 @@ def bench_train(args) -> None:
                     out = subprocess.run([sys.executable, __file__, "train-child", "--models", name,
                                           "--batch", str(args.batch), "--device", device,
                                           "--rounds", str(args.rounds), "--inner", str(args.inner),
-                                          "--save", f"{tmp}/{device}.pt"],
+                                          "--save", f"{tmp}/{device}.pt"]
+                                         + (["--profile"] if args.profile and not times[device] else []),
                                          env=env, capture_output=True, text=True)
                     line = [l for l in out.stdout.splitlines() if l.startswith("STEP")]
                     if not line:
                         print(f"{name}: training on {device} failed:\n{out.stderr[-3000:]}")
                         return
+                    if args.profile and not times[device]:
+                        print(out.stderr[out.stderr.find("== "):], flush=True)
                     ms, compiles, fallbacks, late = line[0].split()[1:]
                     times[device].append(float(ms))
                     if device == "eagerc":
@@ -186,6 +209,8 @@ def main() -> None:
     parser.add_argument("--inner", type=int, default=3)
     parser.add_argument("--device", default="eagerc", help=argparse.SUPPRESS)
     parser.add_argument("--save", help=argparse.SUPPRESS)
+    parser.add_argument("--profile", action="store_true",
+                        help="train: print each side's profile (GPU kernels, CPU ops) once")
     args = parser.parse_args()
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
