@@ -36,7 +36,6 @@ import os
 import subprocess
 import sys
 import time
-import unittest
 from pathlib import Path
 
 import pytest
@@ -63,26 +62,14 @@ NOT_ATEN_REFERENCES = {
 
 # --- pytest plugin ---------------------------------------------------------------------
 
-def _extract_test_fn():
-    """torch.testing's extract_test_fn without inspect.stack(): the test method of the
-    innermost unittest.TestCase frame, or None."""
-    frame = sys._getframe(1)
-    while frame is not None:
-        self_val = frame.f_locals.get("self")
-        if isinstance(self_val, unittest.TestCase):
-            *_, cls_name, test_name = self_val.id().rsplit(".", 2)
-            if cls_name == type(self_val).__name__ and test_name.startswith("test"):
-                return getattr(self_val, test_name).__func__
-        frame = frame.f_back
-    return None
-
-
 def pytest_configure(config):
     from torch.testing._internal import common_utils
     from torch.testing._internal.opinfo import core
 
-    common_utils.extract_test_fn = _extract_test_fn
-    core.extract_test_fn = _extract_test_fn
+    from eagerc.unittest_frames import running_unittest_fn
+
+    common_utils.extract_test_fn = running_unittest_fn
+    core.extract_test_fn = running_unittest_fn
     _memoize_validation_metadata()
 
 
