@@ -4,7 +4,9 @@
 
 For each op (kernel compiled first): `repeats` alternating rounds, each one sample of the
 mean time of one call in a loop of `inner` calls natively, then one with eagerc enabled for
-that op; medians of both. Prints a table with the ratio eagerc / native.
+that op; medians of both. Prints a table with the ratio eagerc / native. On a device with
+no kernels of its own (``--device eagerc``), every call is a compiled kernel: its native
+side is the same call on its memory's home device (CPU eager for host memory).
 
 `--aoti` adds PyTorch's own AOTI-eager (``Library._impl_with_aoti_compile``) to every round
 as a third column: it is registered for the round and removed after it, so the native
@@ -26,6 +28,7 @@ import torch.nn.functional as F
 os.environ.setdefault("EAGERC_COMPILE", "now")
 
 import eagerc  # noqa: E402
+from eagerc import targets  # noqa: E402
 
 
 def _sample_us(fn, inner: int) -> float:
@@ -36,7 +39,8 @@ def _sample_us(fn, inner: int) -> float:
 
 
 def cases(size: int, device: str):
-    """(name, eagerc op, AOTI-eager op name, call)."""
+    """(name, eagerc op, AOTI-eager op name, call); the same values on every device."""
+    torch.manual_seed(0)
     x = torch.randn(size, size, device=device)
     y = torch.randn(size, size, device=device)
     w, b = torch.randn(size, device=device), torch.randn(size, device=device)
@@ -74,14 +78,20 @@ def main() -> None:
     args = parser.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
-    sync = torch.cuda.synchronize if args.device.startswith("cuda") else (lambda: None)
+    target = targets.for_device(args.device)
+    # A new device (the eagerc device) has no native kernels to time: CPU or CUDA eager on
+    # its memory's home stands in, and its own calls are served whether enabled or not.
+    native_device = target.home if target.new_device else args.device
+    sync = torch.cuda.synchronize if native_device.startswith("cuda") else (lambda: None)
     print(f"torch {torch.__version__}, threads {torch.get_num_threads()}, {args.size}x{args.size} float32, "
-          f"device {args.device}")
+          f"device {args.device}" + (f" (native: {native_device} eager)" if native_device != args.device else ""))
     header = f"{'op':<14} {'native us':>10} {'eagerc us':>10} {'ratio':>7}"
     print(header + (f" {'aoti us':>10} {'aoti ratio':>10}" if args.aoti else ""))
-    key = "CPU" if args.device == "cpu" else "CUDA"
     wanted = set(filter(None, args.ops.split(",")))
-    for name, op, aoti_op, fn in cases(args.size, args.device):
+    device_cases = cases(args.size, args.device)
+    native_calls = [call for *_, call in (device_cases if native_device == args.device
+                                          else cases(args.size, native_device))]
+    for (name, op, aoti_op, fn), native_fn in zip(device_cases, native_calls):
         if wanted and name not in wanted:
             continue
         with eagerc.enabled(args.device, ops=[op]):
@@ -90,15 +100,15 @@ def main() -> None:
         aoti_refused = None
         if args.aoti:
             try:
-                with _aoti_eager(aoti_op, args.device):
-                    fn()  # AOTI-eager's compile
+                with _aoti_eager(aoti_op, native_device):
+                    native_fn()  # AOTI-eager's compile
             except Exception as e:  # noqa: BLE001 - reported in the table
                 aoti_refused = f"{type(e).__name__}: {str(e)[:60]}"
         native, compiled, aoti = [], [], []
         for _ in range(args.repeats):  # alternating rounds: load drifts hit both sides alike
             for _ in range(3):
-                fn()
-            native.append(_sample_us(fn, args.inner))
+                native_fn()
+            native.append(_sample_us(native_fn, args.inner))
             sync()
             with eagerc.enabled(args.device, ops=[op]):
                 for _ in range(3):
@@ -106,13 +116,13 @@ def main() -> None:
                 compiled.append(_sample_us(fn, args.inner))
                 sync()
             if args.aoti and not aoti_refused:
-                with _aoti_eager(aoti_op, args.device):
+                with _aoti_eager(aoti_op, native_device):
                     for _ in range(3):
-                        fn()
-                    aoti.append(_sample_us(fn, args.inner))
+                        native_fn()
+                    aoti.append(_sample_us(native_fn, args.inner))
                     sync()
         assert eagerc.stats()["compiles"] == compiles, "a hit recompiled"
-        assert eagerc.stats()["ops"][f"{op}@{key}"]["hits"] > 0
+        assert eagerc.stats()["ops"][f"{op}@{target.dispatch_key}"]["hits"] > 0
         n, c = statistics.median(native), statistics.median(compiled)
         line = f"{name:<14} {n:>10.2f} {c:>10.2f} {c / n:>7.2f}"
         if args.aoti and aoti_refused:
