@@ -9,7 +9,8 @@ job's outcome, and exits after ``idle seconds`` with nothing queued or running. 
 (its and its workers' output) stays bounded: spool.cap_log.
 
 A worker that dies (a crash in the compiler, memory) fails the jobs it was running; the
-next jobs get new workers. A job found in running/ at start was being compiled when an
+next jobs get new workers. The workers end with the service, however it ends (SIGKILL
+included: lifeline.py). A job found in running/ at start was being compiled when an
 earlier service stopped: it is failed, not retried (it may be what stopped it).
 """
 from __future__ import annotations
@@ -22,10 +23,12 @@ import os
 import sys
 import time
 
-import spool  # this file's folder is sys.path[0]: run as a script, never as eagerc's module
+import lifeline  # this file's folder is sys.path[0]: run as a script, never as eagerc's module
+import spool
 
 _POLL_S = 0.05
 _KEEP_OUTCOMES_S = 24 * 3600.0
+_KEEP_PARTS_S = 600.0  # a file being written is written within this
 
 
 def _compile(path: str):
@@ -54,20 +57,27 @@ def _take_lock(folder: str):
 
 
 def _tidy(folder: str) -> None:
-    """Fail what an earlier service left running; drop outcomes older than a day."""
+    """Fail what an earlier service left running; drop outcomes older than a day, and the
+    half-written files of processes killed while writing (spool.write_atomically)."""
     for name in os.listdir(os.path.join(folder, spool.RUNNING)):
         if name.endswith(".job"):
             spool.finish(folder, name[:-4], False, "the compile service stopped while compiling it")
             _remove(os.path.join(folder, spool.RUNNING, name))
+    _remove_older(os.path.join(folder, spool.DONE), _KEEP_OUTCOMES_S)
+    _remove_older(os.path.join(folder, spool.QUEUED), _KEEP_PARTS_S, ".tmp")
+
+
+def _remove_older(where: str, seconds: float, suffix: str = "") -> None:
+    """Remove the files of `where` (those named ...`suffix`) last written over `seconds` ago."""
     now = time.time()
-    done = os.path.join(folder, spool.DONE)
-    for name in os.listdir(done):
-        path = os.path.join(done, name)
-        try:
-            if now - os.path.getmtime(path) > _KEEP_OUTCOMES_S:
-                os.remove(path)
-        except OSError:
-            pass
+    for name in os.listdir(where):
+        if name.endswith(suffix):
+            path = os.path.join(where, name)
+            try:
+                if now - os.path.getmtime(path) > seconds:
+                    os.remove(path)
+            except OSError:
+                pass
 
 
 def _remove(path: str) -> None:
@@ -120,8 +130,10 @@ def serve(folder: str, workers: int, idle_s: float) -> int:
                 except FileNotFoundError:
                     continue
                 if pool is None:
+                    # Its workers end with this process, however it ends (lifeline.py).
                     pool = concurrent.futures.ProcessPoolExecutor(
-                        max_workers=workers, mp_context=multiprocessing.get_context("spawn"))
+                        max_workers=workers, mp_context=multiprocessing.get_context("spawn"),
+                        initializer=lifeline.follow, initargs=(os.getpid(),))
                 in_flight[pool.submit(_compile, running)] = name[:-4]
             if not in_flight:
                 if time.monotonic() - last_busy > idle_s:
