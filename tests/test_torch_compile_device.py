@@ -70,3 +70,39 @@ def test_inductor_finds_the_backend_on_the_device_module():
 
     init_backend_registration()
     assert issubclass(get_scheduling_for_device("eagerc"), CppScheduling)
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_half_conv_and_training_step_compile_as_cpp(dtype):
+    """Inductor asks get_current_backend which code a kernel's ops are typed for: on the
+    device it answered Triton's until the backend widened it, and a half Conv2d's masked
+    load failed Inductor's `assert scalar_var.dtype is not None` (TorchCTS level 6)."""
+    from torch._inductor.utils import get_current_backend
+
+    assert get_current_backend("eagerc") == "cpp"
+    torch._dynamo.reset()
+    torch.manual_seed(0)
+    conv = torch.nn.Conv2d(3, 8, 3, padding=1).to(dtype)
+    x = torch.randn(2, 3, 16, 16).to(dtype)
+    expected = torch.compile(conv, fullgraph=True)(x)
+    actual = torch.compile(conv.to("eagerc"), fullgraph=True)(x.to("eagerc"))
+    assert_close(actual.cpu(), expected)
+
+    model = torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3, padding=1), torch.nn.ReLU(),
+                                torch.nn.AdaptiveAvgPool2d(1), torch.nn.Flatten(),
+                                torch.nn.Linear(8, 2)).to(dtype)
+    weights = [p.detach().clone() for p in model.parameters()]
+    model.to("eagerc")
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+
+    @torch.compile
+    def train_step(inputs):
+        optimizer.zero_grad()
+        loss = model(inputs).sum()
+        loss.backward()
+        optimizer.step()
+        return loss
+
+    loss = train_step(torch.randn(2, 3, 8, 8).to(dtype).to("eagerc"))
+    assert torch.isfinite(loss.cpu())
+    assert any(not torch.equal(p.detach().cpu(), w) for p, w in zip(model.parameters(), weights))

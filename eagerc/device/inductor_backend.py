@@ -12,12 +12,18 @@ On host memory (the default) Inductor's CPU code generator serves the device as 
 C++ kernels address eagerc buffers directly, the Python wrapper allocates them on the
 device (``empty_strided(..., device='eagerc')``), and extern calls (``mm``) dispatch to the
 device's own kernels. Two places in Inductor test ``device.type == "cpu"`` where they mean
-"host C++ code"; both are widened to this device here, and only here:
+"host C++ code", and one answers for every device type it does not name as for CUDA; all
+three are widened to this device here, and only here:
 
 - the wrapper's kernel call (``_generate_kernel_call_helper``): a C++ kernel is called the
   CPU way (an override in :class:`PythonWrapperCodegen`);
 - the scheduler's ``BaseSchedulerNode.is_cpu`` (fusion decisions that assume GPU-style
-  tiling otherwise): extended to the devices in :data:`HOST_CPP_DEVICES`.
+  tiling otherwise): extended to the devices in :data:`HOST_CPP_DEVICES`;
+- ``torch._inductor.utils.get_current_backend`` (which code a kernel's ops are typed for):
+  it answered ``config.cuda_backend`` ("triton") on the device, so the C++ kernel's ops
+  took Triton's dtype rules, and a float16/bfloat16 ``masked`` load left a variable without
+  a dtype (Inductor's ``assert scalar_var.dtype is not None``: torch.compile of a half
+  Conv2d or training step failed with an AssertionError without a message).
 
 On GPU memory (``EAGERC_BACKING=cuda``) the device's backend is CUDA's (Triton kernels,
 its C++ wrapper, its device interface and helpers): eagerc's per-op compiler reads it as
@@ -165,6 +171,33 @@ def _register() -> None:
 
         is_cpu._eagerc = True
         node.is_cpu = is_cpu
+    _widen_current_backend()
+
+
+def _widen_current_backend() -> None:
+    """Inductor's get_current_backend answers the CPU's backend for the host C++ devices;
+    the modules that imported it by name get the widened function too."""
+    import importlib
+
+    from torch._inductor import config, utils
+
+    current = utils.get_current_backend
+    if getattr(current, "_eagerc", False):
+        return
+
+    def get_current_backend(device_type=None):
+        from torch._inductor.virtualized import V
+
+        device_type = device_type or V.graph.get_current_device_or_throw().type
+        return config.cpu_backend if device_type in HOST_CPP_DEVICES else current(device_type)
+
+    get_current_backend._eagerc = True
+    utils.get_current_backend = get_current_backend
+    for name in ("torch._inductor.codegen.common", "torch._inductor.scheduler",
+                 "torch._inductor.kernel.mm_common"):
+        module = importlib.import_module(name)
+        if getattr(module, "get_current_backend", None) is current:
+            module.get_current_backend = get_current_backend
 
 
 _register()
