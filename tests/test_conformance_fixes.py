@@ -266,6 +266,45 @@ def test_integer_remainder_still_compiles():
     assert_compiled("device", "remainder.Tensor")
 
 
+_GELUS = {
+    "gelu": lambda x, g: torch.nn.functional.gelu(x),
+    "gelu_": lambda x, g: torch.ops.aten.gelu_(x.clone()),
+    "gelu.out": lambda x, g: torch.ops.aten.gelu.out(x, out=torch.empty_like(x)),
+    "gelu_backward": lambda x, g: torch.ops.aten.gelu_backward(g, x),
+}
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("op", sorted(_GELUS))
+def test_gelu_is_eagers(op, dtype, mode):
+    """ATen's CPU gelu of a contiguous float32/bfloat16 tensor is oneDNN's: gelu(inf) is
+    NaN, gelu(3e38) inf, the backward's tails differ from the compiled kernel's. Those
+    calls run eager's kernel (known_wrong.py); float16 and float64 compile."""
+    fn = _GELUS[op]
+    x = _spread([INF, -INF, NAN, 0.0, -0.0, 1.0, -1.0, 3e38, -3e38, 10.0, -10.0, -5.5, 1e-30], dtype)
+    g = torch.linspace(-2, 2, x.numel()).to(dtype)
+    assert_same(run(mode, ["aten::" + op], fn, x, g), fn(x, g))
+    if dtype in (torch.float32, torch.bfloat16):
+        assert_refused(mode, op.split(".")[0], "oneDNN")
+    else:
+        assert_compiled(mode, op.split(".")[0])
+
+
+def test_embedding_bag_frequency_scaled_backward_is_eagers():
+    """TorchCTS level 3's embedding_bag(scale_grad_by_freq) contract reference scales each
+    row's gradient by the row's count; ATen's CPU kernel, which the device matches,
+    gives other values on TorchCTS's input (row 4, seen once, is divided by 3)."""
+    def backward(device):
+        weight = torch.zeros(5, 2, device=device, requires_grad=True)
+        indices, offsets = torch.tensor([1, 1, 2, 1, 2, 4]), torch.tensor([0, 3])
+        out = torch.embedding_bag(weight, indices.to(device), offsets.to(device), True, 0, False, None, False)[0]
+        out.backward(torch.tensor([[1.0, -0.5], [-0.25, 2.0]]).to(device))
+        return weight.grad.cpu()
+
+    assert_same(backward("eagerc"), backward("cpu"))
+
+
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float32])
 def test_fused_sgd_step_is_cpus_fused_step(dtype):
     """TorchCTS level 4's fused SGD pipeline compares the device's fused step with CPU's
