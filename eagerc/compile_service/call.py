@@ -6,6 +6,11 @@ class) and never the caller's data. The replay allocates stand-ins with that met
 (zero bytes: valid indices, no NaN) and calls the op on the device, so the device's own
 dispatch computes the signature and compiles (or records a refusal for) exactly the key
 the caller missed.
+
+A replay's memory is its call's (a stand-in per tensor, and what the op allocates): a call
+whose tensors hold more than :data:`STANDIN_BYTES_LIMIT` is not described, and compiles in
+the caller's process, on the caller's own tensors. A worker's memory stays bounded by the
+limit whatever the calls it serves (a 17 GB ``fill_`` had grown one to 23 GB).
 """
 from __future__ import annotations
 
@@ -16,6 +21,9 @@ import pickle
 import torch
 
 from eagerc.aten_meta import storage_extent
+
+# The most bytes a described call's tensors may hold (their storage extents, summed).
+STANDIN_BYTES_LIMIT = 256 << 20
 
 
 @dataclasses.dataclass(frozen=True)
@@ -33,12 +41,14 @@ class TensorMeta:
         return cls(tuple(t.shape), tuple(t.stride()), t.storage_offset(), t.dtype,
                    device or str(t.device))
 
+    def standin_bytes(self) -> int:
+        return max(storage_extent(self.size, self.stride, self.storage_offset), 1) * self.dtype.itemsize
+
     def standin(self) -> torch.Tensor:
         """Zero bytes with this metadata, made without dispatching an op eagerc serves
         (empty and a view are the device runtime's; the bytes are zeroed without an op).
         Allocated by torch's allocator, so its alignment is what the caller's was."""
-        extent = max(storage_extent(self.size, self.stride, self.storage_offset), 1)
-        raw = torch.empty(extent * self.dtype.itemsize, dtype=torch.uint8)
+        raw = torch.empty(self.standin_bytes(), dtype=torch.uint8)
         ctypes.memset(raw.data_ptr(), 0, raw.numel())
         base = raw.view(self.dtype)
         if self.device != "cpu":
@@ -58,6 +68,17 @@ class CallDescription:
     specialized: bool     # the caller's op has scalar values in its keys
     known_variants: tuple  # the key's kernels the caller holds already, whose guards refused it
     served_ops: tuple = ()  # override mode: the ops to enable for the replay (this one)
+
+    def standin_bytes(self) -> int:
+        """What the replay's stand-ins hold, in bytes."""
+        def total(value):
+            if isinstance(value, TensorMeta):
+                return value.standin_bytes()
+            if isinstance(value, (list, tuple)):
+                return sum(total(v) for v in value)
+            return 0
+
+        return total(self.args)
 
     def to_bytes(self) -> bytes | None:
         """The pickled description; None when an argument does not pickle."""
@@ -92,11 +113,12 @@ def describe(op_name: str, args, parallel: bool, signature: bytes, specialized: 
         return value
 
     try:
-        return CallDescription(op_name, target.device, tuple(meta(a) for a in args), parallel,
-                               bytes(signature), specialized, tuple(sorted(known_variants)),
-                               () if target.new_device else (op_name,))
+        described = CallDescription(op_name, target.device, tuple(meta(a) for a in args), parallel,
+                                    bytes(signature), specialized, tuple(sorted(known_variants)),
+                                    () if target.new_device else (op_name,))
     except _NoDescription:
         return None
+    return described if described.standin_bytes() <= STANDIN_BYTES_LIMIT else None
 
 
 class _NoDescription(Exception):
