@@ -19,5 +19,6 @@ The pieces, each one job:
   replay there;
 - :mod:`~eagerc.compile_service.client`: the caller's side (submit, poll, start the service);
 - ``daemon.py``: the service process (standard library only: it never imports torch);
+- ``lifeline.py``: its workers end with it, however it ends;
 - :mod:`~eagerc.compile_service.worker`: what a worker process runs for one job.
 """
