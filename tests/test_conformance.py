@@ -52,6 +52,20 @@ def test_failures_against_references_that_are_not_atens_are_counted_apart():
     assert conformance.failures(artifact)[0].startswith("FAIL [ATen's value] t1: ")
 
 
+def test_failures_of_declined_capabilities_and_listed_tests_are_counted_apart():
+    artifact = _artifact(["PASS", "ERROR", "FAIL", "FAIL"], [{"semantic_level": 3, "skip_reason": "oom_not_recoverable"}])
+    results = artifact["results"]
+    results["t1"]["error_message"] = "Could not run 'aten::_sparse_coo_tensor_with_dims_and_tensors' with arguments from the 'Sparseeagerc' backend."
+    node = next(iter(conformance.NOT_ATEN_TESTS))
+    results[node] = results.pop("t2")
+    row = conformance.count(artifact, 3)
+    assert (row["passed"], row["failed"], row["aten_values"], row["declined"], row["skipped"]) == (1, 2, 1, 2, 0)
+    assert (row["pass_rate"], row["eager_rate"]) == (1 / 3, 2 / 3)
+    lines = conformance.failures(artifact)
+    assert any(line.startswith("ERROR [declined: sparse] t1: Could not run") for line in lines)
+    assert f"FAIL [ATen's value] {node}: boom 2" in lines
+
+
 def test_table_marks_partial_and_empty_levels():
     row = conformance.count(_artifact([], [], completed=False), 5)
     assert row["pass_rate"] is None
