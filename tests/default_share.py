@@ -62,6 +62,11 @@ SHARES = {
     "tests/test_capture_training.py::test_max_pool_training": (2, ()),
     "tests/test_capture_training.py::test_batchnorm_train_mode_updates_running_stats": (2, ()),
     "tests/test_capture_second_order.py::test_gradient_penalty_through_a_captured_mlp": (2, ()),
+    # The fused RNN cells: a kernel cache per compile mode is shared by the file's tests;
+    # each sweep keeps both modes and both cells.
+    "tests/test_device_rnn_cells.py::test_cell_forward_and_backward": (3, ("compile_mode", "cls")),
+    "tests/test_device_rnn_cells.py::test_lstm_cell_other_dtypes": (2, ()),
+    "tests/test_device_rnn_cells.py::test_recurrent_layers": (2, ("cls",)),
     # One case per mode or model in the default run, the others in the slow step (each
     # case 40-60 s there: a subprocess, or a model's compiles).
     "tests/test_kernel_traps.py::test_integer_division_by_zero_survives": (2, ()),

@@ -16,6 +16,8 @@ import pytest
 import torch
 
 import eagerc
+from eagerc import _C
+from eagerc.cache import service
 from eagerc.per_op import background
 from eagerc.testing import assert_close
 
@@ -68,13 +70,27 @@ def _served_compiled(names) -> None:
         assert entry["kernels"] >= 1 and not entry["fallbacks"] and not entry["interim"], entry
 
 
+@pytest.fixture(scope="module")
+def mode_caches(tmp_path_factory):
+    """A kernel cache per compile mode, shared by this file's tests in that mode: a
+    signature misses, and compiles in that mode, at its first call; a later test that
+    calls it again loads the kernel from disk instead of compiling it once more."""
+    return {mode: tmp_path_factory.mktemp(f"rnn-cells-{mode}") for mode in ("now", "background")}
+
+
 @pytest.fixture(params=["now", "background"])
-def compile_mode(request, fresh_cache, monkeypatch):
+def compile_mode(request, mode_caches, monkeypatch):
+    monkeypatch.setenv("EAGERC_CACHE_DIR", str(mode_caches[request.param]))
+    service().reset()
+    _C._clear_tables()  # nothing in memory: each test's first calls miss
+    eagerc.reset_stats()
     if request.param == "background":
         monkeypatch.setenv("EAGERC_COMPILE_SERVICE_IDLE_S", "15")
         background.set_mode("eagerc", "background")
     yield request.param
     background.set_mode("eagerc", None)
+    service().reset()
+    _C._clear_tables()
 
 
 def _cell_run(cell, inputs):
