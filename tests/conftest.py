@@ -31,7 +31,6 @@ import sys
 import tempfile
 import threading
 import time
-import unittest
 
 import pytest
 
@@ -49,29 +48,13 @@ os.environ["EAGERC_COMPILE"] = "now"
 _TORCH_TEST_UTILS = "torch.testing._internal.common_utils"
 
 
-def _running_unittest_fn():
-    """torch's extract_test_fn (the unittest test method running, else None) found by walking
-    the frames: torch's own walks inspect.stack(), which reads every frame's source and scans
-    sys.modules per frame, 0.4 s a call under pytest's deep stacks, twice per
-    OpInfo.sample_inputs call: 40 s of each worker's collection went to it."""
-    try:
-        frame = sys._getframe(1)
-        while frame is not None:
-            candidate = frame.f_locals.get("self")
-            if isinstance(candidate, unittest.TestCase):
-                *_, cls_name, test_name = candidate.id().rsplit(".", 2)
-                if cls_name == type(candidate).__name__ and test_name.startswith("test"):
-                    return getattr(candidate, test_name).__func__
-            frame = frame.f_back
-    except Exception:
-        pass
-    return None
-
-
 class _CheapTestFnLookup(importlib.abc.MetaPathFinder):
     """Loads torch's common_utils as usual when a test first imports it (OpInfo's op_db),
-    then gives it _running_unittest_fn as extract_test_fn, before opinfo.core imports the
-    name. Importing it here instead would cost every run seconds, OpInfo used or not."""
+    then gives it eagerc.unittest_frames.running_unittest_fn as extract_test_fn (torch's
+    walks inspect.stack(), 0.4 s a call under pytest's deep stacks, twice per
+    OpInfo.sample_inputs call: 40 s of each worker's collection went to it), before
+    opinfo.core imports the name. Importing it here instead would cost every run seconds,
+    OpInfo used or not."""
 
     def find_spec(self, name, path=None, target=None):
         if name != _TORCH_TEST_UTILS:
@@ -84,16 +67,20 @@ class _CheapTestFnLookup(importlib.abc.MetaPathFinder):
 
         def exec_module(module):
             load(module)
-            module.extract_test_fn = _running_unittest_fn
+            from eagerc.unittest_frames import running_unittest_fn
+
+            module.extract_test_fn = running_unittest_fn
 
         spec.loader.exec_module = exec_module
         return spec
 
 
 if _TORCH_TEST_UTILS in sys.modules:  # a plugin imported it before this file
+    from eagerc.unittest_frames import running_unittest_fn
+
     for _module in (_TORCH_TEST_UTILS, "torch.testing._internal.opinfo.core"):
         if _module in sys.modules:
-            sys.modules[_module].extract_test_fn = _running_unittest_fn
+            sys.modules[_module].extract_test_fn = running_unittest_fn
 else:
     sys.meta_path.insert(0, _CheapTestFnLookup())
 
