@@ -113,6 +113,22 @@ def _model():
     return model, torch.randn(3, 8).to("eagerc")
 
 
+def test_the_farms_environment_carries_the_drivers_thread_count(monkeypatch):
+    # What the tasks below run under, without a cluster: the driver's thread count (Ray
+    # starts its workers with OMP_NUM_THREADS=1), eagerc's settings, and compiles "now".
+    from eagerc.warm import cluster_env
+
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    monkeypatch.setenv("EAGERC_CACHE_DIR", "/nowhere/else")
+    monkeypatch.setattr(torch, "get_num_threads", lambda: 2)
+    env = cluster_env()
+    assert env["OMP_NUM_THREADS"] == "2" and env["EAGERC_COMPILE"] == "now"
+    assert env["EAGERC_CACHE_DIR"] == "/nowhere/else"
+    monkeypatch.setenv("OMP_NUM_THREADS", "3")  # a count the driver was given is kept
+    assert cluster_env()["OMP_NUM_THREADS"] == "3"
+
+
+@pytest.mark.slow  # a local Ray cluster's start and two tasks: 30-60 s on a loaded 2-core machine
 def test_farm_workers_compile_with_the_drivers_thread_count(local_ray, monkeypatch):
     # Inductor writes the thread count into parallel kernels; Ray's workers default to 1.
     from eagerc.warm import cluster_env
