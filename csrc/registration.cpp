@@ -98,12 +98,20 @@ std::vector<std::string> servable_ops(c10::DispatchKey key, bool new_device,
 
 std::vector<std::string> aliasable_ops(c10::DispatchKey key, const std::vector<std::string>& deny) {
   std::vector<std::string> out;
+  // GPU memory: CUDA's own kernels count too. Its fused multi-tensor kernels of the
+  // optimizers' Scalar[] forms (_foreach_div_.ScalarList, _foreach_addcdiv_.ScalarList,
+  // which AdamW calls every step) have no CPU kernel, only a composite that loops one
+  // kernel per tensor, and a Scalar[] is no argument a compiled kernel takes.
+  const c10::Device home = memory_home(c10::Device(c10::dispatchKeyToDeviceType(key), 0));
+  const bool cuda_home = home.type() == c10::DeviceType::CUDA;
   for_each_aten_op(deny, [&](const std::string& qualified, const c10::OperatorHandle& handle) {
     // A data-dependent op may already carry a compiled holder (as the functional op of
     // its out= form, e.g. index.Tensor): it is re-registered to run on aliases.
     const bool data_dependent = handle.hasTag(at::Tag::dynamic_output_shape) ||
                                 handle.hasTag(at::Tag::data_dependent_output);
-    if (!handle.hasKernelForDispatchKey(c10::DispatchKey::CPU) ||
+    const bool home_kernel = handle.hasKernelForDispatchKey(c10::DispatchKey::CPU) ||
+                             (cuda_home && handle.hasKernelForDispatchKey(c10::DispatchKey::CUDA));
+    if (!home_kernel ||
         (handle.hasKernelForDispatchKey(key) && !data_dependent) ||
         handle.hasKernelForDispatchKey(c10::DispatchKey::CompositeImplicitAutograd) ||
         returns_view(handle.schema()) || handle.hasTag(at::Tag::inplace_view)) {

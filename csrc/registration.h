@@ -21,7 +21,8 @@ std::vector<std::string> servable_ops(c10::DispatchKey key, bool new_device,
                                       const std::vector<std::string>& deny);
 
 // Ops a new host-memory device on `key` can run only through ATen's CPU kernel on
-// zero-copy aliases: a CPU kernel, no kernel of the device and no composite one, and
+// zero-copy aliases (on GPU memory, a CUDA kernel counts too): a CPU kernel, no kernel of
+// the device and no composite one, and
 // nothing servable_ops would compile: output shapes that depend on values (nonzero,
 // unique), schemas eagerc cannot compile (equal returns a bool, histogram several
 // tensors), tensors it cannot take (sparse, quantized). Views and `deny` excluded.

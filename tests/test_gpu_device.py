@@ -408,3 +408,38 @@ def test_inference_batch_norm_is_one_launch(tmp_path):
     _, on_native, on_device, *_ = line.split()
     assert int(on_native) >= 5 and int(on_device) == 5, line  # 5 calls, one launch each
     assert line.count("triton_") == 1 and "triton_for" in line, line  # a combo kernel
+
+
+def test_adamw_foreach_runs_cudas_multi_tensor_kernels_on_aliases(tmp_path):
+    # AdamW(foreach=True) calls _foreach_div_.ScalarList and _foreach_addcdiv_.ScalarList
+    # each step. A Scalar[] is no argument a compiled kernel takes, and their composite
+    # loops one kernel per parameter: on GPU memory CUDA's multi-tensor kernels serve them
+    # on aliases, one call for all parameters, and the step equals native CUDA's.
+    out = run_on_gpu_device("""
+        import torch, eagerc
+        torch.manual_seed(0)
+        params = [torch.randn(n, 7, device="cuda") for n in (3, 5, 11, 2)]
+        grads = [torch.randn_like(p) for p in params]
+
+        def steps(device):
+            ps = [p.detach().clone().to(device).requires_grad_() for p in params]
+            opt = torch.optim.AdamW(ps, lr=1e-2, foreach=True)
+            for _ in range(3):
+                for p, g in zip(ps, grads):
+                    p.grad = g.to(device)
+                opt.step()
+            return [p.detach().to("cuda") for p in ps]
+
+        want = steps("cuda")
+        eagerc.reset_stats()
+        got = steps("eagerc")
+        for a, b in zip(got, want):
+            assert torch.allclose(a, b, atol=1e-6, rtol=1e-5), (a - b).abs().max()
+        ops = eagerc.stats()["ops"]
+        for name in ("aten::_foreach_div_.ScalarList", "aten::_foreach_addcdiv_.ScalarList"):
+            assert ops[name + "@PrivateUse1"]["aliased"] == 3, ops.get(name + "@PrivateUse1")
+        per_tensor = [k for k in ops if k.startswith(("aten::div_.Scalar@", "aten::addcdiv_@"))]
+        assert not per_tensor, per_tensor
+        print("OK")
+    """, tmp_path / "cache")
+    assert "OK" in out
