@@ -116,6 +116,90 @@ def test_without_a_service_misses_compile_here(background_cpu, compiles_here, mo
     assert_close(got, torch.softmax(x, 0))
 
 
+
+@pytest.fixture
+def busy_service(service_env, monkeypatch):
+    """The folder of a compile service that takes no job: its lock is held here, so the
+    service counts as alive and every job stays queued (a busy service, without compiles
+    on this machine's cores)."""
+    import fcntl
+
+    from eagerc.compile_service import spool
+    from eagerc.compile_service.client import folder_for
+
+    # Pinned: Inductor sets it when first asked, which would name another service's folder.
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR",
+                       os.environ.get("TORCHINDUCTOR_CACHE_DIR") or str(service_env.parent / "inductor"))
+    folder = folder_for(os.environ)
+    spool.make_folders(folder)
+    lock = os.open(os.path.join(folder, spool.LOCK), os.O_RDWR | os.O_CREAT, 0o644)
+    fcntl.flock(lock, fcntl.LOCK_EX)
+    yield folder
+    os.close(lock)
+
+
+def test_a_pending_signatures_calls_are_one_look_up_until_its_job_finishes(
+        busy_service, background_cpu, compiles_here, monkeypatch):
+    from eagerc.compile_service import client, spool
+    from eagerc.per_op import resolver
+
+    counts = {"named": 0, "submitted": 0, "misses built": 0, "listings": 0}
+
+    def counted(what, real):
+        def call(*args, **kwargs):
+            counts[what] += 1
+            return real(*args, **kwargs)
+        return call
+
+    monkeypatch.setattr(background, "job_for", counted("named", background.job_for))
+    monkeypatch.setattr(client.Client, "submit", counted("submitted", client.Client.submit))
+    monkeypatch.setattr(resolver, "_start", counted("misses built", resolver._start))
+    monkeypatch.setattr(spool, "finished_ids", counted("listings", spool.finished_ids))
+    x, y = torch.randn(30, 20), torch.randn(30, 20)
+    expected = torch.from_numpy(x.numpy() + y.numpy())  # not through the served op
+    start = time.monotonic()
+    results = [torch.add(x, y) for _ in range(300)]
+    seconds = time.monotonic() - start
+    s = eagerc.stats()["ops"]["aten::add.Tensor@CPU"]
+    assert s["interim"] == 300 and s["compiles"] == 0, s
+    # The first call's miss named, described and queued the job; the other 299 looked it
+    # up by their request and found it waiting, nothing built, keyed or queued again.
+    assert counts["named"] == counts["submitted"] == counts["misses built"] == 1, counts
+    # The service's finished jobs: listed at most every POLL_S, not per call.
+    assert counts["listings"] <= 2 + seconds / client.POLL_S, (counts, seconds)
+    (job_folder, job_id, _), = background.jobs()._queued.values()
+    assert job_folder == busy_service and os.path.exists(spool.job_path(busy_service, spool.QUEUED, job_id))
+
+    # The job ends (the service could not compile it): a call soon after learns it and
+    # compiles the signature here; the calls after it are hits.
+    spool.finish(busy_service, job_id, False, "the replay did not reach the signature")
+    deadline = time.monotonic() + 10 * client.POLL_S + 5
+    while not compiles_here and time.monotonic() < deadline:
+        results.append(torch.add(x, y))
+        time.sleep(client.POLL_S / 4)
+    assert compiles_here == ["aten.add.Tensor"]
+    resolved = _C._resolver_calls()
+    results.append(torch.add(x, y))
+    assert _C._resolver_calls() == resolved
+    eagerc.disable("cpu")
+    for got in results:
+        assert_close(got, expected)
+
+
+def test_a_pending_signature_compiles_now_where_the_mode_says_so(
+        busy_service, background_cpu, compiles_here):
+    x = torch.randn(12, 7, dtype=torch.float64)
+    expected = torch.from_numpy(x.numpy() * x.numpy())
+    first = torch.mul(x, x)
+    assert eagerc.stats()["ops"]["aten::mul.Tensor@CPU"]["interim"] == 1
+    with background.compiling_now("cpu"):  # its job still queued
+        second = torch.mul(x, x)
+    assert compiles_here == ["aten.mul.Tensor"]
+    eagerc.disable("cpu")
+    for got in (first, second):
+        assert_close(got, expected)
+
+
 def _eagerc_device() -> bool:
     return torch._C._get_privateuse1_backend_name() == "eagerc"
 

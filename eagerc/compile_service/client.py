@@ -112,23 +112,30 @@ class Client:
     def outcome(self, folder: str, job_id: str) -> dict | None:
         """The job's outcome once finished ({"ok": bool, "why": str}); None while it is
         queued or compiling. A job whose service died before finishing it fails."""
+        # Asked on every call of a signature whose job is pending: between two listings of
+        # the folder it reads what the last one found, without taking the lock (a dict's
+        # item is read and replaced whole; two threads listing at once list the same).
         now = time.monotonic()
-        with self._lock:
-            polled, done = self._finished.get(folder, (-1.0, set()))
-            if now - polled >= POLL_S:
-                done = spool.finished_ids(folder)
-                self._finished[folder] = (now, done)
-        if job_id in done:
+        polled = self._finished.get(folder)
+        if polled is None or now - polled[0] >= POLL_S:
+            polled = (now, spool.finished_ids(folder))
+            with self._lock:
+                self._finished[folder] = polled
+        if job_id in polled[1]:
             return spool.outcome(folder, job_id) or {"ok": False, "why": "unreadable outcome"}
-        if not self.ensure_service(folder):
+        if not self.ensure_service(folder, now):
             return {"ok": False, "why": "the compile service is not running"}
         return None
 
-    def ensure_service(self, folder: str) -> bool:
+    def ensure_service(self, folder: str, now: float | None = None) -> bool:
         """Whether a service serves `folder` (started here when none does, at most
         STARTS_PER_FOLDER times per process). A service that was just started counts as
         serving for START_GRACE_S, before it holds its lock."""
-        now = time.monotonic()
+        if now is None:
+            now = time.monotonic()
+        asked, alive = self._alive.get(folder, (-1.0, False))
+        if now - asked < ALIVE_S and alive:
+            return True  # asked lately (read without the lock, as outcome reads)
         with self._lock:
             asked, alive = self._alive.get(folder, (-1.0, False))
             if now - asked < ALIVE_S and alive:

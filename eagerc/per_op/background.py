@@ -15,9 +15,10 @@ arguments' metadata, size class) goes to the compile service, a process of its o
 worker processes that compile it into the persistent kernel cache: the caller's GIL is
 never held by a compile, and a compile queued by a process that exits still reaches the
 cache. A signature served in the interim is called again: while its job is queued or
-compiling it is answered in the interim again (a look at the service's finished jobs at
-most every ``client.POLL_S``); once the job is done, the kernel is loaded from the store
-(counted as ``background_compiles``) and goes into L1. Nothing calls back into the miss
+compiling it is answered in the interim again, by one look-up keyed by the call's request
+(:meth:`Jobs.waiting`: no target, key or miss is built) and a look at the service's
+finished jobs at most every ``client.POLL_S``; once the job is done, the kernel is loaded
+from the store (counted as ``background_compiles``) and goes into L1. Nothing calls back into the miss
 path: this module only says what became of a job.
 
 A job the service could not finish (its worker died, the replay did not reach the
@@ -80,7 +81,8 @@ def compiling_now(device: str):
 
 
 def is_background(device: str) -> bool:
-    return _modes.get(device, _config.compile_mode()) == "background"
+    mode = _modes.get(device)
+    return (mode or _config.compile_mode()) == "background"
 
 
 def job_for(miss):
@@ -105,12 +107,27 @@ def job_for(miss):
     # not resolved: this runs on every call answered in the interim. Imported here, not at
     # the top: `import eagerc` does not load the storage tier (kernel_cache imports its
     # disk and Redis stores, diskcache and sqlite3), which a program may never need.
+    global _cache_dir_variable
     from kernel_cache.layout import ENV_DIR
 
-    # The dispatch key and whether the op is keyed by values are the request's alone.
-    request = miss.request
-    return (os.environ.get(ENV_DIR), miss.key.name, request.dispatch_key,
-            bytes(miss.key.signature), request.specialize_values, miss.variants)
+    _cache_dir_variable = ENV_DIR
+    return _job_name(miss.request)
+
+
+_cache_dir_variable = ""  # kernel_cache's variable, once job_for has imported it
+
+
+def _job_name(request) -> tuple:
+    """The job's name from the request alone (its op, dispatch key, signature, whether it
+    is keyed by values, the variants L1 holds) and the kernel cache as named: what
+    job_for names a background miss, and what Jobs.waiting looks up before any miss is
+    built."""
+    variants = request.known_variants
+    return (os.environ.get(_cache_dir_variable), request.op_name, request.dispatch_key,
+            request.key, request.specialize_values, frozenset(variants) if variants else _NONE)
+
+
+_NONE = frozenset()
 
 
 def _draws_nothing(op, args) -> bool:
@@ -127,8 +144,22 @@ class Jobs:
 
     def __init__(self):
         self._lock = threading.Lock()
-        self._queued: dict = {}    # name -> (service folder, job id)
+        self._queued: dict = {}    # name -> (service folder, job id, device)
         self._given_up: set = set()
+
+    def waiting(self, request) -> bool:
+        """Whether the signature of `request` (a `_C.MissRequest`) has a job this process
+        queued that is still queued or compiling, its device still in background mode:
+        its call is then answered in the interim, with nothing else looked at. A call of
+        a pending signature costs this look-up and, at most every ``client.POLL_S``, one
+        listing of the service's finished jobs; the first call after its job finished
+        gets False and goes down the miss path, which takes the kernel."""
+        if not self._queued:
+            return False  # no job pending: one test per miss
+        queued = self._queued.get(_job_name(request))
+        if queued is None or not is_background(queued[2]):
+            return False
+        return client().outcome(queued[0], queued[1]) is None
 
     def state(self, name) -> str:
         with self._lock:
@@ -137,7 +168,7 @@ class Jobs:
             queued = self._queued.get(name)
         if queued is None:
             return NEW
-        outcome = client().outcome(*queued)
+        outcome = client().outcome(queued[0], queued[1])
         if outcome is None:
             return WAITING
         specialize = outcome.get("why") == SPECIALIZE_VALUES
@@ -176,7 +207,7 @@ class Jobs:
             queued = client().submit(folder, job_id, data)
         with self._lock:
             if queued:
-                self._queued[name] = (folder, job_id)
+                self._queued[name] = (folder, job_id, miss.target.device)
             else:
                 self._given_up.add(name)
         return queued
@@ -196,7 +227,8 @@ class Jobs:
         while True:
             with self._lock:
                 queued = list(self._queued.items())
-            waiting = [name for name, where in queued if client().outcome(*where) is None]
+            waiting = [name for name, (folder, job_id, _) in queued
+                       if client().outcome(folder, job_id) is None]
             if not waiting:
                 return True
             if deadline is not None and time.monotonic() > deadline:

@@ -9,8 +9,9 @@ one::
 
     MissRequest -> the device's target (eagerc/targets.py) -> Miss
       -> background mode: what became of the signature's job (eagerc/per_op/background.py):
-         compiling -> interim; else service().get(key) -> the kernel; new -> queued at
-         the compile service (eagerc/compile_service/) -> interim
+         compiling -> interim (looked up by the request, before the Miss is built); else
+         service().get(key) -> the kernel; new -> queued at the compile service
+         (eagerc/compile_service/) -> interim
       -> with service().locked(key): service().get(key)          (eagerc/cache.py)
       -> eager's check, run once per call (eagerc/per_op/eager_rules.py)
       -> compile_op(miss) (eagerc/compile/op.py)
@@ -51,6 +52,8 @@ def resolve(request) -> "_C.MissAnswer":
         # A property of the device, not of this call: remembered, so the signature's next
         # call falls back in C++ without entering Python.
         return _C.MissAnswer.fallback(str(e), True)
+    if background.jobs().waiting(request) and not _context_is_unusual():
+        return _C.MissAnswer.interim()  # its job is still compiling: nothing else to look at
     miss = _start(request, target)
     try:
         return _answer(miss)
