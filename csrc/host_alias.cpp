@@ -7,6 +7,7 @@
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 #include <c10/core/CPUAllocator.h>
 #include <c10/core/TensorImpl.h>
+#include <c10/core/impl/COW.h>
 #include <c10/util/intrusive_ptr.h>
 
 #include <algorithm>
@@ -20,6 +21,10 @@ namespace {
 std::array<std::atomic<int>, static_cast<size_t>(c10::DeviceType::COMPILE_TIME_MAX_DEVICE_TYPES)>
     g_homes{};
 constexpr int kUnset = 0;  // stored as type + 1
+
+// served device type -> how its allocator takes over home memory (null: it does not).
+std::array<std::atomic<HomeMemoryAdopter>, static_cast<size_t>(c10::DeviceType::COMPILE_TIME_MAX_DEVICE_TYPES)>
+    g_adopters{};
 
 void release_storage(void* ctx) {
   c10::raw::intrusive_ptr::decref(static_cast<c10::StorageImpl*>(ctx));
@@ -163,6 +168,50 @@ at::Tensor alias_on_device(const at::Tensor& t, c10::Device device) {
               "eagerc: alias_on_device expects a tensor on ", memory_home(device), ", got ",
               t.defined() ? c10::str(t.device()) : std::string("an undefined tensor"));
   return alias_on(t, device);
+}
+
+void set_home_memory_adopter(c10::DeviceType served, HomeMemoryAdopter adopt) {
+  g_adopters[static_cast<size_t>(served)].store(adopt);
+}
+
+namespace {
+
+// Whether `t` alone reaches its memory, which is home memory a device may own: no other
+// strong, weak or Python reference to t or to its storage, and owned bytes of the home's
+// (not an alias of a device's storage, not copy-on-write, not a pointer without an owner).
+bool sole_owner_of_home_memory(const at::Tensor& t) {
+  if (t.use_count() != 1 || t.weak_use_count() != 1 ||
+      t.unsafeGetTensorImpl()->pyobj_slot()->load_pyobj() != nullptr) {
+    return false;
+  }
+  c10::StorageImpl* storage = t.storage().unsafeGetStorageImpl();
+  if (storage == nullptr || storage->pyobj_slot()->load_pyobj() != nullptr) return false;
+  // The storage's counts, read through a handle that neither takes nor gives a reference.
+  auto counted = c10::intrusive_ptr<c10::StorageImpl>::reclaim(storage);
+  const bool only_t = counted.use_count() == 1 && counted.weak_use_count() == 1;
+  counted.release();
+  if (!only_t) return false;
+  const c10::DataPtr& memory = storage->data_ptr();
+  return memory.get() != nullptr && memory.get_context() != nullptr && storage->nbytes() > 0 &&
+         memory.device() == t.device() && memory.get_deleter() != &release_storage &&
+         !c10::impl::cow::is_cow_data_ptr(memory);
+}
+
+}  // namespace
+
+at::Tensor result_on_device(at::Tensor t, c10::Device device) {
+  TORCH_CHECK(t.defined() && t.device() == memory_home(device),
+              "eagerc: result_on_device expects a tensor on ", memory_home(device), ", got ",
+              t.defined() ? c10::str(t.device()) : std::string("an undefined tensor"));
+  const HomeMemoryAdopter adopt = g_adopters[static_cast<size_t>(device.type())].load(std::memory_order_relaxed);
+  if (adopt == nullptr || !t.device().is_cpu() || !sole_owner_of_home_memory(t)) return alias_on(t, device);
+  c10::StorageImpl* source = t.storage().unsafeGetStorageImpl();
+  const size_t nbytes = source->nbytes();
+  c10::DataPtr memory = source->set_data_ptr(c10::DataPtr(nullptr, t.device()));
+  source->set_nbytes(0);
+  c10::Storage storage(c10::Storage::use_byte_size_t(), nbytes, adopt(std::move(memory), nbytes, device),
+                       c10::GetAllocator(device.type()), /*resizable=*/true);
+  return view_of(t, std::move(storage), device);
 }
 
 namespace {

@@ -42,6 +42,25 @@ at::Tensor cpu_alias(const at::Tensor& t);
 // home), same layout, holding a reference to t's storage (to hand a result back).
 at::Tensor alias_on_device(const at::Tensor& t, c10::Device device);
 
+// How a device takes over the home memory of a fresh result (host memory: a CPU
+// kernel's output, made by the CPU allocator) so that its memory statistics
+// (torch.accelerator.memory_allocated, memory_stats, the peaks) count it as they count its
+// own allocations: returns a DataPtr of `device` that owns `home_memory` (same bytes, freed
+// in the end by home_memory's own deleter) and counts `nbytes` as the device's while it
+// lives. Asked only where the device's memory home is the CPU: a GPU home's kernels
+// already allocate from the caching allocator the device's statistics read.
+using HomeMemoryAdopter = c10::DataPtr (*)(c10::DataPtr&& home_memory, size_t nbytes, c10::Device device);
+void set_home_memory_adopter(c10::DeviceType served, HomeMemoryAdopter adopt);
+
+// A result of a home kernel run for a call of `device`, handed back as a tensor of
+// `device` over the same bytes (no copy). Where the device has an adopter and `t` is the
+// only holder of its memory (no other tensor, storage reference, weak reference or Python
+// object: a kernel's fresh output), a storage of the device owns that memory, counted in
+// the device's statistics and resizable with the device's allocator, as its own tensors'
+// storages are; the CPU storage is left empty (nothing can reach it). Otherwise (a view
+// of the device's own memory, a storage others share) an alias, as alias_on_device makes.
+at::Tensor result_on_device(at::Tensor t, c10::Device device);
+
 // CPU aliases for the tensors of one call. Tensors over one device storage get aliases
 // over one CPU storage, so the CPU kernel's overlap checks (an out= or in-place argument
 // that overlaps an input) see what they would see on the device itself. The aliases are

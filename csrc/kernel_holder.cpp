@@ -42,12 +42,12 @@ bool run_typed_hit(OpState& st, const CallSignature& sig, at::Tensor* result) {
 
 // Only a plain strided tensor has memory to share: a sparse result, or a ZeroTensor
 // (_efficientzerotensor: no memory at all; aliasing it crashed), cannot live on the device.
-at::Tensor device_result(const at::Tensor& t, c10::Device device, const std::string& op) {
+at::Tensor device_result(at::Tensor t, c10::Device device, const std::string& op) {
   TORCH_CHECK_NOT_IMPLEMENTED(
       t.layout() == c10::kStrided && !t._is_zerotensor() && !t.is_quantized(), "eagerc: ", op,
       " returned a ", t._is_zerotensor() ? std::string("ZeroTensor") : c10::str(t.layout(), " tensor"),
       " on ", t.device(), ", which the ", device.type(), " device cannot hold");
-  return alias_on_device(t, device);
+  return result_on_device(std::move(t), device);
 }
 
 namespace {

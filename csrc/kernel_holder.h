@@ -101,9 +101,10 @@ void enter_activity();
 void exit_activity();
 
 // A result of the home device's kernel handed back as a tensor of `device` over the same
-// memory; raises NotImplementedError for a result without memory to share (sparse,
-// quantized, a ZeroTensor). `op` names the op in the message.
-at::Tensor device_result(const at::Tensor& t, c10::Device device, const std::string& op);
+// memory (result_on_device: a fresh output's memory becomes the device's, counted in its
+// statistics; pass the result by std::move so that it can); raises NotImplementedError for
+// a result without memory to share (sparse, quantized, a ZeroTensor). `op` names the op.
+at::Tensor device_result(at::Tensor t, c10::Device device, const std::string& op);
 
 // A typed kernel's hit (csrc/unboxed_*.cpp): on an L1 hit for `sig` in `st`'s table, runs
 // the artifact (counted as a hit), stores its first output in `result` and returns true;

@@ -21,11 +21,16 @@ void KernelHolder::restore_device_outputs(const c10::SmallVector<c10::IValue, 8>
     } else if (device.is_cpu()) {
       continue;  // no tensor of the device among the arguments: nothing to hand back
     } else if (v.isTensor() && v.toTensor().defined() && v.toTensor().device() == home) {
-      v = device_result(v.toTensor(), device, state_->name);
+      v = device_result(std::move(v).toTensor(), device, state_->name);
     } else if (v.isTensorList()) {
+      // Taken out of the kernel's list, so that each result is its memory's only holder.
+      c10::List<at::Tensor> results = std::move(v).toTensorList();
       c10::List<at::Tensor> out;
-      for (const at::Tensor& t : v.toTensorList()) {
-        out.push_back(t.defined() && t.device() == home ? device_result(t, device, state_->name) : t);
+      out.reserve(results.size());
+      for (size_t i = 0; i < results.size(); ++i) {
+        at::Tensor t = results.extract(i);
+        out.push_back(t.defined() && t.device() == home ? device_result(std::move(t), device, state_->name)
+                                                        : std::move(t));
       }
       v = out;
     }

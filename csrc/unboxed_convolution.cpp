@@ -59,7 +59,7 @@ class UnboxedConvolution {
     if (!run_typed_hit(st, sig, &out)) return false;
     *result = !out.defined() || out.device() != memory_home(input.device())
                   ? std::move(out)
-                  : device_result(out, input.device(), st.name);
+                  : device_result(std::move(out), input.device(), st.name);
     return true;
   }
 

@@ -54,7 +54,7 @@ class UnboxedMatmulBase {
     if (!run_hit(sig, result)) return false;
     at::Tensor& out = *result;
     if (out.defined() && out.device() == memory_home(first.device())) {
-      out = device_result(out, first.device(), st.name);
+      out = device_result(std::move(out), first.device(), st.name);
     }
     return true;
   }

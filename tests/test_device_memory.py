@@ -1,8 +1,19 @@
 """Memory statistics of the eagerc device on host memory: torch.accelerator's memory calls
 and torch.eagerc.memory_* read the device's allocator (a c10 DeviceAllocator), with numbers
 that move as tensors are allocated and freed; and pinned host memory (docs/accelerator.md).
-The same checks on GPU memory: tests/test_gpu_device_memory.py."""
+The same checks on GPU memory: tests/test_gpu_device_memory.py.
+
+Every eagerc tensor counts, whichever path made it: the device's allocator, a kernel
+compiled for the device's memory, or a CPU kernel run on zero-copy aliases (a random
+factory compiled for the CPU generator, ATen's kernel such as nonzero's, a typed
+convolution hit, a background miss's interim answer), whose fresh output the device takes
+over with no copy (result_on_device in csrc/host_alias.h). Importing eagerc changes
+nothing for CPU programs: the CPU allocator stays the process's own."""
 from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
 
 import pytest
 import torch
@@ -179,3 +190,157 @@ def test_a_failed_allocation_is_retried_then_counted_as_oom():
     assert stats["allocated_bytes.all.current"] == before["allocated_bytes.all.current"]
     assert stats["allocation.all.current"] == before["allocation.all.current"]
     assert _C._device_cached_bytes() == 0  # the retry returned the kept blocks first
+
+
+def _counts_its_block(make, nbytes: int):
+    """`make()` gives one eagerc tensor over a new storage of `nbytes`: counted as one block
+    of the device's (allocated, reserved, a segment, the peak), and given back on free."""
+    before = torch.accelerator.memory_stats()
+    t = make()
+    assert t.device.type == "eagerc" and t.untyped_storage().nbytes() == nbytes
+    stats = torch.accelerator.memory_stats()
+    for key, grown in (("allocated_bytes.all.current", _block(nbytes)),
+                       ("reserved_bytes.all.current", _block(nbytes)),
+                       ("requested_bytes.all.current", nbytes), ("allocation.all.current", 1)):
+        assert stats[key] - before[key] == grown, key
+    assert torch.accelerator.max_memory_allocated() >= stats["allocated_bytes.all.current"]
+    del t
+    stats = torch.accelerator.memory_stats()
+    assert stats["allocated_bytes.all.current"] == before["allocated_bytes.all.current"]
+    assert stats["allocation.all.current"] == before["allocation.all.current"]
+    assert stats["reserved_bytes.all.current"] <= before["reserved_bytes.all.current"] + _block(nbytes)
+
+
+@pytest.mark.parametrize("factory", [torch.randn, torch.rand])
+def test_random_factories_count_their_output(factory):
+    for _ in range(2):  # the miss, then the hit of the kernel compiled on CPU aliases
+        _counts_its_block(lambda: factory(256, 300, device="eagerc"), 256 * 300 * 4)
+
+
+def test_a_megabyte_randn_counts_as_torch_empty_does():
+    before = torch.accelerator.memory_allocated()
+    empty = torch.empty(1024, 1024, device="eagerc")
+    by_empty = torch.accelerator.memory_allocated() - before
+    x = torch.randn(1024, 1024, device="eagerc")
+    assert torch.accelerator.memory_allocated() - before - by_empty == by_empty == _block(4 << 20)
+    assert torch.eagerc.memory_allocated() == torch.accelerator.memory_allocated()
+    assert torch.accelerator.max_memory_allocated() == before + 2 * _block(4 << 20)
+    del x, empty
+    assert torch.accelerator.memory_allocated() == before
+    torch.accelerator.reset_peak_memory_stats()
+    assert torch.accelerator.max_memory_allocated() == before
+    # Taken-over memory goes back to the CPU allocator when freed, never to the block cache.
+    torch.accelerator.empty_cache()
+    assert torch.accelerator.memory_reserved() == torch.accelerator.memory_allocated()
+
+
+def test_random_ops_with_a_device_generator_count_and_in_place_ones_allocate_nothing():
+    g = torch.Generator(device="eagerc")
+    g.manual_seed(7)
+    for _ in range(2):
+        _counts_its_block(lambda: torch.rand(100, 77, generator=g, device="eagerc"), 100 * 77 * 4)
+        _counts_its_block(lambda: torch.normal(0.0, 1.0, size=(128, 5), generator=g, device="eagerc"),
+                          128 * 5 * 4)
+    e = torch.empty(128, 77, device="eagerc")
+    before = torch.accelerator.memory_allocated()
+    e.normal_(generator=g)
+    e.normal_(generator=g)
+    assert torch.accelerator.memory_allocated() == before
+    assert e.std().item() == pytest.approx(1.0, abs=0.1)
+
+
+def test_a_cpu_kernel_on_aliases_counts_its_output():
+    torch.manual_seed(0)
+    mask = torch.randn(200, 50, device="eagerc") > 0
+    found = int(mask.sum().item())
+    name = "aten::nonzero@PrivateUse1"
+    aliased = eagerc.stats()["ops"].get(name, {}).get("aliased", 0)
+    for _ in range(2):
+        _counts_its_block(lambda: torch.nonzero(mask), found * 2 * 8)
+    assert eagerc.stats()["ops"][name]["aliased"] == aliased + 2  # ATen's kernel on aliases
+
+
+def test_a_convolution_on_aliases_counts_its_output():
+    x = torch.randn(2, 4, 9, 7, device="eagerc")
+    w = torch.randn(6, 2, 3, 1, device="eagerc")
+    expected = torch.conv2d(x.cpu(), w.cpu(), stride=(2, 1), padding=(0, 2), dilation=(1, 3), groups=2)
+    for _ in range(3):  # the miss, then typed hits on reused aliases (oneDNN's scratch and all)
+        _counts_its_block(lambda: torch.conv2d(x, w, stride=(2, 1), padding=(0, 2), dilation=(1, 3),
+                                               groups=2), expected.numel() * 4)
+    out = torch.conv2d(x, w, stride=(2, 1), padding=(0, 2), dilation=(1, 3), groups=2)
+    torch.testing.assert_close(out.cpu(), expected)
+
+
+def test_a_taken_over_storage_resizes_as_the_devices_own():
+    y = torch.randn(3, device="eagerc")
+    a = torch.arange(1000.0, device="eagerc")
+    before = torch.accelerator.memory_allocated()
+    y.resize_(1000)  # a new block of the device's allocator, the old one given back
+    y.copy_(a)
+    torch.testing.assert_close(y.cpu(), torch.arange(1000.0))
+    assert torch.accelerator.memory_allocated() - before == _block(4000) - _block(12)
+
+
+@pytest.fixture
+def interim_answers(fresh_cache, monkeypatch):
+    """Background mode whose compile service finishes nothing: every miss is answered in
+    the interim by the CPU's kernel on aliases (as tests/test_interim_answers.py does)."""
+    from eagerc.per_op import background
+
+    class StillCompiling:
+        def submit(self, folder, job_id, data) -> bool:
+            return True
+
+        def outcome(self, folder, job_id):
+            return None
+
+    monkeypatch.setattr(background, "client", lambda: StillCompiling())
+    monkeypatch.setattr(background, "_jobs", background.Jobs())
+    background.set_mode("eagerc", "background")
+    yield
+    background.set_mode("eagerc", None)
+
+
+def test_interim_answers_count_their_output(interim_answers):
+    x = torch.empty(64, 100, device="eagerc").fill_(0.5)
+    for _ in range(2):
+        _counts_its_block(lambda: torch.sin(x) * 3, 64 * 100 * 4)  # sin's output freed by mul
+    ops = eagerc.stats()["ops"]
+    assert ops["aten::sin@PrivateUse1"]["interim"] == ops["aten::mul.Tensor@PrivateUse1"]["interim"] == 2
+    torch.testing.assert_close((torch.sin(x) * 3).cpu(), torch.sin(torch.full((64, 100), 0.5)) * 3)
+
+
+def test_importing_eagerc_leaves_cpu_programs_alone():
+    # A fresh interpreter: the process's CPU allocator (c10::GetCPUAllocator, read through
+    # libc10's exported symbol) is the same object before and after import eagerc and after
+    # device calls on CPU aliases; a CPU program gives the same numbers, counted nowhere.
+    script = textwrap.dedent("""
+        import ctypes, glob, os
+        import torch
+        lib = ctypes.CDLL(glob.glob(os.path.join(os.path.dirname(torch.__file__), "lib", "libc10.so"))[0])
+        get = lib._ZN3c1015GetCPUAllocatorEv
+        get.restype = ctypes.c_void_p
+
+        def program():
+            torch.manual_seed(3)
+            x = torch.randn(2, 4, 9, 7)
+            y = torch.conv2d(x, torch.randn(6, 2, 3, 1), groups=2)
+            return [y, torch.nonzero(y > 0), torch.rand(5, 5)]
+
+        allocator, before = get(), program()
+        import eagerc
+        assert get() == allocator, "import eagerc changed the CPU allocator"
+        after = program()
+        assert all(torch.equal(a, b) for a, b in zip(before, after))
+        assert torch.accelerator.memory_allocated() == 0
+        on_device = torch.nonzero(torch.randn(30, 30, device="eagerc") > 0)
+        assert get() == allocator, "a device call changed the CPU allocator"
+        kept = torch.accelerator.memory_allocated()
+        assert kept > 0
+        again = program()
+        assert all(torch.equal(a, b) for a, b in zip(before, again))
+        assert torch.accelerator.memory_allocated() == kept
+        print("ok")
+    """)
+    r = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0 and r.stdout.strip().endswith("ok"), r.stderr[-3000:]

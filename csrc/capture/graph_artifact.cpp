@@ -53,7 +53,7 @@ class GraphArtifact {
       outs = artifact_->run(sig);
       if (!device.is_cpu()) {
         for (at::Tensor& t : outs) {
-          if (t.defined() && t.device() == memory_home(device)) t = alias_on_device(t, device);
+          if (t.defined() && t.device() == memory_home(device)) t = result_on_device(std::move(t), device);
         }
       }
     }

@@ -19,6 +19,7 @@
 #include <c10/util/Exception.h>
 
 #include "device/runtime.h"
+#include "host_alias.h"
 
 namespace eagerc::device {
 namespace {
@@ -101,6 +102,31 @@ class HostPool {
     increase(stats_.segment, 1, block);
     increase(stats_.reserved_bytes, block, block);
     stats_.num_device_alloc += 1;
+  }
+
+  // A block of home memory the device took over (adopt_home_memory): in use, and a segment
+  // of its own, as a block fresh from malloc is.
+  void adopted(size_t block, size_t requested) {
+    std::lock_guard<std::mutex> lock(mu_);
+    increase(stats_.allocation, 1, block);
+    increase(stats_.active, 1, block);
+    increase(stats_.allocated_bytes, block, block);
+    increase(stats_.active_bytes, block, block);
+    increase(stats_.requested_bytes, requested, block);
+    increase(stats_.segment, 1, block);
+    increase(stats_.reserved_bytes, block, block);
+    stats_.num_device_alloc += 1;
+  }
+
+  // An adopted block freed: it goes back to its own allocator, never to the cache.
+  void unadopted(size_t block, size_t requested) {
+    std::lock_guard<std::mutex> lock(mu_);
+    decrease(stats_.allocation, 1, block);
+    decrease(stats_.active, 1, block);
+    decrease(stats_.allocated_bytes, block, block);
+    decrease(stats_.active_bytes, block, block);
+    decrease(stats_.requested_bytes, requested, block);
+    released(block);
   }
 
   // A request malloc could not serve: `retried` says whether the cache was emptied and the
@@ -247,6 +273,34 @@ void free_host(void* data) {
   if (!host_pool().give(block, header.block, header.requested)) std::free(block);
 }
 
+// Home memory the device owns (adopt_home_memory): a CPU kernel's output, counted as a
+// block of the device's for the bytes it holds, as allocate_block would have counted it, so
+// a tensor's statistics do not depend on which path made it.
+struct AdoptedBlock {
+  c10::DataPtr memory;  // the CPU allocator's, freed by its own deleter
+  size_t block;
+  size_t requested;
+};
+
+void free_adopted(void* context) {
+  auto* adopted = static_cast<AdoptedBlock*>(context);
+  host_pool().unadopted(adopted->block, adopted->requested);
+  delete adopted;
+}
+
+// The device's HomeMemoryAdopter (host_alias.h): on host memory, the outputs of the CPU
+// kernels a device call runs on aliases (ATen's kernel, a kernel compiled on aliases such as
+// randn's, a background miss's interim answer) become the device's tensors with no copy.
+c10::DataPtr adopt_home_memory(c10::DataPtr&& home_memory, size_t nbytes, c10::Device device) {
+  TORCH_INTERNAL_ASSERT(!on_gpu() && home_memory.device().is_cpu(),
+                        "eagerc: only host memory is adopted, got memory on ", home_memory.device());
+  void* data = home_memory.get();
+  const size_t block = (nbytes + kAlignment - 1) / kAlignment * kAlignment + kHeader;
+  auto* adopted = new AdoptedBlock{std::move(home_memory), block, nbytes};
+  host_pool().adopted(block, nbytes);
+  return {data, adopted, &free_adopted, device};
+}
+
 // CUDA's caching allocator, through c10's registry (no CUDA headers).
 c10::DeviceAllocator* cuda_allocator() {
   return c10::getDeviceAllocator(c10::DeviceType::CUDA);
@@ -354,6 +408,8 @@ void set_backing(c10::DeviceType backing) {
   TORCH_CHECK(backing == c10::DeviceType::CPU || backing == c10::DeviceType::CUDA,
               "eagerc: the device's memory is host memory or CUDA memory, got ", backing);
   g_backing.store(backing);
+  // GPU memory's home is CUDA, whose kernels allocate from the statistics' own allocator.
+  set_home_memory_adopter(kDeviceType, backing == c10::DeviceType::CPU ? &adopt_home_memory : nullptr);
 }
 
 c10::DeviceType backing() {
@@ -401,6 +457,9 @@ c10::DeviceAllocator* host_allocator() {
 
 void register_allocator() {
   c10::SetAllocator(kDeviceType, &g_allocator);
+  // Host memory (the default): kernels on CPU aliases allocate with the CPU allocator, and
+  // the device takes their outputs over (set_backing(CUDA) takes this back).
+  if (!on_gpu()) set_home_memory_adopter(kDeviceType, &adopt_home_memory);
   at::setHostAllocator(kDeviceType, pinned_allocator());
 }
 
