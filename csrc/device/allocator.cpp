@@ -409,7 +409,7 @@ void set_backing(c10::DeviceType backing) {
               "eagerc: the device's memory is host memory or CUDA memory, got ", backing);
   g_backing.store(backing);
   // GPU memory's home is CUDA, whose kernels allocate from the statistics' own allocator.
-  set_home_memory_adopter(kDeviceType, backing == c10::DeviceType::CPU ? &adopt_home_memory : nullptr);
+  if (backing != c10::DeviceType::CPU) set_home_memory_adopter(kDeviceType, nullptr);
 }
 
 c10::DeviceType backing() {
@@ -458,7 +458,8 @@ c10::DeviceAllocator* host_allocator() {
 void register_allocator() {
   c10::SetAllocator(kDeviceType, &g_allocator);
   // Host memory (the default): kernels on CPU aliases allocate with the CPU allocator, and
-  // the device takes their outputs over (set_backing(CUDA) takes this back).
+  // the device takes their outputs over. Only here, where PrivateUse1 is this device's:
+  // another backend's PrivateUse1 keeps its own memory.
   if (!on_gpu()) set_home_memory_adopter(kDeviceType, &adopt_home_memory);
   at::setHostAllocator(kDeviceType, pinned_allocator());
 }
