@@ -9,6 +9,7 @@ zero-copy CPU aliases of its tensors.
 """
 from __future__ import annotations
 
+import contextlib
 import re
 
 from eagerc.codegen.base import Codegen
@@ -120,10 +121,15 @@ class CppCodegen(Codegen):
         code = drop_input_asserts(fix_boxed_int_lists(direct_scalar_reads(code)), graph_inputs)
         return inputs_as_array(cheap_output_asserts(direct_allocations(code)))
 
+    @contextlib.contextmanager
     def build_path(self):
+        # Inductor's stride questions answered without sympy's simplify where that is exact
+        # (vector_strides.py: most of a cold reduction's Python), while it generates this code.
         from eagerc.codegen.cpp import wrapper_build
+        from eagerc.codegen.cpp.vector_strides import fast_vector_strides
 
-        return wrapper_build.routed_builds(self)
+        with fast_vector_strides(), wrapper_build.routed_builds(self):
+            yield
 
     def wrapper_headers(self) -> dict:
         # What every wrapper uses covers a CPU wrapper (the CPU's C shims included).
