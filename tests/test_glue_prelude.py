@@ -66,6 +66,40 @@ def test_a_precompiled_header_takes_the_compile_flags_alone():
         "g++", "-D", "TORCH_INDUCTOR_CPP_WRAPPER", "-O1", "-fPIC", "-I/inc", "-w"]
 
 
+_FAILING_CHECK = """
+#include <cstdio>
+int main() {
+  try {
+    AOTI_TORCH_ERROR_CODE_CHECK(AOTI_TORCH_FAILURE);
+  } catch (const std::runtime_error& e) {
+    std::printf("%s", e.what());
+  }
+}
+"""
+
+
+@pytest.mark.skipif(shutil.which("g++") is None, reason="needs g++")
+def test_a_failed_shim_call_raises_torchs_message_without_compiling_a_stringstream(tmp_path):
+    # The prelude's throw_exception (glue_prelude._COMMON) against torch's own: the same
+    # exception and text; and the unit compiles no stringstream code (what it saves).
+    include = os.path.join(os.path.dirname(torch.__file__), "include")
+    torch_header = "#include <torch/csrc/inductor/aoti_runtime/utils.h>\n"
+    said, symbols = {}, {}
+    for name, header in (("prelude", prelude_text({"cpu"}, CPP)), ("torch", torch_header)):
+        (tmp_path / f"{name}.h").write_text(header)
+        (tmp_path / "check.cpp").write_text(_FAILING_CHECK)
+        built = subprocess.run(
+            ["g++", "-std=c++17", "-O1", "-w", "-I", sysconfig.get_paths()["include"], "-I", include,
+             "-include", str(tmp_path / f"{name}.h"), str(tmp_path / "check.cpp"), "-o", str(tmp_path / name)],
+            capture_output=True, text=True, timeout=300)
+        assert built.returncode == 0, built.stderr[-3000:]
+        said[name] = subprocess.run([str(tmp_path / name)], capture_output=True, text=True, timeout=60).stdout
+        symbols[name] = subprocess.run(["nm", "-C", str(tmp_path / name)], capture_output=True, text=True).stdout
+    assert said["prelude"] == said["torch"] != ""
+    assert "AOTI_TORCH_FAILURE API call failed at " in said["prelude"]
+    assert "basic_stringstream" in symbols["torch"] and "basic_stringstream" not in symbols["prelude"]
+
+
 def _on_prelude() -> int:
     """Wrappers built on eagerc's prelude: alone, or as one unit with their kernels."""
     return glue_prelude.counts["slim"] + one_unit.counts["one_unit"]
