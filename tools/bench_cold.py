@@ -2,7 +2,7 @@
 with --compile, the cold compile of one kernel.
 
     python tools/bench_cold.py [--runs 5]
-    python tools/bench_cold.py --compile [--runs 3]
+    python tools/bench_cold.py --compile [--runs 3] [--tree DIR --tree DIR]
 
 Default: warms a private cache directory once, then starts `runs` fresh processes that
 each time `import eagerc`, `eagerc.enable("cpu")`, the first call of cached kernels (abs,
@@ -25,6 +25,11 @@ less what two cores overlap), and the load average before and after.
 Children run with EAGERC_COMPILE=now (the default answers a miss at once and compiles in
 the background). EAGERC_CLANG=0 in this script's environment compiles every unit with g++
 (codegen/cpp/clang_units.py), for A/B runs.
+
+--tree DIR (repeatable, with --compile): A/B of source trees on one machine at one time.
+Each run starts one child per tree, in turn, whose `import eagerc` loads DIR/eagerc (an
+unpacked commit: `git archive COMMIT eagerc kernel_cache | tar -x -C DIR`; the installed
+C++ extension is shared), and prints one table per tree. "." is this checkout.
 """
 from __future__ import annotations
 
@@ -64,7 +69,11 @@ COMPILE_OPS = ["abs", "add_alpha2", "sum_dim1", "softmax", "layer_norm", "mul", 
                "mean", "where"]
 
 COMPILE_CHILD = r"""
-import json, resource, sys, time
+import json, os, resource, sys, time
+tree = os.environ.get("EAGERC_BENCH_TREE")
+if tree:  # this tree's eagerc, not the editable install's
+    sys.meta_path[:] = [f for f in sys.meta_path if not type(f).__module__.startswith("_editable")]
+    sys.path.insert(0, tree)
 import torch
 import eagerc
 x = torch.randn(64, 64)
@@ -83,7 +92,7 @@ ops = {
     "where": lambda: torch.where(mask, x, y),
 }
 eagerc.enable("cpu")
-out = {}
+out = {"eagerc": eagerc.__file__}
 for name, fn in [("first compile", lambda: torch.neg(x))] + [(n, ops[n]) for n in sys.argv[1:]]:
     before = eagerc.stats()["compiles"]
     c, p = resource.getrusage(resource.RUSAGE_CHILDREN), resource.getrusage(resource.RUSAGE_SELF)
@@ -96,24 +105,41 @@ print(json.dumps(out))
 """
 
 
-def bench_compile(runs: int) -> None:
-    """Cold compile per kernel: fresh eagerc and Inductor caches in each child process."""
-    results = []
+def bench_compile(runs: int, trees=(".",)) -> None:
+    """Cold compile per kernel: fresh eagerc and Inductor caches in each child process; one
+    child per tree in each run (alternating, so every tree sees the same load)."""
+    results = {tree: [] for tree in trees}
     load_before = os.getloadavg()
     for _ in range(runs):
-        dirs = [tempfile.mkdtemp(prefix="eagerc-cold-"), tempfile.mkdtemp(prefix="inductor-cold-")]
-        env = dict(os.environ, EAGERC_CACHE_DIR=dirs[0], TORCHINDUCTOR_CACHE_DIR=dirs[1],
-                   EAGERC_COMPILE="now")
-        try:
-            out = subprocess.run([sys.executable, "-c", COMPILE_CHILD, *COMPILE_OPS], env=env,
-                                 check=True, capture_output=True, text=True)
-        finally:
-            for d in dirs:
-                shutil.rmtree(d, ignore_errors=True)
-        results.append(json.loads(out.stdout.strip().splitlines()[-1]))
-    for r in results:
-        missing = [k for k in ["first compile", *COMPILE_OPS] if r[k + ":compiles"] != 1]
-        assert not missing, f"not exactly one compile for {missing}"
+        for tree in trees:
+            results[tree].append(_compile_child(tree))
+    for tree in trees:
+        if len(trees) > 1:
+            print(f"tree {tree}:")
+        _print_compile(results[tree], runs)
+    print("load average before, after: " + ", ".join(f"{a:.2f}" for a in load_before + os.getloadavg()))
+
+
+def _compile_child(tree: str) -> dict:
+    dirs = [tempfile.mkdtemp(prefix="eagerc-cold-"), tempfile.mkdtemp(prefix="inductor-cold-")]
+    env = dict(os.environ, EAGERC_CACHE_DIR=dirs[0], TORCHINDUCTOR_CACHE_DIR=dirs[1],
+               EAGERC_COMPILE="now")
+    if tree != ".":
+        env["EAGERC_BENCH_TREE"] = os.path.abspath(tree)
+    try:
+        out = subprocess.run([sys.executable, "-c", COMPILE_CHILD, *COMPILE_OPS], env=env,
+                             check=True, capture_output=True, text=True)
+    finally:
+        for d in dirs:
+            shutil.rmtree(d, ignore_errors=True)
+    result = json.loads(out.stdout.strip().splitlines()[-1])
+    missing = [k for k in ["first compile", *COMPILE_OPS] if result[k + ":compiles"] != 1]
+    assert not missing, f"not exactly one compile for {missing}"
+    assert tree == "." or result["eagerc"].startswith(env["EAGERC_BENCH_TREE"]), result["eagerc"]
+    return result
+
+
+def _print_compile(results: list, runs: int) -> None:
     print(f"{'kernel':<16} {'median s':>9} {'min s':>7} {'compiler CPU s':>15} {'process CPU s':>14}"
           f" {'total CPU s':>12}   ({runs} fresh processes)")
     medians, cpus, pythons, totals = [], [], [], []
@@ -130,7 +156,6 @@ def bench_compile(runs: int) -> None:
           "   not in the median")
     print(f"median per kernel: {statistics.median(medians):.3f} s wall; CPU {statistics.median(totals):.3f} s"
           f" (compiler {statistics.median(cpus):.3f} s, process {statistics.median(pythons):.3f} s)")
-    print("load average before, after: " + ", ".join(f"{a:.2f}" for a in load_before + os.getloadavg()))
 
 
 def main() -> None:
@@ -139,9 +164,11 @@ def main() -> None:
                         help="fresh processes (default 5; 3 with --compile)")
     parser.add_argument("--compile", action="store_true",
                         help="cold compile per kernel (empty eagerc and Inductor caches)")
+    parser.add_argument("--tree", action="append", default=None,
+                        help="with --compile: a source tree to time (repeat for A/B; '.' is this checkout)")
     args = parser.parse_args()
     if args.compile:
-        bench_compile(args.runs or 3)
+        bench_compile(args.runs or 3, tuple(args.tree or ["."]))
         return
     args.runs = args.runs or 5
     env = dict(os.environ, EAGERC_CACHE_DIR=tempfile.mkdtemp(prefix="eagerc-cold-"), EAGERC_COMPILE="now")
