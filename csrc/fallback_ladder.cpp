@@ -57,6 +57,31 @@ bool home_has_kernel(const c10::OperatorHandle& op, c10::DispatchKey key) {
   return op.hasComputedKernelForDispatchKey(c10::computeDispatchKey(std::nullopt, c10::kStrided, home));
 }
 
+namespace {
+
+// Arguments CUDA's kernel takes only contiguous: CUDA's composite group_norm makes X
+// contiguous before it calls native_group_norm, which checks it, while a PrivateUse1
+// device's composite hands X on in its suggested memory format (a channels-last X raised
+// "Expected X.is_contiguous(memory_format)", which native CUDA never raises). The same
+// rule for eager's check: eagerc/per_op/eager_rules.py's _CONTIGUOUS_ON_HOME.
+void contiguous_for_cuda(const c10::OperatorHandle& op, size_t n, torch::jit::Stack* stack) {
+  const std::string& name = op.operator_name().name;
+  size_t count = 0;
+  if (name == "aten::native_group_norm") {
+    count = 1;  // input
+  } else if (name == "aten::native_group_norm_backward") {
+    count = 2;  // grad_out, input
+  }
+  for (size_t i = 0; i < count; ++i) {
+    c10::IValue& v = (*stack)[stack->size() - n + i];
+    if (v.isTensor() && v.toTensor().defined() && !v.toTensor().is_contiguous()) {
+      v = v.toTensor().contiguous();
+    }
+  }
+}
+
+}  // namespace
+
 void KernelHolder::run_on_cpu_aliases(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   OpState& st = *state_;
   const size_t n = st.plan.kinds.size();
@@ -70,6 +95,7 @@ void KernelHolder::run_on_cpu_aliases(const c10::OperatorHandle& op, torch::jit:
   ActivityGuard guard;
   // The home device's own kernel (ATen's CPU kernel for host memory).
   const c10::Device home = memory_home(device);
+  if (home.is_cuda()) contiguous_for_cuda(op, n, stack);
   op.redispatchBoxed(c10::DispatchKeySet(c10::computeDispatchKey(std::nullopt, c10::kStrided, home)),
                      stack);
   for (const auto& [device_tensor, alias] : written) sync_written(device_tensor, alias);

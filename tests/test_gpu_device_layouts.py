@@ -56,3 +56,32 @@ def test_group_norm_of_a_channels_last_input_matches_cuda(tmp_path):
         print("OK")
     """, tmp_path / "cache")
     assert "OK" in out
+
+
+def test_group_norm_of_a_channels_last_input_in_the_interim_matches_cpu(tmp_path):
+    """Answered before its kernel is compiled (the default mode), a channels-last GroupNorm
+    runs CUDA's kernel on aliases with X made contiguous, as CUDA's composite calls it;
+    forward and backward equal CPU eager's (native CUDA backward cannot run in a process
+    where the device is torch's accelerator: tools/bench_gpu_device_train.py)."""
+    out = run_on_gpu_device("""
+        import copy, torch, eagerc
+        from eagerc.testing import assert_close
+        from eagerc.per_op import background
+        background.set_mode("eagerc", "background")
+        torch.manual_seed(0)
+        norm = torch.nn.GroupNorm(4, 16)
+        x = torch.randn(2, 16, 4, 4).to(memory_format=torch.channels_last).requires_grad_()
+        want = norm(x)
+        want.square().sum().backward()
+        device_norm = copy.deepcopy(norm).to("eagerc")
+        dx = x.detach().to("eagerc").requires_grad_()
+        got = device_norm(dx)
+        got.square().sum().backward()
+        assert_close(got.cpu(), want)
+        assert_close(dx.grad.cpu(), x.grad)
+        assert_close(device_norm.weight.grad.cpu(), norm.weight.grad)
+        ops = eagerc.stats()["ops"]
+        assert ops["aten::native_group_norm@PrivateUse1"]["interim"] >= 1, ops
+        print("OK")
+    """, tmp_path / "cache")
+    assert "OK" in out
