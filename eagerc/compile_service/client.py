@@ -57,17 +57,21 @@ def identity(env: dict) -> dict:
 
     own = (_config.COMPILE_ENV, _config.COMPILE_WORKERS_ENV, _config.SERVICE_IDLE_ENV)
     return {"python": sys.executable, "eagerc": _eagerc_parent(), "key_format": FORMAT_VERSION,
-            **{k: v for k, v in sorted(env.items())
-               if (k.startswith(("EAGERC_", "TORCHINDUCTOR_", "OMP_")) or k in _COMPILER_VARIABLES)
-               and k not in own}}
+            **{k: v for k, v in sorted(env.items()) if _names_the_service(k) and k not in own}}
 
 
-_folders: dict = {}  # the environment's items -> its service's folder
+def _names_the_service(variable: str) -> bool:
+    return variable.startswith(("EAGERC_", "TORCHINDUCTOR_", "OMP_")) or variable in _COMPILER_VARIABLES
+
+
+_folders: dict = {}  # the variables that name a folder (and HOME) -> the service's folder
 
 
 def folder_for(env) -> str:
     """The folder of the service that serves processes with environment `env`."""
-    items = tuple(env.items())
+    # Asked at every miss queued: only the variables that name the folder are read (each
+    # of os.environ's is decoded when read), with HOME, where the default cache lives.
+    items = tuple((k, env[k]) for k in env if _names_the_service(k) or k == "HOME")
     found = _folders.get(items)
     if found is None:
         from kernel_cache.layout import default_directory
@@ -93,16 +97,11 @@ class Client:
         """Queue a job (once across processes); False when the service cannot be reached
         (the caller compiles the call itself)."""
         try:
-            spool.make_folders(folder)
-            queued = spool.job_path(folder, spool.QUEUED, job_id)
-            if not (os.path.exists(queued) or os.path.exists(spool.job_path(folder, spool.RUNNING, job_id))):
-                # An outcome left by an earlier job of this id (its kernel is not in the
-                # store any more, or a process gave up on it) is not this job's.
-                try:
-                    os.remove(spool.job_path(folder, spool.DONE, job_id))
-                except FileNotFoundError:
-                    pass
-                spool.write_atomically(queued, data)
+            try:
+                _queue(folder, job_id, data)
+            except FileNotFoundError:  # the folder's first job (or it was removed since)
+                spool.make_folders(folder)
+                _queue(folder, job_id, data)
             with self._lock:
                 self._finished.pop(folder, None)
         except OSError:
@@ -168,6 +167,20 @@ class Client:
         finally:
             log.close()
         return True
+
+
+def _queue(folder: str, job_id: str, data: bytes) -> None:
+    """The job's file in queued/, unless the job is queued or running already."""
+    queued = spool.job_path(folder, spool.QUEUED, job_id)
+    if os.path.exists(queued) or os.path.exists(spool.job_path(folder, spool.RUNNING, job_id)):
+        return
+    # An outcome left by an earlier job of this id (its kernel is not in the store any
+    # more, or a process gave up on it) is not this job's.
+    try:
+        os.remove(spool.job_path(folder, spool.DONE, job_id))
+    except FileNotFoundError:
+        pass
+    spool.write_atomically(queued, data)
 
 
 _client = Client()

@@ -45,6 +45,7 @@ from eagerc import _config, random_streams
 from eagerc.compile_service import call as call_description
 from eagerc.compile_service.client import client, folder_for
 from eagerc.compile_service.spool import SPECIALIZE_VALUES
+from eagerc.kernel_key import HOME_GAP_PREFIX
 
 log = logging.getLogger("eagerc")
 
@@ -99,10 +100,14 @@ def job_for(miss):
     home = target.host_aliases and _config.alias_fallback_enabled()
     if target.new_device and not home and not _config.cpu_fallback_enabled():
         return None
-    from eagerc.compile.accelerator.decompositions import for_home_gaps
+    if miss.key.name.startswith(HOME_GAP_PREFIX):
+        # Only such ops can be home gaps: any other miss is answered without importing the
+        # decompositions (Inductor, sympy: a tenth of a CPU second on a caller's first miss,
+        # in a process that may never compile).
+        from eagerc.compile.accelerator.decompositions import for_home_gaps
 
-    if miss.op in for_home_gaps(target.home):
-        return None  # neither the home nor the round trip has a kernel to run meanwhile
+        if miss.op in for_home_gaps(target.home):
+            return None  # neither the home nor the round trip has a kernel to run meanwhile
     # The kernel cache as named (a job of another cache is not this one's); read as set,
     # not resolved: this runs on every call answered in the interim. Imported here, not at
     # the top: `import eagerc` does not load the storage tier (kernel_cache imports its
