@@ -68,7 +68,7 @@ SHARES = {
     # each sweep keeps both modes and both cells.
     "tests/test_device_rnn_cells.py::test_cell_forward_and_backward": (3, ("compile_mode", "cls")),
     "tests/test_device_rnn_cells.py::test_lstm_cell_other_dtypes": (2, ()),
-    "tests/test_device_rnn_cells.py::test_recurrent_layers": (2, ("cls",)),
+    "tests/test_device_rnn_cells.py::test_recurrent_layers": (3, ("cls",)),
     # One case per mode or model in the default run, the others in the slow step (each
     # case 40-60 s there: a subprocess, or a model's compiles).
     "tests/test_kernel_traps.py::test_integer_division_by_zero_survives": (2, ()),
