@@ -12,7 +12,7 @@ in order, on one worker) every worker has a session cache of its own, so a worke
 exactly what a serial run of its files would.
 
 A line per finished test file (its counts and seconds, the run's elapsed time) and, after
-25 quiet seconds, a "still collecting" line (each xdist worker imports every test file
+20 quiet seconds, a "still collecting" line (each xdist worker imports every test file
 first) or a "still running" line naming the longest-running test keep a quiet ``-q`` run
 visibly alive.
 
@@ -164,12 +164,12 @@ def pytest_sessionfinish(session, exitstatus):
 
 class _FileProgress:
     """One line per test file as its last test finishes ("[2:41] tests/test_x.py: 12 passed,
-    1 skipped in 34 s"), and a "still collecting" or "still running" line when 25 s pass
+    1 skipped in 34 s"), and a "still collecting" or "still running" line when 20 s pass
     without one, from the session's start (collection included). Works with
     and without xdist: the totals per file come from the collection (the controller's copy
     of a worker's, under xdist), the outcomes from the reports every test sends."""
 
-    QUIET_S = 25.0
+    QUIET_S = 20.0
 
     def __init__(self, config):
         self.config = config
