@@ -190,8 +190,11 @@ def test_a_test_run_prints_a_line_per_file_and_removes_its_cache(tmp_path):
     """))
     (tmp_path / "test_two.py").write_text("import pytest\n@pytest.mark.skip\ndef test_c():\n    pass\n")
     told = tmp_path / "cache-path.txt"
+    # pyproject's options (its file is not above tmp_path): the plugins it turns off cost
+    # each of the three processes a second or more of imports.
     done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-                           "-n", "2", "--dist", "loadfile", str(tmp_path)], cwd=tmp_path,
+                           "-n", "2", "--dist", "loadfile", "-p", "no:benchmark",
+                           "-p", "no:hypothesispytest", "-p", "no:anyio", str(tmp_path)], cwd=tmp_path,
                           env={**os.environ, "CACHE_PATH_FILE": str(told)},
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
