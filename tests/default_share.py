@@ -46,6 +46,7 @@ SHARES = {
     "tests/test_argument_kinds.py::test_argument_kind_compiles_and_matches": (6, ()),
     "tests/test_accelerator_decompositions.py::test_decomposition_matches_eager_on_opinfo_samples": (6, ()),
     "tests/test_reliability.py::test_bad_input_raises_what_eager_raises": (6, ("mode",)),
+    "tests/test_reliability.py::test_overlapping_writes_eager_accepts_give_eager_results": (2, ("mode",)),
     "tests/test_device_semantics.py::test_random_ops_are_reproducible": (6, ("seed_fn",)),
     "tests/test_device_semantics.py::test_ops_no_kernel_can_serve_run_on_aliases": (6, ()),
     "tests/test_device_ops.py::test_op_family_matches_cpu": (3, ()),
