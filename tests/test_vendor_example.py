@@ -181,6 +181,7 @@ print(json.dumps({
 """
 
 
+@pytest.mark.slow  # the first use of the example's runtime builds it (g++, 35 CPU s; 1.5-3 min under load)
 @pytest.mark.parametrize("aliases", ["1", "0"])
 def test_the_example_devices_first_attention_calls_are_one_op_each(tmp_path, aliases):
     # The example registers no attention choice of its own; on its host memory eagerc gives
@@ -202,6 +203,7 @@ def test_the_example_devices_first_attention_calls_are_one_op_each(tmp_path, ali
     assert got["copies"] == (0 if aliases == "1" else 3 * (4 + 2))
 
 
+@pytest.mark.slow  # the example's runtime, as above
 def test_the_cpus_attention_choice_leaves_with_eagerc(tmp_path):
     # Disabled, eagerc serves no fused attention on the example device: attention there
     # takes ATen's math path again (which the example, with no kernels of its own, cannot
