@@ -194,21 +194,22 @@ def test_a_failed_allocation_is_retried_then_counted_as_oom():
 
 def _counts_its_block(make, nbytes: int):
     """`make()` gives one eagerc tensor over a new storage of `nbytes`: counted as one block
-    of the device's (allocated, reserved, a segment, the peak), and given back on free."""
+    of the device's (allocated; reserved, unless it takes a kept block's place; the peak),
+    and given back on free (kept: still reserved)."""
     before = torch.accelerator.memory_stats()
     t = make()
     assert t.device.type == "eagerc" and t.untyped_storage().nbytes() == nbytes
     stats = torch.accelerator.memory_stats()
     for key, grown in (("allocated_bytes.all.current", _block(nbytes)),
-                       ("reserved_bytes.all.current", _block(nbytes)),
                        ("requested_bytes.all.current", nbytes), ("allocation.all.current", 1)):
         assert stats[key] - before[key] == grown, key
+    assert stats["reserved_bytes.all.current"] - before["reserved_bytes.all.current"] in (0, _block(nbytes))
     assert torch.accelerator.max_memory_allocated() >= stats["allocated_bytes.all.current"]
     del t
-    stats = torch.accelerator.memory_stats()
-    assert stats["allocated_bytes.all.current"] == before["allocated_bytes.all.current"]
-    assert stats["allocation.all.current"] == before["allocation.all.current"]
-    assert stats["reserved_bytes.all.current"] <= before["reserved_bytes.all.current"] + _block(nbytes)
+    after = torch.accelerator.memory_stats()
+    assert after["allocated_bytes.all.current"] == before["allocated_bytes.all.current"]
+    assert after["allocation.all.current"] == before["allocation.all.current"]
+    assert after["reserved_bytes.all.current"] == stats["reserved_bytes.all.current"]  # kept
 
 
 @pytest.mark.parametrize("factory", [torch.randn, torch.rand])
@@ -229,9 +230,34 @@ def test_a_megabyte_randn_counts_as_torch_empty_does():
     assert torch.accelerator.memory_allocated() == before
     torch.accelerator.reset_peak_memory_stats()
     assert torch.accelerator.max_memory_allocated() == before
-    # Taken-over memory goes back to the CPU allocator when freed, never to the block cache.
+    assert _C._device_cached_bytes() == 2 * _block(4 << 20)  # both kept
     torch.accelerator.empty_cache()
     assert torch.accelerator.memory_reserved() == torch.accelerator.memory_allocated()
+    assert _C._device_cached_bytes() == 0
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("size", [1024, 2048])  # 4 and 16 MiB in float32: both kept
+def test_a_freed_random_tensor_stays_reserved_for_the_next_of_its_size(size, dtype):
+    # TorchCTS's memory/test_allocator.py::test_allocator_tracking_and_cache, as CUDA's
+    # caching allocator answers it.
+    torch.accelerator.empty_cache()
+    initial = torch.accelerator.memory_allocated()
+    x = torch.randn(size, size, dtype=dtype, device="eagerc")
+    assert torch.accelerator.memory_allocated() - initial == _block(x.nbytes)
+    del x
+    reserved_after_del = torch.accelerator.memory_reserved()
+    assert reserved_after_del - torch.accelerator.memory_allocated() == _block(size * size * dtype.itemsize)
+    y = torch.randn(size, size, dtype=dtype, device="eagerc")
+    assert torch.accelerator.memory_allocated() - initial == _block(y.nbytes)
+    assert torch.accelerator.memory_reserved() == reserved_after_del  # in the kept block's place
+    del y
+    z = torch.empty(size, size, dtype=dtype, device="eagerc")  # the device's own allocation
+    assert torch.accelerator.memory_reserved() == reserved_after_del
+    del z
+    torch.accelerator.empty_cache()
+    assert torch.accelerator.memory_allocated() == initial
+    assert torch.accelerator.memory_reserved() == initial
 
 
 def test_random_ops_with_a_device_generator_count_and_in_place_ones_allocate_nothing():
@@ -304,10 +330,11 @@ def interim_answers(fresh_cache, monkeypatch):
 def test_interim_answers_count_their_output(interim_answers):
     x = torch.empty(64, 100, device="eagerc").fill_(0.5)
     for _ in range(2):
-        _counts_its_block(lambda: torch.sin(x) * 3, 64 * 100 * 4)  # sin's output freed by mul
+        _counts_its_block(lambda: torch.sin(x), 64 * 100 * 4)
+        _counts_its_block(lambda: x * 3, 64 * 100 * 4)
     ops = eagerc.stats()["ops"]
     assert ops["aten::sin@PrivateUse1"]["interim"] == ops["aten::mul.Tensor@PrivateUse1"]["interim"] == 2
-    torch.testing.assert_close((torch.sin(x) * 3).cpu(), torch.sin(torch.full((64, 100), 0.5)) * 3)
+    torch.testing.assert_close(torch.sin(x).cpu(), torch.sin(torch.full((64, 100), 0.5)))
 
 
 def test_importing_eagerc_leaves_cpu_programs_alone():

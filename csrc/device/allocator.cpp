@@ -60,6 +60,18 @@ void for_each_stat(DeviceStats& s, void (*fn)(Stat&)) {
   fn(s.oversize_segments);
 }
 
+// A block's header: one alignment unit before its data (Header, below).
+constexpr size_t kHeader = kAlignment;
+
+// Home memory the device owns (adopt_home_memory): a CPU kernel's output, counted as a
+// block of the device's for the bytes it holds, as allocate_block would have counted it, so
+// a tensor's statistics do not depend on which path made it.
+struct AdoptedBlock {
+  c10::DataPtr memory;  // the CPU allocator's, freed by its own deleter
+  size_t block;
+  size_t requested;
+};
+
 // Host memory, with freed blocks kept by size for the next allocation of that size. A
 // model's forward frees and allocates the same sizes every step; glibc's malloc serves
 // them from its bins and, when small frees (tensor and storage objects) sit in its fast
@@ -73,13 +85,21 @@ void for_each_stat(DeviceStats& s, void (*fn)(Stat&)) {
 // rounded up to the alignment, plus the header): a block in use is allocated, active and
 // reserved; a cached block is reserved only; a segment is one block from malloc. There is
 // no splitting, so the inactive-split entries stay 0.
+//
+// Adopted blocks (home memory a CPU kernel allocated for a device call, adopt_home_memory)
+// are kept and counted the same way, but only the CPU allocator that made one can reuse
+// it: a request that finds only an adopted block of its size frees that block and takes a
+// fresh one, and an adoption frees a kept block of its size. Either way the memory the
+// device holds (reserved) is what reusing the block would have left it, as CUDA's
+// allocator's numbers are when a freed tensor's memory serves the next of its size.
 class HostPool {
  public:
-  static constexpr size_t kMaxCachedBlock = size_t{16} << 20;
+  static constexpr size_t kMaxCachedBlock = size_t{16} << 20;  // of data (the header aside)
 
   // A block of `block` bytes for a request of `requested`: a cached one, or nullptr (the
   // caller mallocs one and calls added()). Either way the block is counted as in use.
   void* take(size_t block, size_t requested) {
+    Dropped dropped;  // freed after the lock is released
     std::lock_guard<std::mutex> lock(mu_);
     void* found = nullptr;
     auto it = blocks_.find(block);
@@ -87,13 +107,37 @@ class HostPool {
       found = it->second.back();
       it->second.pop_back();
       cached_ -= block;
+    } else {
+      drop_adopted(block, &dropped);
     }
-    increase(stats_.allocation, 1, block);
-    increase(stats_.active, 1, block);
-    increase(stats_.allocated_bytes, block, block);
-    increase(stats_.active_bytes, block, block);
-    increase(stats_.requested_bytes, requested, block);
+    count_in_use(block, requested);
     return found;
+  }
+
+  // An adopted block now in use (adopt_home_memory): a segment of its own, as a block fresh
+  // from malloc is, in place of a kept block of its size if there is one.
+  void adopted(size_t block, size_t requested) {
+    Dropped dropped;
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!drop_adopted(block, &dropped)) drop_kept(block, &dropped);
+    count_in_use(block, requested);
+    increase(stats_.segment, 1, block);
+    increase(stats_.reserved_bytes, block, block);
+    stats_.num_device_alloc += 1;
+  }
+
+  // An adopted block freed: kept (true) or not (the caller frees it), as give() does.
+  bool give_adopted(AdoptedBlock* adopted) {
+    const size_t block = adopted->block;
+    std::lock_guard<std::mutex> lock(mu_);
+    count_freed(block, adopted->requested);
+    if (keeps(block)) {
+      adopted_[block].push_back(adopted);
+      cached_ += block;
+      return true;
+    }
+    released(block);
+    return false;
   }
 
   // A block fresh from malloc (after take() answered nullptr).
@@ -102,31 +146,6 @@ class HostPool {
     increase(stats_.segment, 1, block);
     increase(stats_.reserved_bytes, block, block);
     stats_.num_device_alloc += 1;
-  }
-
-  // A block of home memory the device took over (adopt_home_memory): in use, and a segment
-  // of its own, as a block fresh from malloc is.
-  void adopted(size_t block, size_t requested) {
-    std::lock_guard<std::mutex> lock(mu_);
-    increase(stats_.allocation, 1, block);
-    increase(stats_.active, 1, block);
-    increase(stats_.allocated_bytes, block, block);
-    increase(stats_.active_bytes, block, block);
-    increase(stats_.requested_bytes, requested, block);
-    increase(stats_.segment, 1, block);
-    increase(stats_.reserved_bytes, block, block);
-    stats_.num_device_alloc += 1;
-  }
-
-  // An adopted block freed: it goes back to its own allocator, never to the cache.
-  void unadopted(size_t block, size_t requested) {
-    std::lock_guard<std::mutex> lock(mu_);
-    decrease(stats_.allocation, 1, block);
-    decrease(stats_.active, 1, block);
-    decrease(stats_.allocated_bytes, block, block);
-    decrease(stats_.active_bytes, block, block);
-    decrease(stats_.requested_bytes, requested, block);
-    released(block);
   }
 
   // A request malloc could not serve: `retried` says whether the cache was emptied and the
@@ -148,12 +167,8 @@ class HostPool {
   // False when the block is not kept (the caller frees it).
   bool give(void* data, size_t block, size_t requested) {
     std::lock_guard<std::mutex> lock(mu_);
-    decrease(stats_.allocation, 1, block);
-    decrease(stats_.active, 1, block);
-    decrease(stats_.allocated_bytes, block, block);
-    decrease(stats_.active_bytes, block, block);
-    decrease(stats_.requested_bytes, requested, block);
-    if (block <= kMaxCachedBlock && cached_ + block <= limit_) {
+    count_freed(block, requested);
+    if (keeps(block)) {
       blocks_[block].push_back(data);
       cached_ += block;
       return true;
@@ -163,19 +178,20 @@ class HostPool {
   }
 
   size_t release_all() {
-    std::unordered_map<size_t, std::vector<void*>> blocks;
+    Dropped dropped;
     size_t freed = 0;
     {
       std::lock_guard<std::mutex> lock(mu_);
-      blocks.swap(blocks_);
+      dropped.blocks.swap(blocks_);
+      dropped.adopted.swap(adopted_);
       freed = cached_;
       cached_ = 0;
-      for (auto& [bytes, list] : blocks) {
+      for (auto& [bytes, list] : dropped.blocks) {
         for (size_t k = 0; k < list.size(); ++k) released(bytes);
       }
-    }
-    for (auto& [bytes, list] : blocks) {
-      for (void* block : list) std::free(block);
+      for (auto& [bytes, list] : dropped.adopted) {
+        for (size_t k = 0; k < list.size(); ++k) released(bytes);
+      }
     }
     return freed;
   }
@@ -214,7 +230,68 @@ class HostPool {
   }
 
  private:
-  // A block going back to malloc (mu_ held).
+  // Kept blocks taken out of the pool, freed when this goes out of scope (after mu_ is
+  // released: an adopted block's deleter is the CPU allocator's, which may take locks).
+  struct Dropped {
+    std::unordered_map<size_t, std::vector<void*>> blocks;
+    std::unordered_map<size_t, std::vector<AdoptedBlock*>> adopted;
+    Dropped() = default;
+    Dropped(const Dropped&) = delete;
+    Dropped& operator=(const Dropped&) = delete;
+    ~Dropped() {
+      for (auto& [bytes, list] : blocks) {
+        for (void* block : list) std::free(block);
+      }
+      for (auto& [bytes, list] : adopted) {
+        for (AdoptedBlock* block : list) delete block;
+      }
+    }
+  };
+
+  // The rest: mu_ held.
+  void count_in_use(size_t block, size_t requested) {
+    increase(stats_.allocation, 1, block);
+    increase(stats_.active, 1, block);
+    increase(stats_.allocated_bytes, block, block);
+    increase(stats_.active_bytes, block, block);
+    increase(stats_.requested_bytes, requested, block);
+  }
+
+  void count_freed(size_t block, size_t requested) {
+    decrease(stats_.allocation, 1, block);
+    decrease(stats_.active, 1, block);
+    decrease(stats_.allocated_bytes, block, block);
+    decrease(stats_.active_bytes, block, block);
+    decrease(stats_.requested_bytes, requested, block);
+  }
+
+  bool keeps(size_t block) const {
+    return block - kHeader <= kMaxCachedBlock && cached_ + block <= limit_;
+  }
+
+  // Moves one kept block of size `block` (adopted, or of malloc) into `dropped`, counted as
+  // gone back to its allocator; false when none is kept.
+  bool drop_adopted(size_t block, Dropped* dropped) {
+    auto it = adopted_.find(block);
+    if (it == adopted_.end() || it->second.empty()) return false;
+    dropped->adopted[block].push_back(it->second.back());
+    it->second.pop_back();
+    cached_ -= block;
+    released(block);
+    return true;
+  }
+
+  bool drop_kept(size_t block, Dropped* dropped) {
+    auto it = blocks_.find(block);
+    if (it == blocks_.end() || it->second.empty()) return false;
+    dropped->blocks[block].push_back(it->second.back());
+    it->second.pop_back();
+    cached_ -= block;
+    released(block);
+    return true;
+  }
+
+  // A block going back to malloc or to the CPU allocator.
   void released(size_t block) {
     decrease(stats_.segment, 1, block);
     decrease(stats_.reserved_bytes, block, block);
@@ -223,6 +300,7 @@ class HostPool {
 
   std::mutex mu_;
   std::unordered_map<size_t, std::vector<void*>> blocks_;  // block size -> free blocks
+  std::unordered_map<size_t, std::vector<AdoptedBlock*>> adopted_;  // freed adopted blocks
   size_t cached_ = 0;
   size_t limit_ = size_t{256} << 20;
   DeviceStats stats_;
@@ -234,10 +312,9 @@ HostPool& host_pool() {
   return *pool;
 }
 
-// A block is [header | data]: the header (one alignment unit, so the data stays aligned)
-// holds the block's size and the bytes requested, which the deleter needs to file and
-// count it; the DataPtr's context is the data pointer, as for a plain malloc'd buffer.
-constexpr size_t kHeader = kAlignment;
+// A block is [header | data]: the header (kHeader, one alignment unit, so the data stays
+// aligned) holds the block's size and the bytes requested, which the deleter needs to file
+// and count it; the DataPtr's context is the data pointer, as for a plain malloc'd buffer.
 struct Header {
   size_t block;
   size_t requested;
@@ -273,19 +350,9 @@ void free_host(void* data) {
   if (!host_pool().give(block, header.block, header.requested)) std::free(block);
 }
 
-// Home memory the device owns (adopt_home_memory): a CPU kernel's output, counted as a
-// block of the device's for the bytes it holds, as allocate_block would have counted it, so
-// a tensor's statistics do not depend on which path made it.
-struct AdoptedBlock {
-  c10::DataPtr memory;  // the CPU allocator's, freed by its own deleter
-  size_t block;
-  size_t requested;
-};
-
 void free_adopted(void* context) {
   auto* adopted = static_cast<AdoptedBlock*>(context);
-  host_pool().unadopted(adopted->block, adopted->requested);
-  delete adopted;
+  if (!host_pool().give_adopted(adopted)) delete adopted;
 }
 
 // The device's HomeMemoryAdopter (host_alias.h): on host memory, the outputs of the CPU
