@@ -77,9 +77,9 @@ struct AdoptedBlock {
 // them from its bins and, when small frees (tensor and storage objects) sit in its fast
 // bins, consolidates those on each larger request: _int_malloc, _int_free and
 // malloc_consolidate were the largest part of the device's extra time per op in perf.
-// Bounded: blocks above kMaxCachedBlock, and blocks beyond the limit in all (256 MiB; 0
-// keeps none), go back to malloc; empty_cache() (torch.eagerc.empty_cache) returns every
-// cached block.
+// Bounded: blocks of more than kMaxCachedBlock of data, and blocks beyond the limit in all
+// (256 MiB; 0 keeps none), go back to malloc; empty_cache() (torch.eagerc.empty_cache)
+// returns every cached block.
 //
 // Its statistics are CUDA's caching allocator's, counted in whole blocks (the request
 // rounded up to the alignment, plus the header): a block in use is allocated, active and
