@@ -80,10 +80,11 @@ def test_workers_end_within_seconds_of_a_killed_service(tmp_path):
         service.send_signal(signal.SIGKILL)
         service.wait()
     # Every process the service started (its workers, multiprocessing's resource tracker).
-    left = _until(lambda: not _group(service.pid), 5) or _group(service.pid)
-    for pid in _group(service.pid):
+    gone = _until(lambda: not _group(service.pid), 5)
+    left = _group(service.pid)
+    for pid in left:
         os.kill(pid, signal.SIGKILL)  # the test's own leftovers, not the next test's
-    assert left is True, f"outlived the killed service: {left}"
+    assert gone, f"outlived the killed service: {left}"
 
 
 def test_an_idle_service_exits_with_its_workers(tmp_path):
@@ -99,8 +100,7 @@ def test_an_idle_service_exits_with_its_workers(tmp_path):
         if service.poll() is None:
             service.kill()
             service.wait()
-    left = _until(lambda: not _group(service.pid), 10) or _group(service.pid)
-    assert left is True, f"outlived the service: {left}"
+    assert _until(lambda: not _group(service.pid), 10), f"outlived the service: {_group(service.pid)}"
 
 
 def test_a_killed_callers_half_written_job_is_removed(tmp_path):
