@@ -55,7 +55,6 @@ SHARES = {
     "tests/test_unboxed_convolution.py::test_typed_key_is_the_boxed_key": (2, ()),
     "tests/test_capture_numpy.py::test_numpy_on_tensor_data_is_one_graph": (3, ("backend",)),
     "tests/test_device_autocast.py::test_autocast_casts_as_cuda_does": (2, ()),
-    "tests/test_device_attention.py::test_attention_takes_the_fused_kernel": (2, ()),
     "tests/test_torch_compile_device.py::test_compiled_function_on_eagerc_matches_cpu": (2, ()),
     # The same check in a fresh process per case: one first use, one command.
     "tests/test_import_side_effects.py::test_the_device_is_available_from_its_first_use": (3, ()),
