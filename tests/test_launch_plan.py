@@ -3,6 +3,7 @@ launcher (eagerc/codegen/triton/plan_launcher/) that runs them, exercised withou
 with a stand-in for the CUDA driver (tests/data/plan_launcher/fake_cuda.c) that records every
 launch, and its guard is compared with the C++ guard it replaces."""
 import ctypes
+import hashlib
 import os
 import random
 import re
@@ -15,6 +16,7 @@ import pytest
 import sympy
 import torch
 
+from eagerc.codegen.cpp import glue_prelude
 from eagerc.codegen.triton import launch_plan, plan_build
 from eagerc.codegen.triton.cexpr import Compiler, Unsupported
 from eagerc.compile.guard_source import guard_source
@@ -149,15 +151,19 @@ def test_expressions_keep_cpps_types():
 # --- the launcher, linked with a stand-in for CUDA ----------------------------------------
 
 @pytest.fixture(scope="module")
-def launcher(tmp_path_factory):
-    """The plan launcher built as a GPU build builds it, but linked with the stand-in CUDA."""
-    directory = tmp_path_factory.mktemp("fake_cuda")
-    fake = directory / "fake_cuda.o"
-    subprocess.run(["gcc", "-c", "-fPIC", str(DATA / "plan_launcher" / "fake_cuda.c"), "-o", str(fake)],
-                   check=True, capture_output=True)
+def launcher():
+    """The plan launcher built as a GPU build builds it, but linked with the stand-in CUDA.
+    Both are built once per machine, as the launcher itself is (glue_prelude.built_once):
+    the stand-in's object is named by its source's hash, so the launcher's key (its link
+    words name the object) is the same in every run."""
+    source = DATA / "plan_launcher" / "fake_cuda.c"
+    digest = hashlib.sha256(source.read_bytes()).hexdigest()[:24]
+    fake = glue_prelude.built_once(f"eagerc_test_fake_cuda_{digest}.o", lambda partial: subprocess.run(
+        ["gcc", "-c", "-fPIC", "-x", "c", str(source), "-o", partial], check=True, capture_output=True))
+    assert fake is not None
     torch_lib = os.path.join(os.path.dirname(torch.__file__), "lib")
     path = plan_build.launcher_library(["g++", "-std=c++17", "-fPIC", "-I", sysconfig.get_paths()["include"]],
-                                       [str(fake), f"-L{torch_lib}", "-ltorch_cpu", "-lc10", f"-Wl,-rpath,{torch_lib}"])
+                                       [fake, f"-L{torch_lib}", "-ltorch_cpu", "-lc10", f"-Wl,-rpath,{torch_lib}"])
     assert path is not None
     return Path(path).read_bytes()
 
