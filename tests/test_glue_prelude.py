@@ -66,28 +66,48 @@ def test_a_precompiled_header_takes_the_compile_flags_alone():
         "g++", "-D", "TORCH_INDUCTOR_CPP_WRAPPER", "-O1", "-fPIC", "-I/inc", "-w"]
 
 
-_FAILING_CHECK = """
+_CHECKS = """
 #include <cstdio>
+#include <cstring>
+static int deleted[4];
+static void count(void* p) { ++*static_cast<int*>(p); }
+static AtenTensorHandle handle(int i) { return reinterpret_cast<AtenTensorHandle>(&deleted[i]); }
 int main() {
   try {
     AOTI_TORCH_ERROR_CODE_CHECK(AOTI_TORCH_FAILURE);
   } catch (const std::runtime_error& e) {
-    std::printf("%s", e.what());
+    std::printf("%s\\n", e.what());
   }
+  using Owner = std::unique_ptr<AtenTensorOpaque, void (*)(void*)>;
+  {
+    Owner a(handle(0), count), b(handle(1), count);
+    void* first_word;  // the layout: libstdc++ stores the deleter first
+    std::memcpy(&first_word, &a, sizeof first_word);
+    std::printf("%d\\n", first_word == reinterpret_cast<void*>(count));
+    a.reset(handle(2));               // deletes 0
+    b = std::move(a);                 // deletes 1; b owns 2
+    std::printf("%d %d\\n", a.get() == nullptr, b.get() == handle(2));
+    Owner c(std::move(b));
+    AtenTensorHandle loose = c.release();  // 2 leaves, never deleted
+    c.reset(handle(3));               // deleted at the end of the scope
+    std::printf("%d %d\\n", loose == handle(2), static_cast<bool>(c));
+  }
+  std::printf("%d %d %d %d %zu\\n", deleted[0], deleted[1], deleted[2], deleted[3], sizeof(Owner));
 }
 """
 
 
 @pytest.mark.skipif(shutil.which("g++") is None, reason="needs g++")
-def test_a_failed_shim_call_raises_torchs_message_without_compiling_a_stringstream(tmp_path):
-    # The prelude's throw_exception (glue_prelude._COMMON) against torch's own: the same
-    # exception and text; and the unit compiles no stringstream code (what it saves).
+def test_the_preludes_error_check_and_handle_owner_behave_as_torchs(tmp_path):
+    # glue_prelude._COMMON's throw_exception and its unique_ptr of a tensor handle against
+    # torch's header alone: the same output (message, deletions, size); and the prelude's
+    # unit compiles no stringstream code (what it saves).
     include = os.path.join(os.path.dirname(torch.__file__), "include")
-    torch_header = "#include <torch/csrc/inductor/aoti_runtime/utils.h>\n"
+    torch_header = "#include <memory>\n#include <torch/csrc/inductor/aoti_runtime/utils.h>\n"
     said, symbols = {}, {}
     for name, header in (("prelude", prelude_text({"cpu"}, CPP)), ("torch", torch_header)):
         (tmp_path / f"{name}.h").write_text(header)
-        (tmp_path / "check.cpp").write_text(_FAILING_CHECK)
+        (tmp_path / "check.cpp").write_text(_CHECKS)
         built = subprocess.run(
             ["g++", "-std=c++17", "-O1", "-w", "-I", sysconfig.get_paths()["include"], "-I", include,
              "-include", str(tmp_path / f"{name}.h"), str(tmp_path / "check.cpp"), "-o", str(tmp_path / name)],
@@ -95,8 +115,9 @@ def test_a_failed_shim_call_raises_torchs_message_without_compiling_a_stringstre
         assert built.returncode == 0, built.stderr[-3000:]
         said[name] = subprocess.run([str(tmp_path / name)], capture_output=True, text=True, timeout=60).stdout
         symbols[name] = subprocess.run(["nm", "-C", str(tmp_path / name)], capture_output=True, text=True).stdout
-    assert said["prelude"] == said["torch"] != ""
-    assert "AOTI_TORCH_FAILURE API call failed at " in said["prelude"]
+    assert said["prelude"] == said["torch"]
+    lines = said["prelude"].splitlines()
+    assert lines[0].startswith("AOTI_TORCH_FAILURE API call failed at ") and lines[1:] == ["1", "1 1", "1 1", "1 1 0 1 16"]
     assert "basic_stringstream" in symbols["torch"] and "basic_stringstream" not in symbols["prelude"]
 
 
