@@ -269,8 +269,8 @@ class HostPool {
     return block - kHeader <= kMaxCachedBlock && cached_ + block <= limit_;
   }
 
-  // Moves one kept block of size `block` (adopted, or of malloc) into `dropped`, counted as
-  // gone back to its allocator; false when none is kept.
+  // Each moves one kept block of size `block` (an adopted one; one of malloc) into
+  // `dropped`, counted as gone back to its allocator; false when none is kept.
   bool drop_adopted(size_t block, Dropped* dropped) {
     auto it = adopted_.find(block);
     if (it == adopted_.end() || it->second.empty()) return false;
