@@ -79,7 +79,9 @@ manifest = {
         "streams": True,
         "events": True,
         "deterministic": True,
-        "guard_alloc": True,
+        # No guard allocator (canaries around blocks that catch out-of-bounds writes): the
+        # device module has no guard_allocator_enabled().
+        "guard_alloc": False,
         "device_api": True,
         # The device has one index (device_count() == 1).
         "multi_device": False,

@@ -31,6 +31,7 @@ from eagerc import _stats, random_streams
 from eagerc.aten_meta import overload_by_name
 from eagerc.cache import CacheKey, service
 from eagerc.per_op import background
+from eagerc.per_op.eager_rules import check_devices
 from eagerc.per_op.miss import EagerVerdict, Miss
 from eagerc.refusals import NOWHERE, CompileError, EagerRaises, NotCompiled, SpecializeValues
 from eagerc.targets import TargetError, for_device, served_device
@@ -54,6 +55,15 @@ def resolve(request) -> "_C.MissAnswer":
         return _C.MissAnswer.fallback(str(e), True)
     if background.jobs().waiting(request) and not _context_is_unusual():
         return _C.MissAnswer.interim()  # its job is still compiling: nothing else to look at
+    if target.new_device:
+        # Eager's device rule before any answer: an interim answer runs the home's kernel
+        # on aliases, where a CPU tensor among the device's raises nothing (torch.add of a
+        # CPU and an eagerc tensor must raise, as on CUDA). A call that fails it is never
+        # queued, so it never reaches the shortcut above.
+        try:
+            check_devices(overload_by_name(request.op_name), request.args, target)
+        except EagerRaises as e:
+            return e.answer()
     miss = _start(request, target)
     try:
         return _answer(miss)
