@@ -308,6 +308,29 @@ def test_a_cpu_tensor_among_the_devices_raises_as_eager(compile_mode, fresh_cach
         assert_close(op(x_dev, torch.tensor(2.0)).cpu(), op(x_dev.cpu(), torch.tensor(2.0)))
 
 
+def test_lanczos_upsampling_of_nan_and_inf_is_eagers():
+    """TorchCTS level 3 compares _upsample_lanczos2d_aa on NaN/inf inputs with its own
+    reference (lanczos3_exact_zero); the device runs ATen's CPU kernel (no lowering)."""
+    torch.manual_seed(0)
+    x = torch.randn(1, 3, 6, 7)
+    x[0, 0, 1, 2], x[0, 1, 3, 3], x[0, 2, 0, 0] = NAN, INF, -INF
+    for args in (([4, 9], False, None, None), ([12, 14], True, 1.5, 0.7)):
+        got = torch.ops.aten._upsample_lanczos2d_aa(x.to("eagerc"), *args).cpu()
+        assert_same(got, torch.ops.aten._upsample_lanczos2d_aa(x, *args))
+
+
+def test_eval_mode_rrelu_with_noise_returns_the_noise_as_given():
+    """TorchCTS level 3's test_rrelu_train_false_variants compares the noise returned by
+    each side, two torch.empty_like tensors: eager (and the device) return it unwritten."""
+    x = torch.linspace(-2, 2, 12).reshape(3, 4)
+    noise = torch.linspace(5, 6, 12).reshape(3, 4)
+    want = torch.ops.aten.rrelu_with_noise_functional(x, noise, 0.125, 1 / 3, False, None)
+    got = torch.ops.aten.rrelu_with_noise_functional(x.to("eagerc"), noise.to("eagerc"), 0.125, 1 / 3, False, None)
+    for g, w in zip(got, want):
+        assert_same(g.cpu(), w)
+    assert_same(got[1].cpu(), noise)
+
+
 def test_embedding_bag_frequency_scaled_backward_is_eagers():
     """TorchCTS level 3's embedding_bag(scale_grad_by_freq) contract reference scales each
     row's gradient by the row's count; ATen's CPU kernel, which the device matches,
