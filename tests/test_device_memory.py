@@ -337,6 +337,37 @@ def test_interim_answers_count_their_output(interim_answers):
     torch.testing.assert_close(torch.sin(x).cpu(), torch.sin(torch.full((64, 100), 0.5)))
 
 
+def test_cpu_tensors_made_beside_device_calls_are_not_the_devices():
+    # CPU tensors another thread makes while device calls run kernels on CPU aliases stay
+    # CPU memory, counted nowhere; the device calls' outputs count and are given back.
+    import threading
+
+    x = torch.randn(100, 100, device="eagerc")
+    before = torch.accelerator.memory_allocated()
+    kept_on_cpu, kept_on_device, stop = [], [], threading.Event()
+
+    def cpu_program():
+        while not stop.is_set():
+            kept_on_cpu.append(torch.nonzero(torch.randn(100, 100) > 0))
+
+    thread = threading.Thread(target=cpu_program)
+    thread.start()
+    try:
+        for _ in range(50):
+            kept_on_device.append(torch.nonzero(x > 0))
+            torch.randn(100, 100, device="eagerc")
+    finally:
+        stop.set()
+        thread.join()
+    assert kept_on_cpu and all(t.device.type == "cpu" for t in kept_on_cpu)
+    expected = sum(_block(t.untyped_storage().nbytes()) for t in kept_on_device)
+    assert torch.accelerator.memory_allocated() - before == expected
+    kept_on_cpu.clear()
+    assert torch.accelerator.memory_allocated() - before == expected
+    kept_on_device.clear()
+    assert torch.accelerator.memory_allocated() == before
+
+
 def test_importing_eagerc_leaves_cpu_programs_alone():
     # A fresh interpreter: the process's CPU allocator (c10::GetCPUAllocator, read through
     # libc10's exported symbol) is the same object before and after import eagerc and after
