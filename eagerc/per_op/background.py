@@ -16,9 +16,9 @@ worker processes that compile it into the persistent kernel cache: the caller's 
 never held by a compile, and a compile queued by a process that exits still reaches the
 cache. A signature served in the interim is called again: while its job is queued or
 compiling it is answered in the interim again, by one look-up keyed by the call's request
-(:meth:`Jobs.waiting`: no target, key or miss is built) and a look at the service's
-finished jobs at most every ``client.POLL_S``; once the job is done, the kernel is loaded
-from the store (counted as ``background_compiles``) and goes into L1. Nothing calls back into the miss
+(:meth:`Jobs.waiting`: no key or miss is built) and a look at the service's finished jobs
+at most every ``client.POLL_S``; once the job is done, the kernel is loaded from the store
+(counted as ``background_compiles``) and goes into L1. Nothing calls back into the miss
 path: this module only says what became of a job.
 
 A job the service could not finish (its worker died, the replay did not reach the
@@ -109,9 +109,10 @@ def job_for(miss):
         if miss.op in for_home_gaps(target.home):
             return None  # neither the home nor the round trip has a kernel to run meanwhile
     # The kernel cache as named (a job of another cache is not this one's); read as set,
-    # not resolved: this runs on every call answered in the interim. Imported here, not at
-    # the top: `import eagerc` does not load the storage tier (kernel_cache imports its
-    # disk and Redis stores, diskcache and sqlite3), which a program may never need.
+    # not resolved: Jobs.waiting reads it on every call answered in the interim. Imported
+    # here, not at the top: `import eagerc` does not load the storage tier (kernel_cache
+    # imports its disk and Redis stores, diskcache and sqlite3), which a program may never
+    # need; Jobs.waiting has no job to look up before this has run.
     global _cache_dir_variable
     from kernel_cache.layout import ENV_DIR
 
