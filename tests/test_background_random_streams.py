@@ -16,15 +16,30 @@ import torch.nn.functional as F
 
 import eagerc
 from eagerc import _C
+from eagerc.cache import service
 from eagerc.per_op import background
 from eagerc.testing import assert_close
 
 
+@pytest.fixture(scope="module")
+def service_cache(tmp_path_factory):
+    """One kernel cache for the file's tests, so one compile service serves them (the
+    service's folder follows the environment: starting one costs a process that imports
+    the compiler); each test starts with nothing in memory."""
+    return tmp_path_factory.mktemp("background-streams")
+
+
 @pytest.fixture
-def service_env(fresh_cache, monkeypatch):
+def service_env(service_cache, monkeypatch):
+    monkeypatch.setenv("EAGERC_CACHE_DIR", str(service_cache))
     monkeypatch.setenv("EAGERC_COMPILE_SERVICE_IDLE_S", "15")
-    yield fresh_cache
+    service().reset()
+    _C._clear_tables()
+    eagerc.reset_stats()
+    yield service_cache
     eagerc.wait_compiles(timeout=900)
+    service().reset()
+    _C._clear_tables()
 
 
 class _Net(torch.nn.Module):
