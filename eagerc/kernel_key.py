@@ -70,7 +70,7 @@ FORMAT_VERSION = 15
 # The calls refused as known to compile wrongly (eagerc/compile/known_wrong.py): bumped
 # when an entry is added or a predicate widens, so a kernel compiled before its call was
 # refused is not served.
-KNOWN_WRONG_VERSION = "4"
+KNOWN_WRONG_VERSION = "5"
 
 # The decompositions a device with no native kernels is traced with
 # (eagerc/compile/accelerator/): bumped when one changes the code it produces.
@@ -89,19 +89,11 @@ class CacheKey:
     def components(self) -> dict:
         """Every component's value, by name (a code generator's entries as codegen.<name>);
         a component that does not apply to this key is left out."""
-        values = {}
-        for component in COMPONENTS:
-            value = component.value(self)
-            if isinstance(value, dict):
-                values.update({f"{component.name}.{k}": v for k, v in value.items()})
-            elif value is not None:
-                values[component.name] = value
-        return values
+        return _values(self, COMPONENTS)
 
     def namespace_components(self) -> dict:
         """The namespace's components, each a short string (long values as digests)."""
-        parts = self.components()
-        return {name: _short(parts[name]) for name in parts if _part_of(name) == "namespace"}
+        return {name: _short(value) for name, value in _values(self, _NAMESPACE_COMPONENTS).items()}
 
     def entry_key(self) -> bytes:
         """The entry's key in its namespace: the entry components, NUL-separated."""
@@ -112,14 +104,12 @@ class CacheKey:
         """The kernel_cache namespace built from `parts` (default: namespace_components()):
         format, torch, eagerc and arch as its own fields, every other component in its
         compiler settings digest."""
-        import kernel_cache
+        return self.namespace_and_digest(parts)[0]
 
-        parts = parts or self.namespace_components()
-        compiler = hashlib.sha256(repr(sorted((k, v) for k, v in parts.items()
-                                              if k not in _NAMESPACE_FIELDS)).encode()).hexdigest()[:16]
-        return kernel_cache.Namespace(format_version=int(parts["format"]), torch_version=parts["torch"],
-                                      eagerc_version=parts["eagerc"], target_arch=parts["arch"],
-                                      compiler_settings=compiler)
+    def namespace_and_digest(self, parts: dict | None = None) -> tuple:
+        """(namespace(parts), its digest), built once per distinct `parts` in a process:
+        every store lookup asks, and the components' values are all it depends on."""
+        return _namespace_of(tuple((parts or self.namespace_components()).items()))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -246,12 +236,36 @@ COMPONENTS: tuple = (
               lambda key: bytes(key.signature)),
 )
 
+_NAMESPACE_COMPONENTS = tuple(c for c in COMPONENTS if c.part == "namespace")
 # The namespace components that are kernel_cache.Namespace fields of their own.
 _NAMESPACE_FIELDS = ("format", "torch", "eagerc", "arch")
 
 
-def _part_of(name: str) -> str:
-    return next(c.part for c in COMPONENTS if c.name == name.partition(".")[0])
+def _values(key: CacheKey, components) -> dict:
+    """Each of `components`' values for `key`, by name (CacheKey.components)."""
+    values = {}
+    for component in components:
+        value = component.value(key)
+        if isinstance(value, dict):
+            values.update({f"{component.name}.{k}": v for k, v in value.items()})
+        elif value is not None:
+            values[component.name] = value
+    return values
+
+
+@functools.lru_cache(maxsize=64)
+def _namespace_of(parts: tuple) -> tuple:
+    """(kernel_cache.Namespace, its digest) of the namespace components `parts`, as
+    (name, short string) pairs."""
+    import kernel_cache
+
+    fields = dict(parts)
+    compiler = hashlib.sha256(repr(sorted((k, v) for k, v in parts
+                                          if k not in _NAMESPACE_FIELDS)).encode()).hexdigest()[:16]
+    namespace = kernel_cache.Namespace(format_version=int(fields["format"]), torch_version=fields["torch"],
+                                       eagerc_version=fields["eagerc"], target_arch=fields["arch"],
+                                       compiler_settings=compiler)
+    return namespace, namespace.digest()
 
 
 def _short(value) -> str:

@@ -108,3 +108,10 @@ def test_level1_selection_passes(tmp_path):
     (row,) = json.loads((tmp_path / "table.json").read_text())
     assert row["passed"] >= 3, row
     assert row["failed"] == 0, (tmp_path / "failures.txt").read_text()
+
+
+def test_named_tensor_overloads_torch_lacks_are_the_declined_named_tensor():
+    record = {"status": "ERROR",
+              "error_message": "The underlying op of 'aten.kthvalue' has no overload name 'dimname'"}
+    assert conformance.declined_capability(record) == "named_tensor"
+    assert conformance.declined_capability({"status": "PASS", "error_message": record["error_message"]}) is None

@@ -331,6 +331,22 @@ def test_eval_mode_rrelu_with_noise_returns_the_noise_as_given():
     assert_same(got[1].cpu(), noise)
 
 
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("reduction", [0, 1, 2])
+def test_multilabel_margin_loss_is_eagers(reduction, mode):
+    """Inductor's decomposition counts target positions after a row's first -1 (TorchCTS
+    level 3: 2.5x eager's loss); every call runs eager's kernel."""
+    torch.manual_seed(0)
+    x = torch.randn(4, 5)
+    t = torch.tensor([[3, 0, -1, 1, 2], [1, 2, 4, -1, 0], [0, -1, 1, 2, 3], [4, 3, 1, 0, 2]])
+
+    def fn(a, b):
+        return torch.ops.aten.multilabel_margin_loss_forward(a, b, reduction)[0]
+
+    assert_same(run(mode, ["aten::multilabel_margin_loss_forward"], fn, x, t), fn(x, t))
+    assert_refused(mode, "multilabel_margin_loss_forward", "after a target's -1")
+
+
 def test_embedding_bag_frequency_scaled_backward_is_eagers():
     """TorchCTS level 3's embedding_bag(scale_grad_by_freq) contract reference scales each
     row's gradient by the row's count; ATen's CPU kernel, which the device matches,

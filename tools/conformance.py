@@ -89,6 +89,9 @@ DECLINED_IN_MESSAGE = {
     "with arguments from the 'SparseCsreagerc' backend": "sparse",
     "with arguments from the 'NestedTensoreagerc' backend": "nested",
     "with arguments from the 'Quantizedeagerc' backend": "native_quantization",
+    # Named-tensor overloads (kthvalue.dimname, max.names_dim, ...): torch 2.13 has none.
+    "has no overload name 'dimname": "named_tensor",
+    "has no overload name 'names_": "named_tensor",
 }
 
 
