@@ -77,10 +77,10 @@ class CompileService:
     def _where(self, key: CacheKey):
         """(store, namespace digest, entry key) of `key`."""
         parts = key.namespace_components()
-        namespace = key.namespace(parts)
-        digest, entry_key = namespace.digest(), key.entry_key()
+        namespace, digest = key.namespace_and_digest(parts)
+        entry_key = key.entry_key()
         log_components(key, digest, parts)
-        return self._store(namespace), digest, entry_key
+        return self._store(namespace, digest), digest, entry_key
 
     @contextlib.contextmanager
     def locked(self, key: CacheKey):
@@ -180,14 +180,14 @@ class CompileService:
                 os.replace(path + ".tmp", path)
             return kernel_cache.Entry(entry_key, sha, path, metadata)
 
-    def _store(self, namespace):
+    def _store(self, namespace, digest: str):
         with self._lock:
-            store = self._stores.get(namespace.digest())
+            store = self._stores.get(digest)
             if store is None:
                 import kernel_cache
 
                 store = kernel_cache.open_store(namespace)
-                self._stores[namespace.digest()] = store
+                self._stores[digest] = store
             return store
 
     def _key_lock(self, digest: str, entry_key: bytes):

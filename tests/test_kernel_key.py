@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import logging
+import os
 import pathlib
 import re
 
@@ -294,3 +295,86 @@ def test_every_home_gap_op_is_named_by_the_keys_prefix():
     names = [op.name() for op in rnn_cells.table()]
     assert names and all(n.startswith(kernel_key.HOME_GAP_PREFIX) for n in names), names
     assert all(op.name().startswith(kernel_key.HOME_GAP_PREFIX) for op in for_home_gaps("cpu"))
+
+
+# ----------------------------------------------------------------- the namespace's cost
+
+def _fake_compiler(folder: pathlib.Path, name: str) -> pathlib.Path:
+    folder.mkdir(exist_ok=True)
+    path = folder / name
+    path.write_text(f"#!/bin/sh\n# {name} of {folder}\n")
+    path.chmod(0o755)
+    return path
+
+
+def test_each_input_of_the_namespace_changes_it_within_the_process(monkeypatch, tmp_path):
+    # The namespace's environment-read parts are worked out once and kept while the
+    # environment is unchanged: a change of any variable they read must still reach the
+    # key of the next lookup in the same process.
+    monkeypatch.delenv("CXX", raising=False)
+    base = key().namespace().digest()
+    assert key().namespace().digest() == base  # now from what is kept
+    changes = {
+        "CXX": str(_fake_compiler(tmp_path / "cxx", "my-g++")),
+        # Another g++ found first on the PATH: a different compiler file.
+        "PATH": f"{_fake_compiler(tmp_path / 'bin', 'g++').parent}{os.pathsep}{os.environ.get('PATH', '')}",
+        "CXXFLAGS": "-O0", "CPPFLAGS": "-DX=1", "LDFLAGS": "-lm",
+        "TORCHINDUCTOR_MAX_AUTOTUNE": "1",
+    }
+    from eagerc.codegen.cpp import clang_units, one_unit
+
+    if clang_units.compiler() is not None:  # whether one clang process builds the library
+        changes[one_unit.ENV] = "0" if os.environ.get(one_unit.ENV) != "0" else "1"
+    for name, value in changes.items():
+        with monkeypatch.context() as m:
+            m.setenv(name, value)
+            assert key().namespace().digest() != base, name
+        assert key().namespace().digest() == base, name
+    # A variable nothing in the key reads leaves the key as it was.
+    monkeypatch.setenv("EAGERC_UNRELATED_TO_THE_KEY", "1")
+    assert key().namespace().digest() == base
+
+
+def test_a_device_target_follows_the_alias_fallback_variable(monkeypatch):
+    monkeypatch.delenv("EAGERC_ALIAS_FALLBACK", raising=False)
+    device = targets.for_device("eagerc")
+    with_aliases = key(target=device).namespace().digest()
+    monkeypatch.setenv("EAGERC_ALIAS_FALLBACK", "0")
+    assert key(target=device).namespace().digest() != with_aliases
+
+
+def test_a_kept_namespace_reads_no_file(monkeypatch):
+    # Every store lookup builds its key's namespace: once known, no shutil.which, stat or
+    # realpath of the compilers (they were half of each miss's lookup).
+    import glob
+    import os.path
+    import shutil
+
+    calls = []
+
+    def counted(module, name):
+        real = getattr(module, name)
+
+        def call(*args, **kwargs):
+            calls.append(name)
+            return real(*args, **kwargs)
+        monkeypatch.setattr(module, name, call)
+
+    k = key()
+    k.namespace_and_digest()
+    for module, name in ((shutil, "which"), (os, "stat"), (os, "lstat"), (os, "access"),
+                         (os.path, "realpath"), (os.path, "exists"), (os, "listdir"), (glob, "glob")):
+        counted(module, name)
+    for _ in range(3):
+        k.namespace_and_digest()
+        k.entry_key()
+    assert calls == []
+    # The count sees the compiler being looked at where the environment changes.
+    monkeypatch.setenv("PATH", os.environ.get("PATH", "") + os.pathsep + "/nonexistent-for-the-key")
+    k.namespace_and_digest()
+    assert "which" in calls
+
+
+def test_the_namespace_is_built_once_per_set_of_values():
+    a, b = key().namespace_and_digest(), key(name="aten::neg").namespace_and_digest()
+    assert a[0] is b[0] and a[1] == b[1] == a[0].digest()

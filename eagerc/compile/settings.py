@@ -14,6 +14,7 @@ import re
 import sys
 
 from eagerc import _config
+from eagerc.environment_memo import until_environment_changes
 
 # Settings that never change the generated code. "log" only as a word of the name:
 # epilogue_fusion and prologue_fusion change it.
@@ -22,7 +23,13 @@ _NOT_CODE = re.compile(r"cache|compile_threads|worker|trace\.|verbose|(?:^|[._])
 
 
 def inductor_environment() -> list:
-    """TORCHINDUCTOR_* variables that may change code, as sorted (name, value) pairs."""
+    """TORCHINDUCTOR_* variables that may change code, as sorted (name, value) pairs (read
+    again only when the environment changed: every cache lookup asks)."""
+    return list(_inductor_environment())
+
+
+@until_environment_changes
+def _inductor_environment() -> list:
     return sorted((k, v) for k, v in _config.variables("TORCHINDUCTOR_")
                   if not _NOT_CODE.search(k.lower()))
 

@@ -32,6 +32,7 @@ used is part of every CPU cache key (:func:`identity`, the key's "units" entry).
 from __future__ import annotations
 
 import contextlib
+import functools
 import glob
 import hashlib
 import logging
@@ -80,10 +81,15 @@ def compiler() -> str | None:
 
 def identity() -> str:
     """The compiler that builds units, for cache keys: "" where g++ builds them all, else
-    clang's real path, size and modification time (an upgrade changes them)."""
+    clang's real path, size and modification time (an upgrade changes them). Every cache
+    lookup asks: the compiler's file is looked at once per process, as compiler() chooses
+    it once (one replaced in place meanwhile keeps its old identity in this process)."""
     path = compiler()
-    if path is None:
-        return ""
+    return "" if path is None else _file_identity(path)
+
+
+@functools.lru_cache(maxsize=4)
+def _file_identity(path: str) -> str:
     try:
         st = os.stat(path)
         return f"{os.path.realpath(path)}:{st.st_size}:{int(st.st_mtime)}"
