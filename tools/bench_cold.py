@@ -29,7 +29,8 @@ the background). EAGERC_CLANG=0 in this script's environment compiles every unit
 --tree DIR (repeatable, with --compile): A/B of source trees on one machine at one time.
 Each run starts one child per tree, in turn, whose `import eagerc` loads DIR/eagerc (an
 unpacked commit: `git archive COMMIT eagerc kernel_cache | tar -x -C DIR`; the installed
-C++ extension is shared), and prints one table per tree. "." is this checkout.
+C++ extension is shared, so each tree's Python must match it: a rebuild of csrc/ with a
+changed binding retires older trees), and prints one table per tree. "." is this checkout.
 """
 from __future__ import annotations
 
@@ -128,7 +129,9 @@ def _compile_child(tree: str) -> dict:
         env["EAGERC_BENCH_TREE"] = os.path.abspath(tree)
     try:
         out = subprocess.run([sys.executable, "-c", COMPILE_CHILD, *COMPILE_OPS], env=env,
-                             check=True, capture_output=True, text=True)
+                             capture_output=True, text=True)
+        if out.returncode != 0:
+            raise SystemExit(f"the child for tree {tree} failed:\n{out.stderr[-3000:]}")
     finally:
         for d in dirs:
             shutil.rmtree(d, ignore_errors=True)
