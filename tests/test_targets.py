@@ -115,3 +115,14 @@ def test_a_backend_without_a_device_interface_or_generating_other_code_is_refuse
     with pytest.raises(targets.TargetError, match="Triton kernels on CUDA memory only"):
         targets.for_device("hpu")
     assert "hpu" not in targets.known_targets()
+
+
+def test_a_miss_finds_the_target_of_the_device_served_on_its_key(monkeypatch):
+    # for_served is what the miss path asks: the same target as for_device(served_device()).
+    for key in ("CPU", "PrivateUse1"):
+        assert targets.for_served(key) is targets.for_device(targets.served_device(key))
+    device = targets.for_device("eagerc")
+    monkeypatch.setitem(targets._served, device.dispatch_key, device.device)  # as enable() serves it
+    assert targets.for_served(device.dispatch_key) is device
+    with pytest.raises(targets.TargetError):
+        targets.for_served("NoSuchDispatchKey")

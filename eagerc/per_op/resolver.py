@@ -34,7 +34,7 @@ from eagerc.per_op import background
 from eagerc.per_op.eager_rules import check_devices
 from eagerc.per_op.miss import EagerVerdict, Miss
 from eagerc.refusals import NOWHERE, CompileError, EagerRaises, NotCompiled, SpecializeValues
-from eagerc.targets import TargetError, for_device, served_device
+from eagerc.targets import TargetError, for_served
 
 
 def _context_is_unusual() -> bool:
@@ -48,7 +48,7 @@ def _context_is_unusual() -> bool:
 def resolve(request) -> "_C.MissAnswer":
     """The one answer to one L1 miss (a `_C.MissRequest`)."""
     try:
-        target = for_device(served_device(request.dispatch_key))
+        target = for_served(request.dispatch_key)
     except TargetError as e:
         # A property of the device, not of this call: remembered, so the signature's next
         # call falls back in C++ without entering Python.
