@@ -28,6 +28,14 @@ c10::DispatchKey parse_key(const std::string& name) {
   return c10::parseDispatchKey(name);
 }
 
+// _servable_ops' `random`: "native", "compiled" or "in_home_externs" (registration.h).
+eagerc::RandomOps parse_random_ops(const std::string& name) {
+  if (name == "native") return eagerc::RandomOps::Native;
+  if (name == "compiled") return eagerc::RandomOps::Compiled;
+  if (name == "in_home_externs") return eagerc::RandomOps::InHomeExterns;
+  throw py::value_error("random must be 'native', 'compiled' or 'in_home_externs', got '" + name + "'");
+}
+
 py::dict op_stats(const eagerc::OpState& st) {
   py::dict d;
   d["hits"] = st.counters.hits.load();
@@ -57,9 +65,9 @@ PYBIND11_MODULE(_eagerc, m) {
   eagerc::device::init_bindings(m);
   eagerc::init_graph_artifact_bindings(m);
   eagerc::init_dict_versions_bindings(m);
-  m.def("_servable_ops", [](const std::string& key, bool new_device, bool include_random,
+  m.def("_servable_ops", [](const std::string& key, bool new_device, const std::string& random,
                             const std::vector<std::string>& deny) {
-    return eagerc::servable_ops(parse_key(key), new_device, include_random, deny);
+    return eagerc::servable_ops(parse_key(key), new_device, parse_random_ops(random), deny);
   });
   m.def("_enable_ops", [](const std::string& key, const std::vector<std::string>& ops,
                           bool host_aliases, bool new_device, bool run_on_aliases) {

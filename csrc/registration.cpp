@@ -37,6 +37,12 @@ bool returns_view(const c10::FunctionSchema& schema) {
   return false;
 }
 
+// An attention op whose only draw is its dropout (`dropout_p`): Inductor calls its ATen
+// kernel as an extern, so the draw is that kernel's own.
+bool draws_in_attention_kernel(const c10::FunctionSchema& schema) {
+  return schema.argumentIndexWithName("dropout_p").has_value();
+}
+
 // Warnings the dispatcher prints when a kernel overrides an existing one are
 // expected in override mode: drop them while registering.
 class SilentWarnings : public c10::WarningHandler {
@@ -62,8 +68,7 @@ void for_each_aten_op(const std::vector<std::string>& deny, Fn fn) {
 
 }  // namespace
 
-std::vector<std::string> servable_ops(c10::DispatchKey key, bool new_device,
-                                      bool include_random,
+std::vector<std::string> servable_ops(c10::DispatchKey key, bool new_device, RandomOps random,
                                       const std::vector<std::string>& deny) {
   std::vector<std::string> out;
   // A new device whose memory is GPU memory also compiles what only CUDA has kernels for
@@ -89,7 +94,10 @@ std::vector<std::string> servable_ops(c10::DispatchKey key, bool new_device,
         handle->hasTag(at::Tag::dynamic_output_shape)) {
       return;
     }
-    if (!include_random && handle->hasTag(at::Tag::nondeterministic_seeded)) return;
+    if (handle->hasTag(at::Tag::nondeterministic_seeded) && random != RandomOps::Compiled &&
+        !(random == RandomOps::InHomeExterns && draws_in_attention_kernel(schema))) {
+      return;
+    }
     if (!make_op_plan(schema).unsupported.empty()) return;
     out.push_back(qualified);
   });
@@ -174,8 +182,10 @@ enable_ops(c10::DispatchKey key, const std::vector<std::string>& ops, const Serv
                                   std::make_unique<KernelHolder>(state)));
     }
     registered.push_back(qualified);
-    // An out= op runs through its functional op, which must be served too.
-    if (state->functional) {
+    // An out= op runs through its functional op, which must be served too. One run on
+    // aliases runs its home's out= kernel instead: its functional is served as
+    // servable_ops says (a random one, bernoulli of bernoulli.out, stays the home's).
+    if (state->functional && !options.run_on_aliases) {
       const auto& f = state->functional->operator_name();
       std::string fq = f.name + (f.overload_name.empty() ? "" : "." + f.overload_name);
       auto& fstate = g_states[{fq, key}];

@@ -13,11 +13,25 @@
 
 namespace eagerc {
 
+// Which random ops (ATen's nondeterministic_seeded tag) servable_ops offers to compile.
+enum class RandomOps {
+  // None: they stay the key's own kernels (override mode on CPU and CUDA).
+  Native,
+  // All: Inductor's seeded lowering draws them (a new device with no home's kernels to
+  // lean on). Reproducible under the seed, not eager's numbers.
+  Compiled,
+  // Only those whose draw happens inside an ATen kernel the compiled wrapper calls as an
+  // extern (attention's dropout, a `dropout_p` argument): a new device whose memory has a
+  // home runs the others with the home's ATen kernel on aliases, so they draw eager's
+  // numbers from the home's generator at the home kernel's speed (Inductor's C++ draws
+  // per element: scalar Philox and Box-Muller, 10-17x ATen's vectorized normal fill).
+  InHomeExterns,
+};
+
 // Ops that a key could be served by eagerc: every aten op with a kernel for
 // `key` (or, with `new_device`, every op) whose schema eagerc can compile, minus
-// views, random ops (unless `include_random`), data-dependent ops and `deny`.
-std::vector<std::string> servable_ops(c10::DispatchKey key, bool new_device,
-                                      bool include_random,
+// views, random ops (as `random` says), data-dependent ops and `deny`.
+std::vector<std::string> servable_ops(c10::DispatchKey key, bool new_device, RandomOps random,
                                       const std::vector<std::string>& deny);
 
 // Ops a new host-memory device on `key` can run only through ATen's CPU kernel on

@@ -4,15 +4,17 @@ A device generator keeps its state in a generator of the memory's home (a CPU mt
 on host memory): a random op called with it runs the home's eager kernel on aliases with
 that home generator, so ``torch.Generator("eagerc").manual_seed(s)`` gives exactly the
 numbers a CPU generator seeded s gives on CPU. The device's default generator is the
-home's default generator: compiled random ops draw their seeds from it (Inductor's stream,
-reproducible under the seed but not CPU eager's numbers).
+home's default generator, and a random op called without a generator runs the home's
+eager kernel on aliases too (not compiled: Inductor's C++ draws element by element, 3-15x
+slower than ATen's CPU kernels), so torch.manual_seed(s) gives CPU eager's numbers.
 """
 from __future__ import annotations
 
 import pytest
 import torch
 
-import eagerc  # noqa: F401  (registers the device)
+import eagerc
+from eagerc import random_streams
 
 DEV = "eagerc"
 PROBS = [[0.1, 0.5, 0.2, 0.2], [0.3, 0.3, 0.3, 0.1]]
@@ -65,6 +67,45 @@ def test_device_generator_gives_cpu_eagers_numbers(name):
     # The device generator advanced exactly as the CPU one did: the next draw matches too.
     assert torch.equal(device_gen.get_state(), cpu_gen.get_state())
     torch.testing.assert_close(call(DEV, device_gen).cpu(), call("cpu", cpu_gen), rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("name", sorted(RANDOM_CALLS))
+def test_default_stream_gives_cpu_eagers_numbers_by_atens_kernel(name):
+    call = RANDOM_CALLS[name]
+    eagerc.reset_stats()
+    torch.manual_seed(0)
+    first, second = call(DEV, None), call(DEV, None)
+    torch.manual_seed(0)
+    torch.testing.assert_close(first.cpu(), call("cpu", None), rtol=0, atol=0)
+    torch.testing.assert_close(second.cpu(), call("cpu", None), rtol=0, atol=0)
+    # ATen's CPU kernel drew them on aliases: no random op reached a compiled kernel.
+    ops = eagerc.stats()["ops"]
+    assert sum(s["aliased"] for s in ops.values()) >= 2, ops
+    compiled = [n for n, s in ops.items() if (s["hits"] or s["misses"]) and _draws(n)]
+    assert not compiled, {n: ops[n] for n in compiled}
+
+
+def _draws(stats_name):
+    """Whether the op of a stats entry ("aten::normal_@PrivateUse1") is a random op."""
+    name, _, overload = stats_name.split("@")[0].removeprefix("aten::").partition(".")
+    return random_streams.draws(getattr(getattr(torch.ops.aten, name), overload or "default"))
+
+
+def test_training_dropout_draws_cpu_eagers_mask_by_atens_kernel():
+    # The common path: dropout in train mode reaches native_dropout on the device (ATen's
+    # fused-kernel branch for PrivateUse1), whose CPU kernel draws bernoulli_ as CPU
+    # eager's dropout does.
+    x = torch.randn(64, 64)
+    eagerc.reset_stats()
+    torch.manual_seed(3)
+    got = [torch.nn.functional.dropout(x.to(DEV), 0.1, training=True).cpu() for _ in range(2)]
+    torch.manual_seed(3)
+    want = [torch.nn.functional.dropout(x, 0.1, training=True) for _ in range(2)]
+    for g, w in zip(got, want):
+        assert torch.equal(g == 0, w == 0)
+        torch.testing.assert_close(g, w)
+    dropout = eagerc.stats()["ops"]["aten::native_dropout@PrivateUse1"]
+    assert dropout["aliased"] == 2 and dropout["kernels"] == 0 and dropout["hits"] == 0, dropout
 
 
 @pytest.mark.parametrize("name", ["randn", "randint", "randperm", "bernoulli_p", "multinomial",

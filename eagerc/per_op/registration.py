@@ -72,7 +72,7 @@ def enable(device: str = "cpu", ops: Optional[Iterable[str]] = None,
         _C._set_memory_home(target.device, target.home)
     if ops is None:
         deny = list(_config.RUNTIME_OPS) + (list(_C._device_runtime_ops()) if new_device else [])
-        names = _C._servable_ops(key, new_device, new_device, deny)
+        names = _C._servable_ops(key, new_device, _random_ops(target), deny)
     else:
         names = [_normalize(o) for o in ops]
         unknown_runtime = [n for n in names if n in _config.RUNTIME_OPS]
@@ -109,6 +109,16 @@ def enable(device: str = "cpu", ops: Optional[Iterable[str]] = None,
             + ". Check the names with torch._C._dispatch_get_all_op_names()."
         )
     return registered
+
+
+def _random_ops(target) -> str:
+    """Which random ops `enable` compiles (csrc/registration.h's RandomOps): none in
+    override mode; on a new device that can lean on its memory home's kernels, only those
+    that draw inside an ATen kernel the wrapper calls (attention's dropout), the others
+    run the home's kernel on aliases (eager's numbers and speed); else all of them."""
+    if not target.new_device:
+        return "native"
+    return "in_home_externs" if target.native_kernels else "compiled"
 
 
 def disable(device: str = "cpu") -> None:
