@@ -226,6 +226,13 @@ def lock_stall_seconds() -> float:
 def lock_wait_seconds() -> float:
     return _seconds(LOCK_WAIT_ENV, 120.0)
 
+# out= forms whose eager kernel does more than resize the out and copy the functional's
+# result: on a device with a memory home they run the home's kernel on aliases.
+# binary_cross_entropy.out (CPU's and CUDA's) writes the elementwise loss into a squeezed
+# view of `out` and then reduces `out` as it was given: an out not shaped like the input
+# reduces its own old elements (an empty one's mean is NaN). Found by TorchCTS level 3.
+EAGER_OUT_FORMS = ["aten::binary_cross_entropy.out"]
+
 # Ops that are the device runtime itself: allocation, copies, metadata, scalar reads.
 # Compiled kernels call these (e.g. to allocate outputs), so they always stay native.
 RUNTIME_OPS = (

@@ -9,6 +9,8 @@ serve; where it cannot (compile/known_wrong.py) the call must run eager's kernel
 """
 from __future__ import annotations
 
+import warnings
+
 import pytest
 import torch
 
@@ -400,3 +402,46 @@ def test_refusals_and_decompositions_are_in_the_cache_key(monkeypatch):
     assert key.namespace().digest() != before
     monkeypatch.undo()
     assert key.namespace().digest() == before
+
+
+# --------------------------------------------------------------------------- level 3: losses
+
+def _bce_inputs(dtype=torch.float32):
+    x = torch.sigmoid(torch.linspace(-1.25, 1.25, 12, dtype=dtype).reshape(3, 4))
+    t = torch.sigmoid(torch.linspace(-0.75, 1.75, 12, dtype=dtype).reshape(3, 4))
+    return x, t
+
+
+@pytest.mark.parametrize("reduction", [0, 1, 2])
+@pytest.mark.parametrize("out_shape", [(0,), (3, 4), (12,), (5,)])
+def test_binary_cross_entropy_out_reduces_its_out_as_eager(reduction, out_shape):
+    """ATen's binary_cross_entropy.out writes the loss into a squeezed view of `out` and
+    reduces `out` as given: TorchCTS's empty out gives NaN (mean) on CPU; the device's
+    out= form must be eager's, not the functional's result copied in."""
+    x, t = _bce_inputs()
+    results = []
+    for device in ("cpu", "eagerc"):
+        out = torch.full(out_shape, 0.25, device=device)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # eager's resize warning
+            got = torch.ops.aten.binary_cross_entropy.out(x.to(device), t.to(device), None, reduction, out=out)
+        assert got is out
+        results.append(got.cpu())
+    assert results[1].shape == results[0].shape
+    assert_close(results[1], results[0], equal_nan=True)
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.float32])
+def test_binary_cross_entropy_with_logits_of_infinities_is_eagers(dtype):
+    """TorchCTS's bce_with_logits_stable expects inf where ATen's CPU kernel gives NaN
+    (logits of both infinities): the device gives eager's NaN, out= and functional."""
+    x, t = _bce_inputs(dtype)
+    x = torch.logit(x)
+    x[0, 3], x[1, 0] = INF, -INF
+    expected = torch.ops.aten.binary_cross_entropy_with_logits(x, t, None, None, 1)
+    d = torch.ops.aten.binary_cross_entropy_with_logits(x.to("eagerc"), t.to("eagerc"), None, None, 1)
+    out = torch.empty(0, dtype=dtype, device="eagerc")
+    o = torch.ops.aten.binary_cross_entropy_with_logits.out(x.to("eagerc"), t.to("eagerc"), None, None, 1, out=out)
+    assert o is out
+    assert_close(d.cpu(), expected, equal_nan=True)
+    assert_close(o.cpu(), expected, equal_nan=True)

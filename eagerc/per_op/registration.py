@@ -72,6 +72,8 @@ def enable(device: str = "cpu", ops: Optional[Iterable[str]] = None,
         _C._set_memory_home(target.device, target.home)
     if ops is None:
         deny = list(_config.RUNTIME_OPS) + (list(_C._device_runtime_ops()) if new_device else [])
+        if new_device and target.host_aliases:
+            deny += _config.EAGER_OUT_FORMS
         names = _C._servable_ops(key, new_device, _random_ops(target), deny)
     else:
         names = [_normalize(o) for o in ops]
