@@ -154,10 +154,10 @@ def test_seed_picks_a_fresh_seed():
 
 
 def test_an_explicit_generator_leaves_the_default_stream():
-    # A compiled random op draws from the default generator; a call with a device
-    # generator draws from that one only.
+    # A random op called without a generator draws from the default generator; a call
+    # with a device generator draws from that one only.
     torch.manual_seed(0)
-    torch.randn(4, device=DEV)  # compiled (first call keeps the seeded stream)
+    torch.randn(4, device=DEV)
     torch.manual_seed(0)
     want = torch.randn(4, device=DEV).cpu()
     torch.manual_seed(0)

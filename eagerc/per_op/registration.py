@@ -50,7 +50,8 @@ def enable(device: str = "cpu", ops: Optional[Iterable[str]] = None,
     (the default, ``$EAGERC_COMPILE``) answers a miss at once with a kernel that exists
     (the device's own; its memory home's on aliases; else the host round trip) while the
     compile service compiles its kernel in other processes (eagerc/per_op/background.py;
-    random ops compile at their first call, so their numbers follow the seed); "now"
+    a random op that compiles does so at its first call, so its numbers follow the seed;
+    the eagerc device runs them with ATen's kernels); "now"
     compiles before answering, in this process.
 
         >>> import torch, eagerc
