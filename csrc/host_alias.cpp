@@ -176,10 +176,9 @@ void set_home_memory_adopter(c10::DeviceType served, HomeMemoryAdopter adopt) {
 
 namespace {
 
-// Whether `t` alone reaches its memory, which is home memory a device may own: no other
-// strong, weak or Python reference to t or to its storage, and owned bytes of the home's
-// (not an alias of a device's storage, not copy-on-write, not a pointer without an owner).
-bool sole_owner_of_home_memory(const at::Tensor& t) {
+// Whether `t` alone reaches its storage: no other strong, weak or Python reference to t
+// or to its storage.
+bool sole_holder(const at::Tensor& t) {
   if (t.use_count() != 1 || t.weak_use_count() != 1 ||
       t.unsafeGetTensorImpl()->pyobj_slot()->load_pyobj() != nullptr) {
     return false;
@@ -190,7 +189,15 @@ bool sole_owner_of_home_memory(const at::Tensor& t) {
   auto counted = c10::intrusive_ptr<c10::StorageImpl>::reclaim(storage);
   const bool only_t = counted.use_count() == 1 && counted.weak_use_count() == 1;
   counted.release();
-  if (!only_t) return false;
+  return only_t;
+}
+
+// Whether `t` alone reaches its memory, which is home memory a device may own: its sole
+// holder, and owned bytes of the home's (not an alias of a device's storage, not
+// copy-on-write, not a pointer without an owner).
+bool sole_owner_of_home_memory(const at::Tensor& t) {
+  if (!sole_holder(t)) return false;
+  c10::StorageImpl* storage = t.storage().unsafeGetStorageImpl();
   const c10::DataPtr& memory = storage->data_ptr();
   return memory.get() != nullptr && memory.get_context() != nullptr && storage->nbytes() > 0 &&
          memory.device() == t.device() && memory.get_deleter() != &release_storage &&
@@ -204,6 +211,14 @@ at::Tensor result_on_device(at::Tensor t, c10::Device device) {
               "eagerc: result_on_device expects a tensor on ", memory_home(device), ", got ",
               t.defined() ? c10::str(t.device()) : std::string("an undefined tensor"));
   const HomeMemoryAdopter adopt = g_adopters[static_cast<size_t>(device.type())].load(std::memory_order_relaxed);
+  if (adopt != nullptr && t.device().is_cpu() && t.storage().nbytes() == 0 && sole_holder(t)) {
+    // A fresh empty result (zeros(0), new_empty({0}) answered by a home kernel) gets an
+    // empty storage of the device's own, resizable as the device's empty tensors are:
+    // an out= kernel may grow it (linalg_solve_ex's LU and pivots, from B.new_empty({0})).
+    c10::Storage storage(c10::Storage::use_byte_size_t(), 0, c10::GetAllocator(device.type()),
+                         /*resizable=*/true);
+    return view_of(t, std::move(storage), device);
+  }
   if (adopt == nullptr || !t.device().is_cpu() || !sole_owner_of_home_memory(t)) return alias_on(t, device);
   c10::StorageImpl* source = t.storage().unsafeGetStorageImpl();
   const size_t nbytes = source->nbytes();

@@ -445,3 +445,33 @@ def test_binary_cross_entropy_with_logits_of_infinities_is_eagers(dtype):
     assert o is out
     assert_close(d.cpu(), expected, equal_nan=True)
     assert_close(o.cpu(), expected, equal_nan=True)
+
+
+# --------------------------------------------------------------------------- level 3: fresh empty results
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.complex128])
+def test_linalg_solve_ex_out_grows_its_empty_lu(dtype):
+    """linalg_solve_ex.out makes its LU and pivots with B.new_empty({0}) and lets
+    _linalg_solve_ex.result resize them: a fresh empty result answered by a home kernel (a
+    miss's interim answer) must be resizable as eager's is."""
+    g = torch.Generator().manual_seed(3)
+    A = torch.randn(3, 3, generator=g, dtype=dtype)
+    B = torch.randn(3, 2, generator=g, dtype=dtype)
+    expected = torch.ops.aten.linalg_solve_ex.out(
+        A, B, result=torch.empty(0, dtype=dtype), info=torch.empty(0, dtype=torch.int32))
+    result = torch.empty(0, dtype=dtype, device="eagerc")
+    info = torch.empty(0, dtype=torch.int32, device="eagerc")
+    got = torch.ops.aten.linalg_solve_ex.out(A.to("eagerc"), B.to("eagerc"), result=result, info=info)
+    assert got[0] is result and got[1] is info
+    assert_close(result.cpu(), expected[0])
+    assert torch.equal(info.cpu(), expected[1])
+
+
+@pytest.mark.parametrize("make", [lambda d: torch.zeros(0, device=d),
+                                  lambda d: torch.ones(2, device=d).new_empty((0,)),
+                                  lambda d: torch.empty(0, device=d) + 1])
+def test_fresh_empty_results_are_resizable(make):
+    t = make("eagerc")
+    assert t.untyped_storage().resizable() == make("cpu").untyped_storage().resizable()
+    t.resize_(3, 2)
+    assert t.shape == (3, 2) and t.device.type == "eagerc"
