@@ -9,9 +9,10 @@ one on host memory, cuda:N's (Philox) on GPU memory. ``torch.Generator("eagerc")
 s gives the numbers the home's eager kernels give with a home generator seeded s (a random
 op called with it runs the home's kernel on aliases). Each index's default generator is
 its home's default generator (the CPU's; on GPU memory cuda:N's), which the device's
-random ops draw from (the home's kernels on aliases): ``torch.manual_seed`` seeds it, and
-``get_rng_state``/``set_rng_state`` carry its state; seed s gives the home's eager numbers
-for seed s.
+random ops draw from: ``torch.manual_seed`` seeds it, and ``get_rng_state``/
+``set_rng_state`` carry its state. On host memory they run the CPU's kernels on aliases
+(seed s gives CPU eager's numbers for seed s); on GPU memory they are compiled and follow
+the seed with a stream of their own (Inductor's), not CUDA eager's numbers.
 
     >>> import torch, eagerc.device
     >>> _ = eagerc.device.register()

@@ -116,12 +116,14 @@ def enable(device: str = "cpu", ops: Optional[Iterable[str]] = None,
 
 def _random_ops(target) -> str:
     """Which random ops `enable` compiles (csrc/registration.h's RandomOps): none in
-    override mode; on a new device that can lean on its memory home's kernels, only those
-    that draw inside an ATen kernel the wrapper calls (attention's dropout), the others
-    run the home's kernel on aliases (eager's numbers and speed); else all of them."""
+    override mode; on a new device on host memory that can lean on the CPU's kernels, only
+    those that draw inside an ATen kernel the wrapper calls (attention's dropout), the
+    others run the CPU's kernel on aliases (eager's numbers and speed: Inductor's C++ draws
+    element by element, randn 15x the CPU's); else all of them (on GPU memory Inductor's
+    Triton draws in parallel from cuda:N's seed, as tests/test_gpu_device*.py check)."""
     if not target.new_device:
         return "native"
-    return "in_home_externs" if target.native_kernels else "compiled"
+    return "in_home_externs" if target.native_kernels and target.home == "cpu" else "compiled"
 
 
 def disable(device: str = "cpu") -> None:
