@@ -475,3 +475,46 @@ def test_fresh_empty_results_are_resizable(make):
     assert t.untyped_storage().resizable() == make("cpu").untyped_storage().resizable()
     t.resize_(3, 2)
     assert t.shape == (3, 2) and t.device.type == "eagerc"
+
+
+# --------------------------------------------------------------------------- level 3: TorchCTS's own expectations
+
+def test_fused_gru_cell_workspace_is_atens_layout():
+    """ATen's fused GRU cell (CUDA's, XPU's) returns a (B, 5H) workspace [r | z | n | hx | hn]
+    (TorchCTS expects (B, 6H)); the out= form resizes its out1 to it, as ATen's out wrapper."""
+    g = torch.Generator().manual_seed(4013)
+    ig, hg = torch.randn(2, 12, generator=g), torch.randn(2, 12, generator=g)
+    hx, ib, hb = torch.randn(2, 4, generator=g), torch.randn(12, generator=g), torch.randn(12, generator=g)
+    i_r, i_z, i_n = (ig + ib).chunk(3, 1)
+    h_r, h_z, h_n = (hg + hb).chunk(3, 1)
+    r, z = torch.sigmoid(i_r + h_r), torch.sigmoid(i_z + h_z)
+    n = torch.tanh(i_n + r * h_n)
+    expected_ws = torch.cat([r, z, n, hx, h_n], 1)
+    d = [t.to("eagerc") for t in (ig, hg, hx, ib, hb)]
+    hy, ws = torch.ops.aten._thnn_fused_gru_cell(*d)
+    out0, out1 = torch.empty_like(d[2]), torch.empty(2, 24, device="eagerc")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the resize warning of a non-empty out
+        hy_o, ws_o = torch.ops.aten._thnn_fused_gru_cell.out(*d, out0=out0, out1=out1)
+    assert hy_o is out0 and ws_o is out1
+    for h, w in ((hy, ws), (hy_o, ws_o)):
+        assert w.shape == (2, 20)
+        assert_close(w.cpu(), expected_ws)
+        assert_close(h.cpu(), n + z * (hx - n))
+
+
+@pytest.mark.parametrize("call", [lambda t: t.pin_memory(),
+                                  lambda t: torch.ops.aten.pin_memory(t, None),
+                                  lambda t: torch.ops.aten._pin_memory(t, None),
+                                  lambda t: torch.ops.aten._pin_memory.out(t, None, out=torch.empty_like(t))])
+def test_pinning_a_device_tensor_raises_atens_error(call):
+    """ATen pins only dense CPU tensors: any other device's tensor raises its error (meta's
+    here; TorchCTS expects a no-op), and is_pinned is False."""
+    errors = []
+    for device in ("meta", "eagerc"):
+        t = torch.ones(4, device=device)
+        assert not t.is_pinned()
+        with pytest.raises(RuntimeError) as info:
+            call(t)
+        errors.append(str(info.value).replace("MetaFloatType", "eagercFloatType"))
+    assert errors[1] == errors[0] == "cannot pin 'eagercFloatType' only dense CPU tensors can be pinned"

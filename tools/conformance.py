@@ -60,10 +60,18 @@ NOT_ATEN_REFERENCES = {
     "complex_unit_alpha_add_sub": "parts added separately; ATen multiplies by alpha = 1+0j (inf+0j -> inf+nanj)",
     "lanczos3_exact_zero": "TorchCTS's own Lanczos weights; the device runs ATen's CPU _upsample_lanczos2d_aa "
                            "(Inductor has no lowering), NaN/inf inputs alike",
+    "bce_with_logits_stable": "inf for logits of both infinities; ATen's CPU kernel gives NaN, the device "
+                              "alike (tests/test_conformance_fixes.py)",
 }
 # Tests, by node id, whose failure is ATen's own CPU behaviour where the message names no
 # reference (docs/conformance.md, Failures, says how each was checked).
 _MATMUL_FAMILY = "TorchCTS's matmul_family_reference, not ATen's kernel: the device's values are CPU eager's bit for bit"
+_GRU_WORKSPACE = ("TorchCTS expects a (B, 6H) workspace; ATen's fused GRU cell (CUDA's, XPU's: "
+                  "GRU_WORKSPACE_MULTIPLIER 5) returns (B, 5H), [r | z | n | hx | hn], as the device's does "
+                  "(compile/accelerator/rnn_cells.py) and its backward reads")
+_PIN_DEVICE_TENSOR = ("TorchCTS expects pinning a device tensor to return it; ATen's _pin_memory raises "
+                      "\"cannot pin '<type>' only dense CPU tensors can be pinned\" for every non-CPU tensor "
+                      "(meta's alike), as on the device (tests/test_conformance_fixes.py)")
 NOT_ATEN_TESTS = {
     "autograd/test_backward.py::test_embedding_bag_scale_grad_by_frequency_contract":
         "TorchCTS's embedding_bag_scale_grad_by_freq_reference; the device's values are CPU eager's "
@@ -77,6 +85,18 @@ NOT_ATEN_TESTS = {
     "rng/test_dropout_rrelu_variants.py::test_rrelu_train_false_variants":
         "compares the noise rrelu_with_noise_functional returns as given (eval mode) on each side, "
         "two torch.empty_like tensors never written: the device returns its own as ATen does",
+    **{f"generated/{test}[_thnn_fused_gru_cell{form}]": _GRU_WORKSPACE
+       for test, form in (("test_oracle_surfaces.py::test_oracle_surface", "[L2]"),
+                          ("test_functional_variants.py::test_generated_functional_variant", "[L2]"),
+                          ("test_oracle_surfaces.py::test_oracle_surface", ".out[L3]"),
+                          ("test_out_variants.py::test_generated_out_variant", ".out[L3]"))},
+    **{f"generated/{test}[{surface}]": _PIN_DEVICE_TENSOR
+       for test, surface in (("test_oracle_surfaces.py::test_oracle_surface", "_pin_memory[L2]"),
+                             ("test_functional_variants.py::test_generated_functional_variant", "_pin_memory[L2]"),
+                             ("test_oracle_surfaces.py::test_oracle_surface", "_pin_memory.out[L3]"),
+                             ("test_out_variants.py::test_generated_out_variant", "_pin_memory.out[L3]"),
+                             ("test_oracle_surfaces.py::test_oracle_surface", "pin_memory[L3]"),
+                             ("test_view_aliases.py::test_generated_view_alias", "pin_memory[L3]"))},
     **{f"training/test_training_pipeline.py::test_fused_optimizer_pipelines[SGD-{dtype}]":
        "a fused SGD step compared with CPU's unfused one; the device's equals CPU's fused step "
        "(tests/test_conformance_fixes.py)" for dtype in ("dtype1", "dtype2")},
