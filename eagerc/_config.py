@@ -66,9 +66,10 @@ def register_device_at_import() -> bool:
 # "background" (the default): a miss is answered at once by a kernel that exists (the
 # device's own in override mode, its memory home's on aliases, else the host round trip)
 # while the compile service compiles its kernel in worker processes of its own
-# (eagerc/per_op/background.py, eagerc/compile_service/); random ops compile at their first
-# call, so their numbers follow the seed. "now": a miss waits for its kernel's compile, in
-# the caller's process. enable(device, compile=...) overrides it per device.
+# (eagerc/per_op/background.py, eagerc/compile_service/); random ops are never answered in
+# the interim (the CPU's kernel on aliases on host memory; compiled at their first call on
+# GPU memory), so their numbers follow the seed. "now": a miss waits for its kernel's
+# compile, in the caller's process. enable(device, compile=...) overrides it per device.
 COMPILE_ENV = "EAGERC_COMPILE"
 COMPILE_MODES = ("background", "now")
 

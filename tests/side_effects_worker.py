@@ -264,7 +264,8 @@ def _trainer(tmp: str, use_cpu: bool) -> dict:
     from transformers import GPT2Config, GPT2LMHeadModel, Trainer, TrainingArguments
 
     torch.manual_seed(0)
-    # No dropout: the device's compiled random ops draw other numbers than the CPU's.
+    # No dropout: the same results on both sides need the same draws (on host memory the
+    # device's random ops are the CPU's kernels; this worker also runs on GPU memory).
     config = GPT2Config(n_layer=2, n_head=2, n_embd=32, vocab_size=64, n_positions=16,
                         resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0)
     model = GPT2LMHeadModel(config)
