@@ -148,11 +148,12 @@ def signature_layout() -> tuple:
     return version, tuple(parts)
 
 
-# Every op decompositions.for_home_gaps can name is one of ATen's fused RNN cells
-# (compile/accelerator/rnn_cells.py; tests/test_kernel_key.py checks it): other keys are
+# Every op decompositions.for_home_gaps can name is one of ATen's fused RNN cells or
+# SyncBatchNorm's batch_norm_stats (compile/accelerator/rnn_cells.py, batch_norm_stats.py;
+# tests/test_kernel_key.py checks it): other keys are
 # answered by name, without importing the decompositions (Inductor, sympy), which a process
 # loading its kernels from disk never needs.
-HOME_GAP_PREFIX = "aten::_thnn_fused_"
+HOME_GAP_PREFIX = ("aten::_thnn_fused_", "aten::batch_norm_stats")
 
 
 def _traced_for_home_gap(key) -> bool:

@@ -518,3 +518,25 @@ def test_pinning_a_device_tensor_raises_atens_error(call):
             call(t)
         errors.append(str(info.value).replace("MetaFloatType", "eagercFloatType"))
     assert errors[1] == errors[0] == "cannot pin 'eagercFloatType' only dense CPU tensors can be pinned"
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.float16])
+@pytest.mark.parametrize("shape", [(4, 3, 5, 5), (6, 2), (2, 3, 7)])
+def test_batch_norm_stats_is_cudas_math(dtype, shape):
+    """batch_norm_stats (CUDA's kernel only) is compiled from CUDA's math: per channel the
+    mean and invstd of the biased variance, in the accumulate type; on CPU eager these are
+    training-mode native_batch_norm's save_mean and save_invstd."""
+    x = torch.randn(shape, generator=torch.Generator().manual_seed(4012)).to(dtype)
+    eps = 1e-5
+    _, mean, invstd = torch.native_batch_norm(x.float() if dtype == torch.float16 else x,
+                                              None, None, None, None, True, 0.1, eps)
+    got_mean, got_invstd = torch.ops.aten.batch_norm_stats(x.to("eagerc"), eps)
+    out0, out1 = torch.empty(0, device="eagerc"), torch.empty(0, device="eagerc")
+    if dtype == torch.float64:
+        out0, out1 = out0.double(), out1.double()
+    o_mean, o_invstd = torch.ops.aten.batch_norm_stats.out(x.to("eagerc"), eps, out0=out0, out1=out1)
+    assert o_mean is out0 and o_invstd is out1
+    assert got_mean.dtype == (torch.float32 if dtype == torch.float16 else dtype)
+    for m, s in ((got_mean, got_invstd), (o_mean, o_invstd)):
+        assert_close(m.cpu(), mean.to(m.dtype))
+        assert_close(s.cpu(), invstd.to(s.dtype))

@@ -87,7 +87,33 @@ manifest = {
         "multi_device": False,
         "ieee754": True,
     },
-    "skip_ops": [],
+    # Ops eager has no kernel for on the CPU (the device's home) and that torch never calls
+    # for the device: declined, each with why.
+    "skip_ops": [
+        # Backwards of CUDA's attention kernels: their forwards are CUDA's (Meta elsewhere),
+        # and the device's scaled_dot_product_attention takes the CPU's choice.
+        "aten::_efficient_attention_backward",
+        "aten::_flash_attention_backward",
+        "aten::_scaled_dot_product_efficient_attention_backward",
+        "aten::_scaled_dot_product_flash_attention_backward",
+        # A hook ATen leaves to a PrivateUse1 backend that selects the overrideable SDPA
+        # backend; the device selects the CPU's, so torch never calls it.
+        "aten::_scaled_dot_product_fused_attention_overrideable_backward",
+        # SyncBatchNorm's CUDA kernel (CPU has none); its out= form is CUDA's own kernel,
+        # not a composite of the functional op, and the device serves only ops the CPU or
+        # a composite has a kernel for (batch_norm_stats is compiled:
+        # compile/accelerator/batch_norm_stats.py).
+        "aten::batch_norm_elemt",
+        "aten::batch_norm_elemt.out",
+        # ATen has only a Meta kernel (CPU's and CUDA's raise NotImplementedError as the
+        # device does); eager's out= kernels resize with at::native::resize_output.
+        "aten::_resize_output_",
+        "aten::_resize_output",
+        "aten::_resize_output.out",
+        # NestedTensor's kernels only: a dense tensor raises on CPU as on the device.
+        "aten::matmul_backward",
+        "aten::matmul_backward.out",
+    ],
     "tolerance_overrides": {},
     "supported_container_formats": {},
     "custom_container_decoders": {},

@@ -44,6 +44,8 @@ off, EAGERC_ALIAS_FALLBACK=0), these ops are traced into ops Inductor generates 
 - ATen's fused LSTM and GRU cells and their backwards (rnn_cells.py), which only CUDA
   has kernels for: pointwise code. Targets with native kernels trace them too where the
   memory's home has no kernel for them (for_home_gaps: the CPU, for host memory).
+- batch_norm_stats (batch_norm_stats.py), a CUDA-only piece of SyncBatchNorm: a
+  reduction, for home gaps alike.
 
 Not here: ops whose output shape depends on values (bincount, unique), histogram with a
 bin count (eagerc does not compile its float[] range argument: it runs on aliases), and
@@ -320,10 +322,10 @@ def for_home_gaps(home: str) -> dict:
     """The decompositions a target with native kernels traces with: eagerc's own for ops
     that neither its memory's home `home` ("cpu", "cuda") nor the CPU (the host round
     trip) has a kernel for, so that no rung but a compiled kernel could serve them."""
-    from eagerc.compile.accelerator import rnn_cells
+    from eagerc.compile.accelerator import batch_norm_stats, rnn_cells
 
-    return {op: fn for op, fn in rnn_cells.table().items() if not _kernel_on(op, home)
-            and not _kernel_on(op, "cpu")}
+    gaps = {**rnn_cells.table(), **batch_norm_stats.table()}
+    return {op: fn for op, fn in gaps.items() if not _kernel_on(op, home) and not _kernel_on(op, "cpu")}
 
 
 def _kernel_on(op, device_type: str) -> bool:
@@ -365,7 +367,8 @@ def _table() -> dict:
     add(aten._histogramdd_from_bin_tensors, _histogramdd_bins)
     add(aten.take, _take)
     add(aten.hash_tensor, _hash_tensor)
-    from eagerc.compile.accelerator import cholesky, linalg, lu, random_ops, resample, rnn_cells
+    from eagerc.compile.accelerator import (batch_norm_stats, cholesky, linalg, lu, random_ops, resample,
+                                            rnn_cells)
 
     table.update(random_ops.table())
     table.update(linalg.table())
@@ -373,6 +376,7 @@ def _table() -> dict:
     table.update(cholesky.table())
     table.update(resample.table())
     table.update(rnn_cells.table())
+    table.update(batch_norm_stats.table())
     return {op: fn for op, fn in table.items() if "dimname" not in op._schema.overload_name}
 
 
