@@ -12,6 +12,7 @@ import torch
 import torch.nn.functional as F
 
 import eagerc
+from eagerc.aten_meta import overload_by_name
 from eagerc.compile.boxed_int_lists import fix_boxed_int_lists
 from eagerc.testing import assert_close
 
@@ -95,7 +96,18 @@ def test_calls_inductor_computes_wrongly_run_eagers_kernel(fresh_cache, call, op
     g = torch.randn(1, 2, 8, 8)
     assert_close(call(g.to("eagerc")).cpu(), call(g))
     stats = _op_stats(op)  # refused: eager's kernel ran (on aliases, or its composite form)
-    assert stats["compiles"] == 0 and stats["fallbacks"] == 1, stats
+    # A random op (rrelu_with_noise) is not compiled on host memory at all: the CPU's kernel
+    # on aliases serves it (counted as aliased); the refusal guards the devices that
+    # compile random ops (GPU memory, aliases off).
+    assert stats.get("compiles", 0) == 0, stats
+    if torch.Tag.nondeterministic_seeded in overload_by_name(op).tags:
+        # Its composite calls the in-place form, which the CPU's kernel serves on aliases.
+        family = {k: v for k, v in eagerc.stats()["ops"].items()
+                  if k.startswith(op.split(".")[0].removesuffix("_functional"))}
+        assert sum(v["aliased"] for v in family.values()) == 1, family
+        assert sum(v["compiles"] for v in family.values()) == 0, family
+    else:
+        assert stats["fallbacks"] == 1, stats
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16])
