@@ -27,7 +27,7 @@ def _unexpected_fallbacks(stats) -> dict:
     runs them by design)."""
     from eagerc.compile import known_wrong
 
-    by_design = {why for _, why in known_wrong._WRONG.values()}
+    by_design = known_wrong.all_reasons()
     found = {k: {why: n for why, n in v["fallback_reasons"].items() if why not in by_design}
              for k, v in stats["ops"].items() if v["fallbacks"]}
     return {k: v for k, v in found.items() if v}

@@ -49,7 +49,12 @@ def test_model_runs_after_warming_compile_nothing(fresh_cache, tiny_bert):
         assert_close(got, want)
     s = eagerc.stats()
     assert s["compiles"] == 0, {k: v for k, v in s["ops"].items() if v["compiles"]}
-    assert s["hits"] > 0 and s["fallbacks"] == 0
+    from eagerc.compile.known_wrong import all_reasons
+
+    # BERT's float32 gelu runs eager's (oneDNN's) kernel by design: not a missed kernel.
+    unexpected = {k: why for k, v in s["ops"].items() for why in v["fallback_reasons"]
+                  if why not in all_reasons()}
+    assert s["hits"] > 0 and not unexpected, unexpected
 
 
 @pytest.mark.slow

@@ -164,3 +164,10 @@ def reason(op, args):
         return None
     predicate, why = entry
     return why if predicate(tuple(args)) else None
+
+
+def all_reasons() -> frozenset:
+    """Every reason reason() can give: a fallback for one of them is eager's kernel by
+    design, not a failure (warm_cache's report, the model tests)."""
+    return frozenset({why for _, why in _WRONG.values()}
+                     | {"Inductor stores a bool tensor times alpha as an int into bool bytes"})
