@@ -7,11 +7,15 @@ all of a process's jobs) and asks whether the service lives at most every ``ALIV
 """
 from __future__ import annotations
 
+import functools
+import getpass
 import hashlib
 import json
 import os
+import re
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 
@@ -40,6 +44,9 @@ def service_environment() -> dict:
     """The service's environment: the caller's, compiling now, importing this eagerc."""
     env = dict(os.environ)
     env[_config.COMPILE_ENV] = "now"
+    # The folder the service is named by (identity), whatever the service's working
+    # folder and whether Inductor has written the variable yet.
+    env[INDUCTOR_CACHE_ENV] = inductor_cache_folder(env)
     paths = [_eagerc_parent()] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
     env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(paths))
     # A vendor's device reaches the workers as it reaches any process: `import torch` loads
@@ -57,7 +64,34 @@ def identity(env: dict) -> dict:
 
     own = (_config.COMPILE_ENV, _config.COMPILE_WORKERS_ENV, _config.SERVICE_IDLE_ENV)
     return {"python": sys.executable, "eagerc": _eagerc_parent(), "key_format": FORMAT_VERSION,
-            **{k: v for k, v in sorted(env.items()) if _names_the_service(k) and k not in own}}
+            **{k: v for k, v in sorted(env.items()) if _names_the_service(k) and k not in own},
+            INDUCTOR_CACHE_ENV: inductor_cache_folder(env)}
+
+
+INDUCTOR_CACHE_ENV = "TORCHINDUCTOR_CACHE_DIR"
+
+
+def inductor_cache_folder(env) -> str:
+    """Inductor's cache folder in a process with environment `env`, as Inductor works it
+    out (torch/_inductor/runtime/cache_dir_utils.py: cache_dir), without importing it.
+
+    Inductor writes the answer into os.environ when it first needs its cache: named by
+    the variable as read, a process's service would change name then, and a process
+    that leaves the variable unset would not share a service with one that sets it to
+    the default."""
+    given = env.get(INDUCTOR_CACHE_ENV)
+    return os.path.abspath(given) if given is not None else _inductor_default_cache_folder()
+
+
+@functools.lru_cache(maxsize=None)
+def _inductor_default_cache_folder() -> str:
+    # Worked out once: Inductor works it out once too (then sets the variable), and the
+    # temporary folder is the process's (tempfile keeps its first answer).
+    try:
+        user = getpass.getuser()
+    except (KeyError, ModuleNotFoundError, OSError):
+        user = f"uid_{os.getuid()}"
+    return os.path.join(tempfile.gettempdir(), "torchinductor_" + re.sub(r'[\\/:*?"<>|]', "_", user))
 
 
 def _names_the_service(variable: str) -> bool:
