@@ -24,7 +24,9 @@ EXPECTED_STOPS = {"tensor_value_branch", "item_to_python", "print_in_forward",
 def rows():
     import warnings
     warnings.simplefilter("ignore")
-    return {name: capture_corpus.run_program(name, build, timeout=120)
+    # Capture's columns only: Dynamo's run of each program (half the fixture's CPU) fills
+    # the tool's table, and no test here reads it.
+    return {name: capture_corpus.run_program(name, build, timeout=120, with_dynamo=False)
             for name, build in PROGRAMS.items()}
 
 
