@@ -272,19 +272,18 @@ class HostPool {
   // Each moves one kept block of size `block` (an adopted one; one of malloc) into
   // `dropped`, counted as gone back to its allocator; false when none is kept.
   bool drop_adopted(size_t block, Dropped* dropped) {
-    auto it = adopted_.find(block);
-    if (it == adopted_.end() || it->second.empty()) return false;
-    dropped->adopted[block].push_back(it->second.back());
-    it->second.pop_back();
-    cached_ -= block;
-    released(block);
-    return true;
+    return drop_one(adopted_, block, &dropped->adopted);
   }
 
   bool drop_kept(size_t block, Dropped* dropped) {
-    auto it = blocks_.find(block);
-    if (it == blocks_.end() || it->second.empty()) return false;
-    dropped->blocks[block].push_back(it->second.back());
+    return drop_one(blocks_, block, &dropped->blocks);
+  }
+
+  template <typename Kept>
+  bool drop_one(Kept& kept, size_t block, Kept* to) {
+    auto it = kept.find(block);
+    if (it == kept.end() || it->second.empty()) return false;
+    (*to)[block].push_back(it->second.back());
     it->second.pop_back();
     cached_ -= block;
     released(block);
