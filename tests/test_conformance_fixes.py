@@ -363,20 +363,81 @@ def test_embedding_bag_frequency_scaled_backward_is_eagers():
     assert_same(backward("eagerc"), backward("cpu"))
 
 
-@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float32])
-def test_fused_sgd_step_is_cpus_fused_step(dtype):
-    """TorchCTS level 4's fused SGD pipeline compares the device's fused step with CPU's
-    unfused one; in float16/bfloat16 ATen's own CPU fused and unfused steps differ (by
-    ~0.39 on this input). The device's fused step equals CPU's fused step exactly."""
+def _sgd_steps(device, dtype, fused, steps=3, **options):
+    """A parameter of 4 x 40 after `steps` SGD steps (a vector loop and its tail)."""
     torch.manual_seed(0)
-    weight, x = torch.randn(4, 8).to(dtype), torch.randn(4, 8, dtype=dtype)
-    params = []
-    for device in ("cpu", "eagerc"):
-        p = torch.nn.Parameter(weight.clone().to(device))
+    weight, x = torch.randn(4, 40).to(dtype), torch.randn(3, 40, dtype=dtype)
+    p = torch.nn.Parameter(weight.to(device))
+    opt = torch.optim.SGD([p], lr=0.1, fused=fused, **options)
+    for _ in range(steps):
+        opt.zero_grad()
         (x.to(device) @ p.t()).sum().backward()
-        torch.optim.SGD([p], lr=0.1, fused=True).step()
-        params.append(p.detach().cpu())
-    assert torch.equal(params[1], params[0])
+        opt.step()
+    return p.detach().cpu()
+
+
+def _cpu_fused_in_float32(dtype, steps=3, **options):
+    """CPU's fused SGD run on float32 copies of half-precision parameters, gradients and
+    momentum buffers, rounded back after each step: CUDA's fused kernel's math."""
+    torch.manual_seed(0)
+    weight, x = torch.randn(4, 40).to(dtype), torch.randn(3, 40, dtype=dtype)
+    p, buf = weight.clone(), None
+    momentum = options.get("momentum", 0.0)
+    for step in range(steps):
+        grad = (torch.ones(4, 3, dtype=dtype) @ x).to(dtype)  # d(sum(x @ p.T))/dp
+        p32, g32 = p.float(), grad.float()
+        bufs = [] if momentum == 0 else [buf.float() if buf is not None else torch.empty_like(p32)]
+        torch._fused_sgd_([p32], [g32], bufs, weight_decay=options.get("weight_decay", 0.0),
+                          momentum=momentum, lr=0.1, dampening=0.0,
+                          nesterov=options.get("nesterov", False), maximize=False,
+                          is_first_step=step == 0)
+        p = p32.to(dtype)
+        buf = bufs[0].to(dtype) if bufs else None
+    return p
+
+
+SGD_OPTIONS = [{}, {"momentum": 0.9, "weight_decay": 0.01}, {"momentum": 0.9, "nesterov": True}]
+
+
+@pytest.mark.parametrize("options", SGD_OPTIONS, ids=["plain", "momentum", "nesterov"])
+@pytest.mark.parametrize("dtype", HALF)
+def test_fused_sgd_step_updates_half_parameters(dtype, options):
+    """TorchCTS level 4's fused SGD pipeline: ATen's CPU fused SGD leaves float16/bfloat16
+    parameters unchanged but for its vector loop's tail (torch 2.13), and the device
+    inherited that. The device's fused step is CPU's run in float32 and rounded back
+    (eagerc/device/fused_sgd.py), close to the unfused step as CUDA's fused kernel is."""
+    device = _sgd_steps("eagerc", dtype, True, **options)
+    assert torch.equal(device, _cpu_fused_in_float32(dtype, **options))
+    unfused = _sgd_steps("cpu", dtype, False, **options)
+    torch.testing.assert_close(device, unfused, atol=0.05, rtol=0.02)
+    cpu_fused = _sgd_steps("cpu", dtype, True, **options)
+    assert not torch.allclose(cpu_fused, unfused, atol=0.05, rtol=0.02), \
+        "torch's CPU fused SGD updates half parameters now: eagerc/device/fused_sgd.py can go"
+
+
+@pytest.mark.parametrize("options", SGD_OPTIONS, ids=["plain", "momentum", "nesterov"])
+def test_fused_sgd_step_float32_is_cpus_fused_step(options):
+    """Other dtypes run ATen's CPU kernel as they did: equal to CPU's fused step."""
+    assert torch.equal(_sgd_steps("eagerc", torch.float32, True, **options),
+                       _sgd_steps("cpu", torch.float32, True, **options))
+
+
+def test_fused_sgd_step_with_grad_scale_unscales_half_gradients():
+    """With a grad_scale the kernel writes the unscaled gradients back (GradScaler's fused
+    path); found_inf set skips the step, the gradients still unscaled."""
+    for found in (0.0, 1.0):
+        out = {}
+        for device in ("cpu", "eagerc"):
+            p = torch.full((40,), 1.0, dtype=torch.float16, device=device)
+            g = torch.full((40,), 4.0, dtype=torch.float16, device=device)
+            torch._fused_sgd_([p], [g], [], weight_decay=0.0, momentum=0.0, lr=0.1, dampening=0.0,
+                              nesterov=False, maximize=False, is_first_step=True,
+                              grad_scale=torch.tensor(2.0, device=device),
+                              found_inf=torch.tensor(found, device=device))
+            out[device] = (p.cpu(), g.cpu())
+        assert torch.equal(out["eagerc"][1], out["cpu"][1])  # 2.0 everywhere on both
+        expected = torch.full((40,), 1.0 if found else 0.7998, dtype=torch.float16)
+        assert torch.equal(out["eagerc"][0], expected), out["eagerc"][0]
 
 
 # --------------------------------------------------------------------------- cache key

@@ -82,6 +82,12 @@ def register() -> bool:
     from eagerc.device import module_conversion
 
     module_conversion.install(NAME)
+    if backing == "cpu":
+        # ATen's CPU fused SGD leaves half-precision parameters unchanged: the device's
+        # fused step runs it in float32 (CUDA's fused kernel's math).
+        from eagerc.device import fused_sgd
+
+        fused_sgd.install()
     if backing == "cuda":
         # torch.compile of a graph on GPU memory compiles it for CUDA and runs it on
         # aliases (Inductor's Triton path knows only "cuda" devices); wrapped when
