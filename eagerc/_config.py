@@ -82,8 +82,8 @@ def compile_mode() -> str:
     return value
 
 
-# The compile service's worker processes (default: half the cores, at least one) and how
-# long it stays with nothing to do before it exits (seconds).
+# The compile service's worker processes (default: half the cores this process may run
+# on, at least one) and how long it stays with nothing to do before it exits (seconds).
 COMPILE_WORKERS_ENV = "EAGERC_COMPILE_WORKERS"
 SERVICE_IDLE_ENV = "EAGERC_COMPILE_SERVICE_IDLE_S"
 
@@ -91,10 +91,19 @@ SERVICE_IDLE_ENV = "EAGERC_COMPILE_SERVICE_IDLE_S"
 def compile_workers() -> int:
     text = os.environ.get(COMPILE_WORKERS_ENV, "").strip()
     if not text:
-        return max(1, (os.cpu_count() or 2) // 2)
+        return max(1, usable_cores() // 2)
     if not text.isdigit() or int(text) < 1:
         raise ValueError(f"{COMPILE_WORKERS_ENV}={text!r}: expected a number of processes, 1 or more")
     return int(text)
+
+
+def usable_cores() -> int:
+    """The cores this process may run on: its affinity (``taskset -c 0,1`` on a 16-core
+    machine gives 2), not the machine's count, which would start 8 workers on 2 cores."""
+    try:
+        return len(os.sched_getaffinity(0)) or 1
+    except (AttributeError, OSError):  # no affinity on this platform
+        return os.cpu_count() or 1
 
 
 def service_idle_seconds() -> float:
