@@ -8,7 +8,9 @@ exists used to get that message. The holder now has eager's kernel run such a ca
 index are compiled single-threaded, since an exception leaving an OpenMP region would
 terminate the process. Each case: a valid call (compiles), the same again (a hit), then a
 bad index (the kernel's check fires), then a valid call; a subprocess, since the failure
-this guards against killed the process.
+this guards against killed the process. Then the same with the kernels loaded from disk: in
+the default run by that process once it forgot its tables and open stores (one interpreter
+start, not two), in the slow sweep of every indexing op by a second process.
 
 On GPU memory (EAGERC_BACKING=cuda) a Triton kernel checks an index with a device-side
 assert, as native CUDA's kernels do: the error reaches the host at the next synchronizing
@@ -29,6 +31,7 @@ import pytest
 _SCRIPT = textwrap.dedent("""
     import json, sys, torch, eagerc
     mode, names, n = sys.argv[1], sys.argv[2].split(","), int(sys.argv[3])
+    passes = int(sys.argv[4]) if len(sys.argv) > 4 else 1
     device = "cpu" if mode == "override" else "eagerc"
     CALLS = {
         "index_select": lambda w, i: torch.index_select(w, 0, i),
@@ -50,18 +53,30 @@ _SCRIPT = textwrap.dedent("""
     w = torch.randn(n, 4)
     good = torch.arange(n) % n
     bad = good.clone(); bad[-1] = n + 5
-    results = {}
-    for name in names:
-        fn = CALLS[name]
-        want = [outcome(fn, w, good), outcome(fn, w, bad)]
-        if mode == "override":
-            eagerc.enable("cpu")
-        W, G, B = w.to(device), good.to(device), bad.to(device)
-        got = [outcome(fn, W, G), outcome(fn, W, G), outcome(fn, W, B), outcome(fn, W, G)]
-        if mode == "override":
-            eagerc.disable()
-        results[name] = {"want": want, "got": got}
-    print("RESULT " + json.dumps(results))
+    def run_all():
+        results = {}
+        for name in names:
+            fn = CALLS[name]
+            want = [outcome(fn, w, good), outcome(fn, w, bad)]
+            if mode == "override":
+                eagerc.enable("cpu")
+            W, G, B = w.to(device), good.to(device), bad.to(device)
+            got = [outcome(fn, W, G), outcome(fn, W, G), outcome(fn, W, B), outcome(fn, W, G)]
+            if mode == "override":
+                eagerc.disable()
+            results[name] = {"want": want, "got": got}
+        return results
+    runs = []
+    for p in range(passes):
+        if p:  # the kernels again, from disk: the tables and open stores forgotten
+            from eagerc.cache import service
+            service().reset()
+            eagerc._C._clear_tables()
+            eagerc.reset_stats()
+        results = run_all()
+        s = eagerc.stats()
+        runs.append({"results": results, "compiles": s["compiles"], "disk_loads": s["disk_loads"]})
+    print("RESULT " + json.dumps(runs))
 """)
 
 
@@ -105,8 +120,9 @@ def _check_gpu_memory(tmp_path, names, n):
             assert got[2] == native["got"][2], f"{name}, process {run}: {got[2]} != native CUDA's {native['got'][2]}"
 
 
-def _run(tmp_path, mode, names, n):
-    proc = subprocess.run([sys.executable, "-c", _SCRIPT, mode, ",".join(names), str(n)],
+def _run(tmp_path, mode, names, n, passes=1):
+    """The script's runs: [{"results", "compiles", "disk_loads"}] per pass."""
+    proc = subprocess.run([sys.executable, "-c", _SCRIPT, mode, ",".join(names), str(n), str(passes)],
                           capture_output=True, text=True, timeout=900,
                           env={**os.environ, "EAGERC_CACHE_DIR": str(tmp_path / "cache")})
     assert proc.returncode == 0, f"process died ({proc.returncode}):\n{proc.stderr[-3000:]}"
@@ -114,9 +130,17 @@ def _run(tmp_path, mode, names, n):
     return json.loads(line[len("RESULT "):])
 
 
-def _check(tmp_path, mode, names, n):
-    for run in range(2):  # the second process loads the kernels from disk
-        for name, r in _run(tmp_path, mode, names, n).items():
+def _check(tmp_path, mode, names, n, second_process=False):
+    """The calls with new kernels, then with the same kernels loaded from disk (by a second
+    process, or by the first once it forgot its tables)."""
+    if second_process:
+        runs = _run(tmp_path, mode, names, n) + _run(tmp_path, mode, names, n)
+    else:
+        runs = _run(tmp_path, mode, names, n, passes=2)
+    assert runs[0]["compiles"] > 0, runs[0]
+    assert runs[1]["compiles"] == 0 and runs[1]["disk_loads"] > 0, runs[1]
+    for run, results in enumerate(r["results"] for r in runs):
+        for name, r in results.items():
             good, bad = r["want"]
             assert bad[0] != "ok", f"{name}: eager accepts the bad index; the case tests nothing"
             for i, (got, want) in enumerate(zip(r["got"], [good, good, bad, good])):
@@ -145,4 +169,4 @@ def test_bad_index_every_indexing_op(tmp_path, mode, n):
                     "use of CUDA, as natively: test_bad_index_into_compiled_kernel_raises_eagers_error "
                     "compares it with native CUDA, one process per op")
     _check(tmp_path, mode, ["index_select", "embedding", "gather", "index", "scatter",
-                            "index_add", "index_put", "take", "nll_loss"], n)
+                            "index_add", "index_put", "take", "nll_loss"], n, second_process=True)
