@@ -19,6 +19,7 @@ import torch
 
 import eagerc
 from eagerc import _C
+from eagerc.cache import service
 from eagerc.per_op import background
 from eagerc.testing import assert_close
 
@@ -39,18 +40,53 @@ def compiles_here(monkeypatch):
     return calls
 
 
+@pytest.fixture(scope="module")
+def file_cache(tmp_path_factory):
+    """One kernel cache for the tests that use a compile service as it comes, so one service
+    serves them (the service's folder follows the environment: starting one costs a
+    process that imports the compiler, and its worker)."""
+    return tmp_path_factory.mktemp("background-compile")
+
+
 @pytest.fixture
-def service_env(fresh_cache, monkeypatch):
-    # A service per test's cache; it goes away soon after the test.
+def service_env(file_cache, monkeypatch):
+    # The file's service; it goes away soon after the file's last test that uses it.
+    monkeypatch.setenv("EAGERC_CACHE_DIR", str(file_cache))
+    monkeypatch.setenv("EAGERC_COMPILE_SERVICE_IDLE_S", "15")
+    monkeypatch.setenv("EAGERC_COMPILE", "background")
+    service().reset()
+    _C._clear_tables()
+    eagerc.reset_stats()
+    yield file_cache
+    eagerc.wait_compiles(timeout=900)  # no job of this test's is left for the next one
+    service().reset()
+    _C._clear_tables()
+
+
+@pytest.fixture
+def own_service_env(fresh_cache, monkeypatch):
+    # A service folder of the test's own (one it holds busy, or finds no service for).
     monkeypatch.setenv("EAGERC_COMPILE_SERVICE_IDLE_S", "15")
     monkeypatch.setenv("EAGERC_COMPILE", "background")
     return fresh_cache
 
 
-@pytest.fixture
-def background_cpu(service_env):
+def _enable_background_cpu():
     eagerc.enable("cpu", ops=["aten::_softmax", "aten::add.Tensor", "aten::mul.Tensor"],
                   compile="background")
+
+
+@pytest.fixture
+def background_cpu(service_env):
+    _enable_background_cpu()
+    yield
+    eagerc.disable("cpu")
+    background.set_mode("cpu", None)
+
+
+@pytest.fixture
+def background_cpu_own(own_service_env):
+    _enable_background_cpu()
     yield
     eagerc.disable("cpu")
     background.set_mode("cpu", None)
@@ -104,103 +140,6 @@ def test_a_job_the_service_cannot_finish_compiles_here(background_cpu, compiles_
         assert_close(got, x * x)
 
 
-def test_without_a_service_misses_compile_here(background_cpu, compiles_here, monkeypatch):
-    from eagerc.compile_service import client
-
-    monkeypatch.setattr(client.Client, "_start", lambda self, folder: False)
-    x = torch.randn(20, 10)
-    got = torch.softmax(x, 0)
-    s = eagerc.stats()["ops"]["aten::_softmax@CPU"]
-    assert s["interim"] == 0 and s["compiles"] == 1, s
-    eagerc.disable("cpu")
-    assert_close(got, torch.softmax(x, 0))
-
-
-
-@pytest.fixture
-def busy_service(service_env, monkeypatch):
-    """The folder of a compile service that takes no job: its lock is held here, so the
-    service counts as alive and every job stays queued (a busy service, without compiles
-    on this machine's cores)."""
-    import fcntl
-
-    from eagerc.compile_service import spool
-    from eagerc.compile_service.client import folder_for
-
-    # Pinned: Inductor sets it when first asked, which would name another service's folder.
-    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR",
-                       os.environ.get("TORCHINDUCTOR_CACHE_DIR") or str(service_env.parent / "inductor"))
-    folder = folder_for(os.environ)
-    spool.make_folders(folder)
-    lock = os.open(os.path.join(folder, spool.LOCK), os.O_RDWR | os.O_CREAT, 0o644)
-    fcntl.flock(lock, fcntl.LOCK_EX)
-    yield folder
-    os.close(lock)
-
-
-def test_a_pending_signatures_calls_are_one_look_up_until_its_job_finishes(
-        busy_service, background_cpu, compiles_here, monkeypatch):
-    from eagerc.compile_service import client, spool
-    from eagerc.per_op import resolver
-
-    counts = {"named": 0, "submitted": 0, "misses built": 0, "listings": 0}
-
-    def counted(what, real):
-        def call(*args, **kwargs):
-            counts[what] += 1
-            return real(*args, **kwargs)
-        return call
-
-    monkeypatch.setattr(background, "job_for", counted("named", background.job_for))
-    monkeypatch.setattr(client.Client, "submit", counted("submitted", client.Client.submit))
-    monkeypatch.setattr(resolver, "_start", counted("misses built", resolver._start))
-    monkeypatch.setattr(spool, "finished_ids", counted("listings", spool.finished_ids))
-    x, y = torch.randn(30, 20), torch.randn(30, 20)
-    expected = torch.from_numpy(x.numpy() + y.numpy())  # not through the served op
-    earlier = dict(background.jobs()._queued)  # jobs of this worker's earlier tests
-    start = time.monotonic()
-    results = [torch.add(x, y) for _ in range(300)]
-    seconds = time.monotonic() - start
-    s = eagerc.stats()["ops"]["aten::add.Tensor@CPU"]
-    assert s["interim"] == 300 and s["compiles"] == 0, s
-    # The first call's miss named, described and queued the job; the other 299 looked it
-    # up by their request and found it waiting, nothing built, keyed or queued again.
-    assert counts["named"] == counts["submitted"] == counts["misses built"] == 1, counts
-    # The service's finished jobs: listed at most every POLL_S, not per call.
-    assert counts["listings"] <= 2 + seconds / client.POLL_S, (counts, seconds)
-    (job_folder, job_id, _), = [v for k, v in background.jobs()._queued.items() if earlier.get(k) != v]
-    assert job_folder == busy_service and os.path.exists(spool.job_path(busy_service, spool.QUEUED, job_id))
-
-    # The job ends (the service could not compile it): a call soon after learns it and
-    # compiles the signature here; the calls after it are hits.
-    spool.finish(busy_service, job_id, False, "the replay did not reach the signature")
-    deadline = time.monotonic() + 10 * client.POLL_S + 5
-    while not compiles_here and time.monotonic() < deadline:
-        results.append(torch.add(x, y))
-        time.sleep(client.POLL_S / 4)
-    assert compiles_here == ["aten.add.Tensor"]
-    resolved = _C._resolver_calls()
-    results.append(torch.add(x, y))
-    assert _C._resolver_calls() == resolved
-    eagerc.disable("cpu")
-    for got in results:
-        assert_close(got, expected)
-
-
-def test_a_pending_signature_compiles_now_where_the_mode_says_so(
-        busy_service, background_cpu, compiles_here):
-    x = torch.randn(12, 7, dtype=torch.float64)
-    expected = torch.from_numpy(x.numpy() * x.numpy())
-    first = torch.mul(x, x)
-    assert eagerc.stats()["ops"]["aten::mul.Tensor@CPU"]["interim"] == 1
-    with background.compiling_now("cpu"):  # its job still queued
-        second = torch.mul(x, x)
-    assert compiles_here == ["aten.mul.Tensor"]
-    eagerc.disable("cpu")
-    for got in (first, second):
-        assert_close(got, expected)
-
-
 def _eagerc_device() -> bool:
     return torch._C._get_privateuse1_backend_name() == "eagerc"
 
@@ -232,6 +171,104 @@ def test_eagerc_device_first_run_is_right_and_compiles_nothing_here(service_env,
     s = eagerc.stats()
     assert s["background_compiles"] > 0 and s["interim"] == settled["interim"], s
     assert compiles_here == [] and s["compiles"] == 0, s
+
+
+def test_without_a_service_misses_compile_here(background_cpu_own, compiles_here, monkeypatch):
+    from eagerc.compile_service import client
+
+    monkeypatch.setattr(client.Client, "_start", lambda self, folder: False)
+    x = torch.randn(20, 10)
+    got = torch.softmax(x, 0)
+    s = eagerc.stats()["ops"]["aten::_softmax@CPU"]
+    assert s["interim"] == 0 and s["compiles"] == 1, s
+    eagerc.disable("cpu")
+    assert_close(got, torch.softmax(x, 0))
+
+
+
+@pytest.fixture
+def busy_service(own_service_env, monkeypatch):
+    """The folder of a compile service that takes no job: its lock is held here, so the
+    service counts as alive and every job stays queued (a busy service, without compiles
+    on this machine's cores)."""
+    import fcntl
+
+    from eagerc.compile_service import spool
+    from eagerc.compile_service.client import folder_for
+
+    # Pinned: Inductor sets it when first asked, which would name another service's folder.
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR",
+                       os.environ.get("TORCHINDUCTOR_CACHE_DIR") or str(own_service_env.parent / "inductor"))
+    folder = folder_for(os.environ)
+    spool.make_folders(folder)
+    lock = os.open(os.path.join(folder, spool.LOCK), os.O_RDWR | os.O_CREAT, 0o644)
+    fcntl.flock(lock, fcntl.LOCK_EX)
+    yield folder
+    os.close(lock)
+
+
+def test_a_pending_signatures_calls_are_one_look_up_until_its_job_finishes(
+        busy_service, background_cpu_own, compiles_here, monkeypatch):
+    from eagerc.compile_service import client, spool
+    from eagerc.per_op import resolver
+
+    counts = {"named": 0, "submitted": 0, "misses built": 0, "listings": 0}
+
+    def counted(what, real):
+        def call(*args, **kwargs):
+            counts[what] += 1
+            return real(*args, **kwargs)
+        return call
+
+    monkeypatch.setattr(background, "job_for", counted("named", background.job_for))
+    monkeypatch.setattr(client.Client, "submit", counted("submitted", client.Client.submit))
+    monkeypatch.setattr(resolver, "_start", counted("misses built", resolver._start))
+    monkeypatch.setattr(spool, "finished_ids", counted("listings", spool.finished_ids))
+    x, y = torch.randn(30, 20), torch.randn(30, 20)
+    expected = torch.from_numpy(x.numpy() + y.numpy())  # not through the served op
+    earlier = dict(background.jobs()._queued)  # jobs of this worker's earlier tests
+    start = time.monotonic()
+    results = [torch.add(x, y) for _ in range(300)]
+    seconds = time.monotonic() - start
+    s = eagerc.stats()["ops"]["aten::add.Tensor@CPU"]
+    assert s["interim"] == 300 and s["compiles"] == 0, s
+    # The first call's miss named, described and queued the job; the other 299 looked it
+    # up by their request and found it waiting, nothing built, keyed or queued again.
+    assert counts["named"] == counts["submitted"] == counts["misses built"] == 1, counts
+    # The service's finished jobs: listed at most every POLL_S, not per call.
+    assert counts["listings"] <= 2 + seconds / client.POLL_S, (counts, seconds)
+    (job_folder, job_id, _), = [v for k, v in background.jobs()._queued.items() if earlier.get(k) != v]
+    assert client.client().flush(10)  # the job's file is written by the client's thread
+    assert job_folder == busy_service and os.path.exists(spool.job_path(busy_service, spool.QUEUED, job_id))
+
+    # The job ends (the service could not compile it): a call soon after learns it and
+    # compiles the signature here; the calls after it are hits.
+    spool.finish(busy_service, job_id, False, "the replay did not reach the signature")
+    deadline = time.monotonic() + 10 * client.POLL_S + 5
+    while not compiles_here and time.monotonic() < deadline:
+        results.append(torch.add(x, y))
+        time.sleep(client.POLL_S / 4)
+    assert compiles_here == ["aten.add.Tensor"]
+    resolved = _C._resolver_calls()
+    results.append(torch.add(x, y))
+    assert _C._resolver_calls() == resolved
+    eagerc.disable("cpu")
+    for got in results:
+        assert_close(got, expected)
+
+
+def test_a_pending_signature_compiles_now_where_the_mode_says_so(
+        busy_service, background_cpu_own, compiles_here):
+    x = torch.randn(12, 7, dtype=torch.float64)
+    expected = torch.from_numpy(x.numpy() * x.numpy())
+    first = torch.mul(x, x)
+    assert eagerc.stats()["ops"]["aten::mul.Tensor@CPU"]["interim"] == 1
+    with background.compiling_now("cpu"):  # its job still queued
+        second = torch.mul(x, x)
+    assert compiles_here == ["aten.mul.Tensor"]
+    eagerc.disable("cpu")
+    for got in (first, second):
+        assert_close(got, expected)
 
 
 @pytest.mark.slow
