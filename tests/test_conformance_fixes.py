@@ -293,13 +293,29 @@ def test_gelu_is_eagers(op, dtype, mode):
         assert_compiled(mode, op.split(".")[0])
 
 
+class _StillCompiling:
+    """A compile service that takes every job and finishes none (as in
+    tests/test_interim_answers.py): every background miss is answered in the interim, with
+    no service process started (a process importing the compiler)."""
+
+    def submit(self, folder, job_id, data) -> bool:
+        return True
+
+    def outcome(self, folder, job_id):
+        return None
+
+
 @pytest.mark.parametrize("compile_mode", ["background", "now"])
 def test_a_cpu_tensor_among_the_devices_raises_as_eager(compile_mode, fresh_cache, monkeypatch):
     """TorchCTS level 3's test_error_handling_cross_device: add/sub/mul of a CPU and an
     eagerc tensor raise eager's device error; a 0-dim CPU tensor is a scalar. In background
     mode a miss was answered in the interim, on aliases, with no device check."""
-    monkeypatch.setenv("EAGERC_COMPILE_SERVICE_IDLE_S", "15")
+    from eagerc.per_op import background
+
     monkeypatch.setenv("EAGERC_COMPILE", compile_mode)
+    if compile_mode == "background":
+        monkeypatch.setattr(background, "client", lambda: _StillCompiling())
+        monkeypatch.setattr(background, "_jobs", background.Jobs())
     x_cpu, x_dev = torch.randn(5), torch.randn(5).to("eagerc")
     for op in (torch.add, torch.sub, torch.mul):
         for a, b, devices in ((x_cpu, x_dev, "cpu and eagerc:0"), (x_dev, x_cpu, "eagerc:0 and cpu")):
@@ -308,6 +324,8 @@ def test_a_cpu_tensor_among_the_devices_raises_as_eager(compile_mode, fresh_cach
                                                        f"device, but found at least two devices, {devices}!"):
                     op(a, b)
         assert_close(op(x_dev, torch.tensor(2.0)).cpu(), op(x_dev.cpu(), torch.tensor(2.0)))
+    if compile_mode == "background":  # the misses were background ones, answered meanwhile
+        assert eagerc.stats()["interim"] > 0 and eagerc.stats()["compiles"] == 0, eagerc.stats()
 
 
 def test_lanczos_upsampling_of_nan_and_inf_is_eagers():
