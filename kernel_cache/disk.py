@@ -224,7 +224,15 @@ class DiskStore(KernelStore):
     # -- KernelStore -----------------------------------------------------------------------
 
     def get(self, key: bytes) -> list[Entry]:
-        entries = self._checked_entries(check_key(key))
+        key = check_key(key)
+        # Nothing is stored before the index exists: such a lookup is one stat, and leaves
+        # making the index (about 10 ms) to the first add. A fresh cache's first run
+        # looks up every kernel it misses, on the caller's thread, while the compile
+        # service's first kernel is still seconds away.
+        if self._cache is None and self._index_file_id() is None:
+            self.counters["misses"] += 1
+            return []
+        entries = self._checked_entries(key)
         self.counters["hits" if entries else "misses"] += 1
         if entries:
             self._count_hit(key)

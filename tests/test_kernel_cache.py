@@ -371,3 +371,16 @@ def test_tiered_add_reaches_later_tiers_when_the_first_cannot_take_it(tmp_path, 
     monkeypatch.setattr(far, "add", full)
     with pytest.raises(OSError, match="No space left"):  # no tier took it: the caller knows
         tiers.add(b"k9", ARTIFACT, {})
+
+
+def test_a_lookup_before_anything_is_stored_makes_no_index(store, cache_dir):
+    # A fresh cache's first run looks up every kernel it misses: before the first add,
+    # each lookup is a stat, and the index (about 10 ms to make) is the first add's.
+    index = os.path.join(cache_dir, NS.digest(), "index")
+    assert store.get(KEY) == [] and not os.path.exists(index)
+    assert store.counters["misses"] == 1
+    # Another process (the compile service's worker) stores it: the next lookup finds it.
+    with DiskStore(cache_dir, namespace=NS) as other:
+        other.add(KEY, ARTIFACT, {"op": "add"})
+    (entry,) = store.get(KEY)
+    assert read(entry.artifact_path) == ARTIFACT
