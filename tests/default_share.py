@@ -56,8 +56,6 @@ SHARES = {
     "tests/test_capture_numpy.py::test_numpy_on_tensor_data_is_one_graph": (3, ("backend",)),
     "tests/test_device_autocast.py::test_autocast_casts_as_cuda_does": (2, ()),
     "tests/test_torch_compile_device.py::test_compiled_function_on_eagerc_matches_cpu": (2, ()),
-    # float16 (a compiled Conv2d and training step, 20 CPU s a dtype); bfloat16 is slow.
-    "tests/test_torch_compile_device.py::test_half_conv_and_training_step_compile_as_cpp": (2, ()),
     # The same check in a fresh process per case: one first use, one command.
     "tests/test_import_side_effects.py::test_the_device_is_available_from_its_first_use": (3, ()),
     "tests/test_first_hour.py::test_help_has_no_rst_markup": (2, ()),

@@ -67,11 +67,18 @@ def test_compiled_module_on_eagerc_matches_cpu():
 def test_inductor_finds_the_backend_on_the_device_module():
     from torch._inductor.codegen.common import get_scheduling_for_device, init_backend_registration
     from torch._inductor.codegen.cpp import CppScheduling
+    from torch._inductor.utils import get_current_backend
 
     init_backend_registration()
     assert issubclass(get_scheduling_for_device("eagerc"), CppScheduling)
+    # The code a kernel's ops are typed for (C++'s dtype rules; Triton's left a half
+    # masked load without a dtype: test_half_conv_and_training_step_compile_as_cpp).
+    assert get_current_backend("eagerc") == "cpp"
 
 
+# Slow (20 CPU s a dtype: a Conv2d and a training step through Dynamo, AOTAutograd and
+# Inductor); the default run checks the backend's answer above.
+@pytest.mark.slow
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
 def test_half_conv_and_training_step_compile_as_cpp(dtype):
     """Inductor asks get_current_backend which code a kernel's ops are typed for: on the
