@@ -20,6 +20,10 @@ import warnings
 
 _SEEN: list = []
 _FRAMEWORKS = ("accelerate", "lightning", "transformers")
+# What eagerc loads with its first miss or load, never with its import (the compiler and
+# the kernel cache's tiers): the report names those in sys.modules once torch (WITH_EAGERC
+# 0) or eagerc (1) is imported.
+_HEAVY = ("torch._inductor", "kernel_cache", "diskcache", "sqlite3", "redis", "sympy")
 
 
 def _record(message, category, filename, lineno, file=None, line=None):
@@ -293,6 +297,9 @@ def main() -> None:
     # What import eagerc imported of the frameworks (none: eagerc imports none of them).
     frameworks = sorted(m for m in _FRAMEWORKS if m in sys.modules)
     report = {"import": {"result": frameworks, "warnings": sorted(set(_SEEN))}}
+    if with_eagerc != "1":
+        import torch  # noqa: F401  (what torch itself loads of _HEAVY, to compare with)
+    report["import"]["heavy"] = [m for m in _HEAVY if m in sys.modules]
     for name in scenarios:
         del _SEEN[:]
         with tempfile.TemporaryDirectory() as tmp:
