@@ -65,15 +65,16 @@ def test_compiled_module_on_eagerc_matches_cpu():
 
 
 def test_inductor_finds_the_backend_on_the_device_module():
+    from torch._inductor import utils
     from torch._inductor.codegen.common import get_scheduling_for_device, init_backend_registration
     from torch._inductor.codegen.cpp import CppScheduling
-    from torch._inductor.utils import get_current_backend
 
     init_backend_registration()
     assert issubclass(get_scheduling_for_device("eagerc"), CppScheduling)
-    # The code a kernel's ops are typed for (C++'s dtype rules; Triton's left a half
-    # masked load without a dtype: test_half_conv_and_training_step_compile_as_cpp).
-    assert get_current_backend("eagerc") == "cpp"
+    # Once the device's backend is loaded (the look-up above): the code a kernel's ops are
+    # typed for is C++'s (Triton's dtype rules left a half masked load without a dtype:
+    # test_half_conv_and_training_step_compile_as_cpp).
+    assert utils.get_current_backend("eagerc") == "cpp"
 
 
 # Slow (20 CPU s a dtype: a Conv2d and a training step through Dynamo, AOTAutograd and
@@ -84,9 +85,12 @@ def test_half_conv_and_training_step_compile_as_cpp(dtype):
     """Inductor asks get_current_backend which code a kernel's ops are typed for: on the
     device it answered Triton's until the backend widened it, and a half Conv2d's masked
     load failed Inductor's `assert scalar_var.dtype is not None` (TorchCTS level 6)."""
-    from torch._inductor.utils import get_current_backend
+    from torch._inductor import utils
+    from torch._inductor.codegen.common import get_scheduling_for_device, init_backend_registration
 
-    assert get_current_backend("eagerc") == "cpp"
+    init_backend_registration()  # as torch.compile does, loading the device's backend
+    get_scheduling_for_device("eagerc")
+    assert utils.get_current_backend("eagerc") == "cpp"
     torch._dynamo.reset()
     torch.manual_seed(0)
     conv = torch.nn.Conv2d(3, 8, 3, padding=1).to(dtype)
