@@ -16,22 +16,38 @@ mapped the old inode keeps it.
 from __future__ import annotations
 
 import errno
+import importlib
 import json
 import os
 import shutil
-import sqlite3
 import time
-
-import diskcache
 
 from kernel_cache.interface import Entry, KernelStore
 from kernel_cache.layout import (ARTIFACT_SUFFIX, DIGEST_NAME, default_directory,
                                  namespace_problem)
 from kernel_cache.namespace import Namespace
-from kernel_cache.readonly import ReadOnlyIndex
 from kernel_cache.records import (WarnOnce, atomic_write, check_key, describe_key, file_mode,
                                   file_problem, is_record, log_evicted, logger, make_record,
                                   os_error_cause)
+
+class _ImportedWhenUsed:
+    """A module imported at its first attribute read, then in this module's globals itself.
+
+    diskcache and sqlite3 (5-10 ms to import on a busy machine) serve the index, which a
+    fresh cache does not have before its first add: a process whose lookups all find no
+    index (a first run, its kernels compiled elsewhere) never imports them."""
+
+    def __init__(self, name: str):
+        self._name = name
+
+    def __getattr__(self, attribute: str):
+        module = importlib.import_module(self._name)
+        globals()[self._name] = module
+        return getattr(module, attribute)
+
+
+sqlite3 = _ImportedWhenUsed("sqlite3")
+diskcache = _ImportedWhenUsed("diskcache")
 
 _INDEX_SETTINGS = {
     # diskcache culls by size by default; losing an index record silently would orphan its
@@ -91,7 +107,8 @@ class DiskStore(KernelStore):
         self.root = os.path.join(self.directory, self.digest)
         self.artifact_dir = os.path.join(self.root, "artifacts")
         self._index_dir = os.path.join(self.root, "index")
-        self._cache: diskcache.Cache | ReadOnlyIndex | None = None  # opened on first use
+        # A diskcache.Cache, or a readonly.ReadOnlyIndex; opened on first use.
+        self._cache = None
         self._opened_id: tuple[int, int] | None = None
         self.read_only = False  # known once the index is open
         self.counters = {"hits": 0, "misses": 0, "adds": 0, "evicted": 0, "unusable": 0}
@@ -110,6 +127,8 @@ class DiskStore(KernelStore):
             self.close()
         if self._cache is None and not _writable(self.root):
             # A read-only cache (a pre-warmed one mounted read-only) serves what it holds.
+            from kernel_cache.readonly import ReadOnlyIndex
+
             self._cache = ReadOnlyIndex(self._index_dir, _INDEX_SETTINGS["disk_min_file_size"])
             self.read_only = True
             self._opened_id = self._index_file_id()

@@ -384,3 +384,19 @@ def test_a_lookup_before_anything_is_stored_makes_no_index(store, cache_dir):
         other.add(KEY, ARTIFACT, {"op": "add"})
     (entry,) = store.get(KEY)
     assert read(entry.artifact_path) == ARTIFACT
+
+
+def test_lookups_before_anything_is_stored_import_no_index_modules(cache_dir):
+    # diskcache and sqlite3 serve the index: a first run whose lookups find none (its
+    # kernels compiled by the compile service) does not import them.
+    result = run_python("""
+        import sys
+        from kernel_cache import DiskStore, Namespace
+        store = DiskStore(sys.argv[1], namespace=Namespace(1, "2.13", "0.1", "cpu", "0"))
+        assert store.get(b"k") == []
+        print(sorted({"diskcache", "sqlite3"} & set(sys.modules)))
+        store.add(b"k", b"artifact", {})
+        print(len(store.get(b"k")), sorted({"diskcache", "sqlite3"} & set(sys.modules)))
+    """, None, cache_dir)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split("\n")[:2] == ["[]", "1 ['diskcache', 'sqlite3']"], result.stdout
