@@ -217,6 +217,43 @@ def test_complex_add_sub_pow_in_place_and_out_are_eagers(dtype):
                                    rtol=0, atol=0, equal_nan=True)
 
 
+def _with_infinities(shape, dtype, seed):
+    g = torch.Generator().manual_seed(seed)
+    t = torch.randn(*shape, generator=g, dtype=torch.float64)
+    flat = t.view(-1)
+    flat[::5], flat[2::7] = INF, -INF
+    flat[3::11] = NAN
+    return t.to(dtype)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_matrix_products_of_infinities_are_eagers(dtype):
+    """TorchCTS's matmul_family_reference puts NaN and infinities elsewhere than ATen's
+    (BLAS) products of infinite inputs, so the manifest does not claim its NaN/Inf contract
+    for them: the device's products are CPU eager's, NaN and infinite positions included,
+    in the in-place and out= forms TorchCTS tests."""
+    m, a, b = (_with_infinities(s, dtype, i) for i, s in enumerate(((3, 5), (3, 4), (4, 5))))
+    bm, ba, bb = (_with_infinities(s, dtype, 7 + i) for i, s in enumerate(((3, 5), (2, 3, 4), (2, 4, 5))))
+    bbm = _with_infinities((2, 3, 5), dtype, 11)
+    forms = {
+        "addmm_": (lambda m, a, b: m.clone().addmm_(a, b), (m, a, b)),
+        "addbmm_": (lambda m, a, b: m.clone().addbmm_(a, b), (bm, ba, bb)),
+        "baddbmm_": (lambda m, a, b: m.clone().baddbmm_(a, b), (bbm, ba, bb)),
+        "addmm.out": (lambda m, a, b: torch.addmm(m, a, b, out=torch.empty_like(m)), (m, a, b)),
+        "mm.out": (lambda a, b: torch.mm(a, b, out=torch.empty(3, 5, dtype=a.dtype, device=a.device)), (a, b)),
+        "matmul.out": (lambda a, b: torch.matmul(a, b, out=torch.empty(2, 3, 5, dtype=a.dtype, device=a.device)), (ba, bb)),
+        "linear.out": (lambda a, w: torch._C._nn.linear(a, w, out=torch.empty(3, 5, dtype=a.dtype, device=a.device)),
+                       (a, b.t().contiguous())),
+        "chain_matmul.out": (lambda a, b, c: torch.chain_matmul(a, b, c, out=torch.empty(3, 3, dtype=a.dtype, device=a.device)),
+                             (a, b, m.t().contiguous())),
+    }
+    for name, (form, args) in forms.items():
+        expected = form(*args)
+        assert torch.isnan(expected).any() or torch.isinf(expected).any(), name
+        actual = run("device", None, form, *args)
+        torch.testing.assert_close(actual, expected, rtol=0, atol=0, equal_nan=True, msg=name)
+
+
 @pytest.mark.parametrize("dtype", [torch.complex64, torch.complex128])
 def test_complex_conj_physical_in_place(dtype):
     """conj_physical_'s composite kernel calls conj_physical_stub for a complex self, which
