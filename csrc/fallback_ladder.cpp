@@ -37,12 +37,26 @@ void warn_host_round_trip_once(const std::string& name, const c10::DispatchKey k
   }
 }
 
+// The host round trip runs the CPU's kernel. An op with none (matmul_backward: NestedTensor
+// kernels only) fails as eager's dispatcher fails it on a device without a kernel, naming
+// the device rather than the CPU the round trip would move the failure to.
+void check_cpu_has_kernel(const c10::OperatorHandle& op, c10::DispatchKey key) {
+  TORCH_CHECK_NOT_IMPLEMENTED(
+      op.hasComputedKernelForDispatchKey(c10::DispatchKey::CPU), "Could not run '",
+      op.operator_name().name, "' with arguments from the '",
+      key == c10::DispatchKey::PrivateUse1 ? c10::get_privateuse1_backend() : c10::toString(key),
+      "' backend. This could be because the operator doesn't exist for this backend, or was "
+      "omitted during the selective/custom build process (if using custom build).");
+}
+
 }  // namespace
 
 void set_cpu_fallback(bool enabled) { g_cpu_fallback.store(enabled); }
 
-bool run_host_round_trip_if_on(const c10::OperatorHandle& op, size_t num_args, torch::jit::Stack* stack) {
+bool run_host_round_trip_if_on(const c10::OperatorHandle& op, c10::DispatchKey key, size_t num_args,
+                               torch::jit::Stack* stack) {
   if (!g_cpu_fallback.load(std::memory_order_relaxed)) return false;
+  check_cpu_has_kernel(op, key);
   ActivityGuard guard;
   cpu_home_generators(num_args, stack);
   at::native::cpu_fallback(op, stack);
@@ -186,6 +200,7 @@ void KernelHolder::fallback(const c10::OperatorHandle& op, c10::DispatchKeySet k
     // The host round trip: ATen's cpu_fallback copies the inputs to CPU, runs the CPU
     // kernel, copies the results to the device and writes mutated arguments (in-place
     // self, out=) back into the device's tensors.
+    check_cpu_has_kernel(op, st.dispatch_key);
     st.counters.host_round_trips.fetch_add(1, std::memory_order_relaxed);
     warn_host_round_trip_once(st.name, st.dispatch_key, why);
     cpu_home_generators(st.plan.kinds.size(), stack);

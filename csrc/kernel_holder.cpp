@@ -252,7 +252,7 @@ void KernelHolder::run_interim(const c10::OperatorHandle& op, c10::DispatchKeySe
   }
   // No home to alias (a vendor's device, or aliases off): the host round trip, counted
   // as interim only (it serves the call until the kernel is compiled, not for good).
-  if (run_host_round_trip_if_on(op, st.plan.kinds.size(), stack)) return;
+  if (run_host_round_trip_if_on(op, st.dispatch_key, st.plan.kinds.size(), stack)) return;
   fallback(op, ks, stack, "compiling in the background and no existing kernel can serve it");
 }
 

@@ -121,7 +121,8 @@ bool run_typed_hit(OpState& st, const CallSignature& sig, at::Tensor* result);
 void set_cpu_fallback(bool enabled);
 // Runs `op` through the host round trip unless it is off (then returns false): a call
 // answered in the interim on a device whose memory has no home to alias.
-bool run_host_round_trip_if_on(const c10::OperatorHandle& op, size_t num_args, torch::jit::Stack* stack);
+bool run_host_round_trip_if_on(const c10::OperatorHandle& op, c10::DispatchKey key, size_t num_args,
+                               torch::jit::Stack* stack);
 
 // Whether an op a host-memory device cannot compile runs its memory home's ATen kernel
 // (CPU for host memory) on zero-copy aliases (default) instead of raising: EAGERC_ALIAS_FALLBACK=0

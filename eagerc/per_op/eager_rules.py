@@ -38,11 +38,30 @@ def check_call(op, args, target) -> tuple:
     strides: eagerc/compile/output_strides.py)."""
     if target.new_device:
         check_devices(op, args, target)
+    home = _reference_device(op, target)
     try:
-        result = _run_eager(op, args, home=_reference_device(op, target), served=target.device)
+        result = _run_eager(op, args, home=home, served=target.device)
     except Exception as e:  # noqa: BLE001 - eager's exception is the answer
+        if isinstance(e, NotImplementedError) and target.new_device and home is not None \
+                and not _has_kernel(op, home):
+            # No kernel for dense tensors anywhere (matmul_backward: NestedTensor kernels
+            # only): eager's dispatcher names the device that has none, not the reference.
+            raise EagerRaises("NotImplementedError", no_kernel_message(op.name(), target.device)) from e
         raise EagerRaises.from_exception(e) from e
     return fresh_output_layouts(op, result)
+
+
+def no_kernel_message(op_name: str, device: str) -> str:
+    """The dispatcher's NotImplementedError for an op with no kernel on `device` (its
+    first sentences; csrc/fallback_ladder.cpp's check_cpu_has_kernel raises the same)."""
+    return (f"Could not run '{op_name}' with arguments from the '{device}' backend. This could "
+            "be because the operator doesn't exist for this backend, or was omitted during the "
+            "selective/custom build process (if using custom build).")
+
+
+def _has_kernel(op, device: str) -> bool:
+    return torch._C._dispatch_has_computed_kernel_for_dispatch_key(
+        op.name(), torch._C._dispatch_key_for_device(device))
 
 
 def _reference_device(op, target):
@@ -53,8 +72,7 @@ def _reference_device(op, target):
     if not target.host_aliases:
         return None
     home = target.home
-    if home != "cpu" and not torch._C._dispatch_has_computed_kernel_for_dispatch_key(
-            op.name(), torch._C._dispatch_key_for_device(home)):
+    if home != "cpu" and not _has_kernel(op, home):
         return "cpu"
     return home
 
