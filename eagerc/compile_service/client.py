@@ -198,7 +198,7 @@ class Client:
                     except FileNotFoundError:  # the folder was removed since it was made
                         spool.make_folders(folder)
                         _queue(folder, job_id, data)
-                except OSError as e:
+                except Exception as e:  # noqa: BLE001 - the job fails; the thread writes the next
                     unqueued[(folder, job_id)] = f"its job could not be queued ({e})"
             with self._lock:
                 for folder, _, _ in batch:
