@@ -219,6 +219,16 @@ at::Tensor result_on_device(at::Tensor t, c10::Device device) {
                          /*resizable=*/true);
     return view_of(t, std::move(storage), device);
   }
+  const c10::DataPtr& held = t.storage().data_ptr();
+  if (held.get_deleter() == &release_storage) {
+    // A result over an argument's alias (unsafe_split's pieces, which alias self though the
+    // schema says nothing of it): a view of the argument's own storage, as eager's result
+    // is (torch._C._is_alias_of(piece, self)), not a second storage over its bytes.
+    auto* argument = static_cast<c10::StorageImpl*>(held.get_context());
+    if (argument->device_type() == device.type() && argument->data() == held.get()) {
+      return view_of(t, c10::Storage(c10::intrusive_ptr<c10::StorageImpl>::reclaim_copy(argument)), device);
+    }
+  }
   if (adopt == nullptr || !t.device().is_cpu() || !sole_owner_of_home_memory(t)) return alias_on(t, device);
   c10::StorageImpl* source = t.storage().unsafeGetStorageImpl();
   const size_t nbytes = source->nbytes();
@@ -262,6 +272,15 @@ c10::Device swap_to_cpu_aliases(
     } else if (v.isTensorList()) {
       c10::List<at::Tensor> out;
       for (const at::Tensor& t : v.toTensorList()) out.push_back(alias(t));
+      if (written && plan->mutated[i - base]) {
+        // A Tensor(a!)[] out= (split_with_sizes_copy.out, unbind_copy.int_out): the kernel
+        // may resize each element, which moves its alias to new memory.
+        const c10::List<at::Tensor> originals = v.toTensorList();
+        for (size_t k = 0; k < originals.size(); ++k) {
+          const at::Tensor original = originals.get(k);
+          if (original.defined() && has_other_home(original.device())) written->emplace_back(original, out.get(k));
+        }
+      }
       v = out;
     } else if (v.isList() && holds_tensors(v)) {  // Tensor?[] (an int[] keeps its IntList tag)
       auto list = v.toList();
