@@ -4,6 +4,7 @@ full scan of Inductor's settings names, whatever way a setting was changed."""
 from __future__ import annotations
 
 import contextvars
+import sys
 import threading
 
 import torch._inductor.config as config
@@ -59,3 +60,17 @@ def test_another_threads_settings_are_its_own(monkeypatch):
     assert there["before"][0] == there["before"][1] and ("freezing", repr(config.freezing)) not in there["before"][0]
     assert there["after"][0] == there["after"][1] and any(n == "epilogue_fusion" for n, _ in there["after"][0])
     assert settings.inductor_overrides() == here == full_scan()
+
+
+def test_plain_overrides_of_an_older_torch_are_read(monkeypatch):
+    """torch before 2.13 (2.11 on the GPU machine) keeps an override as a plain value, not
+    a ContextVar: the full read of the entries serves there (it raised NameError, and
+    every miss on torch 2.11 fell back)."""
+    from types import SimpleNamespace
+
+    entries = {"max_autotune": SimpleNamespace(default=False, user_override=True),
+               "cpp.simdlen": SimpleNamespace(default=None, user_override=_UNSET_SENTINEL),
+               "compile_threads": SimpleNamespace(default=1, user_override=3)}
+    monkeypatch.setitem(sys.modules, "torch._inductor.config", SimpleNamespace(_config=entries))
+    assert settings._entries_by_variable(entries) is None
+    assert settings.inductor_overrides() == [("max_autotune", "True")]

@@ -51,7 +51,7 @@ def inductor_overrides() -> list:
         found = ((by_variable[variable], value)
                  for variable, value in contextvars.copy_context().items() if variable in by_variable)
     else:
-        found = ((item, entry.user_override) for item in entries.items())
+        found = (((name, entry), entry.user_override) for name, entry in entries.items())
     changed = []
     for (name, entry), value in found:
         if value is not _UNSET_SENTINEL and value != entry.default and not _NOT_CODE.search(name):
