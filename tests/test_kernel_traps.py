@@ -19,6 +19,7 @@ import sys
 import textwrap
 
 import pytest
+from subprocess_passes import RUN_PASSES
 
 _SCRIPT = textwrap.dedent("""
     import json, sys, torch, eagerc
@@ -63,18 +64,7 @@ _SCRIPT = textwrap.dedent("""
                     eagerc.disable()
                 results[f"{name} {dt}"] = {"want": want, "got": got}
         return results
-    runs = []
-    for p in range(passes):
-        if p:  # the kernels again, from disk: the tables and open stores forgotten
-            from eagerc.cache import service
-            service().reset()
-            eagerc._C._clear_tables()
-            eagerc.reset_stats()
-        results = run_all()
-        s = eagerc.stats()
-        runs.append({"results": results, "compiles": s["compiles"], "disk_loads": s["disk_loads"]})
-    print("RESULT " + json.dumps(runs))
-""")
+""") + RUN_PASSES
 
 
 def _run(tmp_path, mode, names, dtypes, passes=1):
