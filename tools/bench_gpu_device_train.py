@@ -88,6 +88,9 @@ def _train_child(args) -> None:
 
     for _ in range(2):  # the device compiles what it misses
         step()
+    if args.device == "eagerc" and not eagerc.wait_compiles(timeout=900):
+        sys.exit("the compile service did not finish in 900 s")
+    step()  # loads what the background compiles left in the cache
     compiles = eagerc.stats()["compiles"] if args.device == "eagerc" else 0
     times = [_ms(step, args.inner) for _ in range(args.rounds)]
     stats = eagerc.stats() if args.device == "eagerc" else None
