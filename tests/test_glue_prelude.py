@@ -39,6 +39,8 @@ def fresh_inductor(fresh_cache, tmp_path, monkeypatch):
     from torch._inductor import codecache
 
     monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "inductor"))
+    # Wrappers compiled, as this file tests: not CPU kernels' plans (tests/test_cpu_kernel_plan.py).
+    monkeypatch.setenv("EAGERC_CPU_PLAN", "0")
     monkeypatch.setattr(codecache.CppWrapperCodeCache, "cache", {})
     monkeypatch.setattr(glue_prelude, "counts", {"lean": 0, "slim": 0, "fallback": 0})
     monkeypatch.setattr(one_unit, "counts", {"one_unit": 0, "declined": 0})

@@ -35,7 +35,7 @@ import shutil
 import subprocess
 
 from eagerc import _config
-from eagerc.codegen.cpp import clang_units, division_check, glue_prelude
+from eagerc.codegen.cpp import clang_units, division_check, glue_prelude, kernel_plan
 
 log = logging.getLogger("eagerc")
 ENV = "EAGERC_ONE_UNIT"
@@ -110,19 +110,50 @@ def _build(compiles, link, codegen, link_line) -> bool:
     # delegating constructor the precompiled header holds to look for cycles (35 M of an
     # empty unit's 238 M instructions, callgrind); generated code delegates no constructor.
     flags.append("-Wno-delegating-ctor-cycles")
+    kernels = division_check.without_dead_check(kernel_code, _cpp_prefix())
+    link_words = [*_linker(), *glue_prelude.link_words(link_line(link))]
+    entry = _planned_entry(wrapper[3])
+    if entry is not None:
+        # The kernels and a plain entry on the kernels' own header (kernel_plan.py).
+        pch = clang_units.precompiled(clang, header, flags)
+        if pch is not None and _compile_and_link(clang, flags, pch, wrapper[2][:-len(".cpp")] + ".plan.cpp",
+                                                 kernels + "\n" + entry, link_words, link):
+            kernel_plan.counts["plan"] += 1
+            return True
+        kernel_plan.reasons["its unit did not build"] += 1
     pch = clang_units.precompiled(clang, header, flags, prelude=glue_prelude.prelude_text(devices, codegen))
     if pch is None:
         return False
-    combined = wrapper[2][:-len(".cpp")] + ".one_unit.cpp"
+    return _compile_and_link(clang, flags, pch, wrapper[2][:-len(".cpp")] + ".one_unit.cpp",
+                             kernels + "\n" + wrapper_code, link_words, link)
+
+
+def _planned_entry(wrapper_code: str):
+    """kernel_plan's entry for `wrapper_code` (the wrapper as generated, its header line
+    included), or None where it has none or plans are off (counted, with why)."""
+    if not kernel_plan.enabled():
+        return None
+    try:
+        return kernel_plan.entry_unit(wrapper_code)
+    except kernel_plan.Unsupported as e:
+        kernel_plan.counts["no_plan"] += 1
+        kernel_plan.reasons[str(e)[:160]] += 1
+        log.debug("eagerc: no CPU kernel plan (the wrapper is compiled): %s", e)
+        return None
+
+
+def _compile_and_link(clang, flags, pch, combined, text, link_words, link) -> bool:
+    """Compile `text` (written to `combined`) on `pch` and link it into `link`'s target in
+    one clang process; False (nothing left at the target) where clang refuses it."""
     with open(combined, "w") as f:
-        f.write(division_check.without_dead_check(kernel_code, _cpp_prefix()) + "\n" + wrapper_code)
-    line = [clang, *flags, "-include-pch", pch, combined, "-shared", *_linker(),
-            *glue_prelude.link_words(link_line(link)), "-o", link.get_target_file_path()]
+        f.write(text)
+    line = [clang, *flags, "-include-pch", pch, combined, "-shared", *link_words,
+            "-o", link.get_target_file_path()]
     try:
         subprocess.run(line, check=True, capture_output=True, text=True, timeout=600)
     except (OSError, subprocess.SubprocessError) as e:
         error = str(getattr(e, "stderr", None) or e)
-        log.debug("eagerc: clang could not build %s as one unit (three steps will): %s", combined,
+        log.debug("eagerc: clang could not build %s (the next way will): %s", combined,
                   "\n".join(error.splitlines()[-12:]))
         if clang_units.stale(error):
             with contextlib.suppress(OSError):
