@@ -4,6 +4,7 @@ input size asserts left to eagerc's guard. Behaviour only (flags, order, results
 seconds: tools/bench_cold.py --compile measures the time."""
 from __future__ import annotations
 
+import os
 import shutil
 import threading
 
@@ -120,6 +121,30 @@ def test_libtorch_cpu_is_linked_through_a_stub_of_its_soname(tmp_path):
     log.clear()
     wrapper_build.link_through_stub(FakeBuilder(tmp_path / "lib4.so", log, extra=" -ltorch_cuda"), TRITON)
     assert "-ltorch_cuda" not in log[0].split() and "/libtorch_cuda.so" in log[0]
+
+
+def test_link_stubs_live_in_inductors_cache_not_in_a_temporary_folder(tmp_path, monkeypatch):
+    # A process that ends without atexit (a compile worker) left a folder per process
+    # behind when stubs were made in a temporary folder of their own.
+    import tempfile
+
+    from torch._inductor.runtime.cache_dir_utils import cache_dir
+
+    monkeypatch.setattr(wrapper_build, "_stub_paths", {})
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))
+    (tmp_path / "tmp").mkdir()
+    log = []
+    wrapper_build.link_through_stub(FakeBuilder(tmp_path / "lib.so", log, extra=" -ltorch_cpu"), cpp.CPP)
+    line = log[0].split()
+    stub = line[line.index("-Wl,--push-state,--no-as-needed") + 1]
+    assert stub.startswith(os.path.join(cache_dir(), "eagerc-link-stubs") + os.sep)
+    assert os.path.isfile(stub) and not list((tmp_path / "tmp").iterdir())
+    # The next process finds it made: the same path, no second build.
+    monkeypatch.setattr(wrapper_build, "_stub_paths", {})
+    made = os.stat(stub).st_mtime_ns
+    log.clear()
+    wrapper_build.link_through_stub(FakeBuilder(tmp_path / "lib2.so", log, extra=" -ltorch_cpu"), cpp.CPP)
+    assert stub in log[0].split() and os.stat(stub).st_mtime_ns == made
 
 
 def test_built_outputs_are_kept_and_errors_raise(tmp_path):

@@ -240,19 +240,27 @@ def _cheaper_link(line: str, codegen) -> str:
 
 
 def _stub_library(compiler: str, soname: str):
-    """Path of this process's empty library named `soname` (made once, ~30 ms), or None."""
+    """Path of an empty library named `soname`, or None. One per compiler, kept in
+    Inductor's cache folder beside the builds that link it (made once, ~30 ms, by
+    whichever process needs it first; a per-process temporary folder would be left
+    behind by every process that ends without running atexit, compile workers among them)."""
     if soname not in _stub_paths:
-        import atexit
-        import shutil
+        import hashlib
         import subprocess
-        import tempfile
+
+        from torch._inductor.runtime.cache_dir_utils import cache_dir
 
         try:
-            path = os.path.join(tempfile.mkdtemp(prefix="eagerc-link-"), soname)
-            atexit.register(shutil.rmtree, os.path.dirname(path), True)
-            subprocess.run([compiler, "-shared", "-fPIC", "-x", "c++", os.devnull,
-                            f"-Wl,-soname,{soname}", "-o", path],
-                           check=True, capture_output=True, timeout=60)
+            folder = os.path.join(cache_dir(), "eagerc-link-stubs",
+                                  hashlib.sha256(compiler.encode()).hexdigest()[:16])
+            path = os.path.join(folder, soname)
+            if not os.path.exists(path):
+                os.makedirs(folder, exist_ok=True)
+                partial = f"{path}.{os.getpid()}.partial"
+                subprocess.run([compiler, "-shared", "-fPIC", "-x", "c++", os.devnull,
+                                f"-Wl,-soname,{soname}", "-o", partial],
+                               check=True, capture_output=True, timeout=60)
+                os.replace(partial, path)  # whole or absent for a process reading beside
         except (OSError, subprocess.SubprocessError):
             path = ""
         _stub_paths[soname] = path
