@@ -174,7 +174,12 @@ class CompileService:
             sha = hashlib.sha256(library).hexdigest()
             path = os.path.join(tempfile.gettempdir(), f"eagerc-unstored-{os.getpid()}", f"{sha}.so")
             if library and not os.path.exists(path):
-                os.makedirs(os.path.dirname(path), exist_ok=True)
+                if not os.path.isdir(os.path.dirname(path)):
+                    import atexit
+                    import shutil
+
+                    os.makedirs(os.path.dirname(path), exist_ok=True)
+                    atexit.register(shutil.rmtree, os.path.dirname(path), True)
                 with open(path + ".tmp", "wb") as f:
                     f.write(library)
                 os.replace(path + ".tmp", path)

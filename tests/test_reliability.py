@@ -302,8 +302,11 @@ def test_a_read_only_cache_serves_its_kernels(tmp_path):
     run = _read_only_runner(cache)
     if run is None:
         pytest.skip("cannot make a directory read-only here (root without mount namespaces)")
-    user = run([sys.executable, "-c", _READ_ONLY_USER], env)
+    (tmp_path / "tmp").mkdir()
+    user = run([sys.executable, "-c", _READ_ONLY_USER], {**env, "TMPDIR": str(tmp_path / "tmp")})
     assert user.returncode == 0, user.stderr
+    # The kernel kept for the process only lived in a private folder, removed at its exit.
+    assert not [p for p in (tmp_path / "tmp").iterdir() if p.name.startswith("eagerc-unstored")]
     stats = json.loads(user.stdout.strip().splitlines()[-1])
     ops = stats["ops"]
     # abs was warmed: loaded, never compiled. neg was not: compiled once and kept in memory.
