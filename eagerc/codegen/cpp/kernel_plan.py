@@ -49,7 +49,7 @@ _NAME = r"[A-Za-z_]\w*"
 _INCLUDE = "#include <torch/csrc/inductor/cpp_wrapper/cpu.h>"
 _ENTRY_BODY = re.compile(r"\nvoid inductor_entry_impl\(.*?\n\) \{\n(?P<body>.*?)\n\} // inductor_entry_impl\n",
                          re.S)
-_KERNEL_DECLARATION = re.compile(rf'extern "C"\s+void\s+(cpp_fused_\w+)\([^;{{}}]*\);')
+KERNEL_DECLARATION = re.compile(r'extern "C"\s+void\s+cpp_fused_\w+\([^;{}]*\);')
 _CACHED = re.compile(rf"^CACHE_TORCH_(?:DTYPE|DEVICE)\({_NAME}\);$", re.M)
 _TENSOR_CAST = re.compile(rf"\(((?:const )?[\w:<>, ]+\*)\)\(({_NAME})\.data_ptr\(\)\)")
 _TOKEN = re.compile(r"[A-Za-z_][\w:]*|\d[\w.]*|\S")
@@ -219,8 +219,8 @@ def _header_blocks(header: str):
         if block in rest:
             kept.append(block)
             rest = rest.replace(block, "", 1)
-    kernels = _KERNEL_DECLARATION.findall(rest)
-    rest = _KERNEL_DECLARATION.sub("", rest)
+    kernels = [re.search(r"cpp_fused_\w+", d).group(0) for d in KERNEL_DECLARATION.findall(rest)]
+    rest = KERNEL_DECLARATION.sub("", rest)
     if rest.strip():
         raise Unsupported(f"wrapper header code {rest.strip()[:80]!r}")
     return "".join(kept), set(kernels)
