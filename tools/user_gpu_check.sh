@@ -73,12 +73,12 @@ EOF
 
 TIMEOUT=""; $PY -c "import pytest_timeout" 2>/dev/null && TIMEOUT="--timeout=900"
 WORKERS=${EAGERC_GPU_WORKERS:-2}
-say "the GPU tests (tests/test_gpu*.py, slow ones included, $WORKERS workers; a line per finished file)"
-$PY -m pytest -q -ra -p no:cacheprovider -m "" -n "$WORKERS" --dist loadfile $TIMEOUT tests/test_gpu*.py
+say "the GPU tests (tests/test_gpu*.py, slow ones included, spread over $WORKERS workers; a line per finished file)"
+$PY -m pytest -q -ra -p no:cacheprovider -m "" -n "$WORKERS" --dist load $TIMEOUT tests/test_gpu*.py
 
 if [ "${1:-}" = --models ]; then
   say "the model tests on the eagerc device on GPU memory (EAGERC_BACKING=cuda)"
-  EAGERC_BACKING=cuda $PY -m pytest -q -ra -p no:cacheprovider -m "" -n "$WORKERS" --dist loadfile \
+  EAGERC_BACKING=cuda $PY -m pytest -q -ra -p no:cacheprovider -m "" -n "$WORKERS" --dist load \
     $TIMEOUT tests/test_device_models.py
 fi
 say "done"
