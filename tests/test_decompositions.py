@@ -171,3 +171,98 @@ def test_max_pool2d_through_eagercs_decomposition_is_atens(fresh_cache, dtype, s
         assert torch.equal(got.signbit(), want.signbit())
     stats = _op_stats("aten::max_pool2d_with_indices")
     assert (stats["compiles"], stats["aliased"], stats["hits"]) == (1, 0, len(inputs) - 1), stats
+
+
+def _with_infinities(x):
+    # Random values; a run of +inf (two equal infinite neighbours: torch._decomp's
+    # v0 + (v1 - v0) * lambda gives NaN there, ATen inf), -inf beside +inf, and NaN.
+    x = x.clone()
+    flat = x.view(-1)
+    flat[1:4] = float("inf")
+    flat[::7] = float("-inf")
+    flat[5::11] = float("nan")
+    return x
+
+
+def _assert_same_values(got, want):
+    assert torch.equal(got.isnan(), want.isnan())
+    assert torch.equal(got.nan_to_num(0.5), want.nan_to_num(0.5))
+
+
+_UPSAMPLE_LINEAR = {1: "upsample_linear1d", 2: "upsample_bilinear2d", 3: "upsample_trilinear3d"}
+
+
+@pytest.mark.parametrize("dtype,shape,size,align_corners,scales,layout", [
+    (torch.float32, (2, 3, 6), [11], False, [None], "contiguous"),
+    # A dim of the same size: 1 * v + 0 * v, NaN for an infinite v in ATen too.
+    (torch.float32, (2, 3, 6), [6], True, [None], "contiguous"),
+    (torch.float64, (1, 2, 7), [3], False, [1.7], "contiguous"),
+    # Output height + width at most 128: ATen's channels-last kernel, its scalar loop.
+    (torch.float32, (2, 3, 4, 5), [7, 9], True, [None, None], "contiguous"),
+    (torch.float32, (1, 2, 4, 5), [70, 61], False, [1.5, None], "contiguous"),  # generic
+    # 20 channels of a channels-last input: a full vector and a scalar tail per pixel.
+    (torch.float32, (2, 20, 3, 4), [7, 4], False, [None, None], "channels_last"),
+    (torch.float64, (1, 2, 2, 3, 4), [5, 3, 9], True, [None, 2.5, None], "contiguous"),
+    (torch.float32, (1, 20, 2, 3, 4), [3, 4, 7], False, [None, None, 0.6], "channels_last"),
+])
+def test_upsample_linear_through_eagercs_decomposition_is_atens(fresh_cache, dtype, shape, size,
+                                                                align_corners, scales, layout):
+    # codegen/cpp/upsample_linear.py: ATen's indices, weights and sums; values, NaN and inf
+    # positions are ATen's bit for bit, in the functional, out= and .vec forms.
+    name = _UPSAMPLE_LINEAR[len(size)]
+    op = getattr(torch.ops.aten, name)
+    x = torch.randn(shape, dtype=dtype)
+    inputs = [x, _with_infinities(x)]
+    if layout == "channels_last":
+        memory_format = torch.channels_last if x.dim() == 4 else torch.channels_last_3d
+        inputs = [t.contiguous(memory_format=memory_format) for t in inputs]
+    for t in inputs:
+        want = op(t, size, align_corners, *scales)
+        got = op(t.to("eagerc"), size, align_corners, *scales).cpu()
+        assert got.stride() == want.stride()
+        _assert_same_values(got, want)
+        out = torch.empty(want.shape, dtype=dtype, device="eagerc")
+        op.out(t.to("eagerc"), size, align_corners, *scales, out=out)
+        _assert_same_values(out.cpu(), want)
+        vec_args = (size, align_corners, None)
+        _assert_same_values(op.vec(t.to("eagerc"), *vec_args).cpu(), op.vec(t, *vec_args))
+    # One kernel; the .vec form (a composite calling the functional one without scales)
+    # another where scales are given.
+    kernels = 1 + any(s is not None for s in scales)
+    stats = _op_stats(f"aten::{name}")
+    assert (stats["compiles"], stats["aliased"], stats["fallback_reasons"]) == (kernels, 0, {}), stats
+
+
+def test_upsample_linear_of_a_half_type_has_atens_nan_positions(fresh_cache):
+    # Half types compute in float; ATen also rounds its lambdas to the half type, which
+    # Inductor leaves out: NaN and inf positions are ATen's, values within a rounding.
+    x = _with_infinities(torch.randn(2, 3, 5, 6)).to(torch.bfloat16)
+    for align_corners in (False, True):
+        want = F.interpolate(x, size=(9, 6), mode="bilinear", align_corners=align_corners)
+        got = F.interpolate(x.to("eagerc"), size=(9, 6), mode="bilinear",
+                            align_corners=align_corners).cpu()
+        assert torch.equal(got.isnan(), want.isnan())
+        assert torch.equal(got.isinf(), want.isinf())
+        assert_close(got, want, equal_nan=True)
+
+
+@pytest.mark.parametrize("name,variant", [
+    ("nn.functional.interpolate", "linear"),
+    ("nn.functional.upsample_bilinear", ""),
+    # ~35 s each: a kernel per output size and align_corners.
+    pytest.param("nn.functional.interpolate", "bilinear", marks=pytest.mark.slow),
+    pytest.param("nn.functional.interpolate", "trilinear", marks=pytest.mark.slow),
+])
+def test_upsample_linear_opinfo_samples_are_atens(fresh_cache, name, variant):
+    # Every OpInfo sample (torch.testing's common_methods_invocations), as given and with
+    # infinities, float32: ATen's values bit for bit.
+    from torch.testing._internal.common_methods_invocations import op_db
+
+    info = next(o for o in op_db if o.name == name and o.variant_test_name == variant)
+    for sample in info.sample_inputs("cpu", torch.float32):
+        for x in (sample.input, _with_infinities(sample.input)):
+            want = info.op(x, *sample.args, **sample.kwargs)
+            got = info.op(x.to("eagerc"), *sample.args, **sample.kwargs).cpu()
+            _assert_same_values(got, want)
+    aliased = sum(v["aliased"] for k, v in eagerc.stats()["ops"].items() if "upsample" in k)
+    assert aliased == 0

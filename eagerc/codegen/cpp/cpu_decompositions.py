@@ -46,11 +46,16 @@ divisor as float there (`iter.is_scalar(2)`). Otherwise ATen computes in the hal
 rounds its intermediate steps (its vector and scalar loops differently), which no float32
 kernel reproduces: compile/known_wrong.py refuses those calls. Integer dtypes keep
 Inductor's decomposition (exact; a zero divisor runs eager's kernel, which raises).
+
+upsample_linear1d, upsample_bilinear2d, upsample_trilinear3d: ATen's weighted sums, where
+torch._decomp's interpolation gives NaN for two equal infinite neighbours
+(upsample_linear.py).
 """
 from __future__ import annotations
 
 import torch
 
+from eagerc.codegen.cpp import upsample_linear
 from eagerc.compile.known_wrong import divisor_is_one_value
 
 aten = torch.ops.aten
@@ -185,6 +190,7 @@ def _div_mode_as_atens(a, b, *, rounding_mode=None):
 
 
 CPU_DECOMPOSITIONS = {
+    **upsample_linear.table(),
     aten._softmax.default: _softmax_times_reciprocal,
     aten.max_pool2d_with_indices.default: _max_pool2d_as_atens_loop,
     aten.floor_divide.default: _floor_divide_as_atens,
