@@ -19,6 +19,11 @@ step (libtorch through its stub, this process's libstdc++: wrapper_build.link_li
 by gold where it is installed (the same needed libraries; 0.04 s against ld's 0.08 s with
 the compiler driver's start).
 
+Where the wrapper is simple (kernel_plan.py: allocations, views, lifted scalars, calls of
+its own kernels) the wrapper itself is not compiled: the unit is the kernels and a plain
+entry over the C shims, on the kernels' precompiled header (cpp_prefix.h alone); where it
+is not, or that unit does not build, the kernels and the wrapper as above.
+
 Where it does not apply (no clang, a parallel kernel with OpenMP pragmas, a wrapper
 eagerc's prelude does not cover, clang refusing the unit) nothing is built and the
 three-step build runs as before. ``EAGERC_ONE_UNIT=0`` keeps the three steps (A/B timing);
