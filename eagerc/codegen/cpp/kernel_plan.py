@@ -38,6 +38,7 @@ import re
 import sysconfig
 
 from eagerc import _config
+from eagerc.codegen.c_arguments import split_arguments
 
 ENV = "EAGERC_CPU_PLAN"
 # Libraries of this process built from a plan, and wrappers that had none (tests read them),
@@ -404,7 +405,7 @@ class _Body:
             return
         m = re.fullmatch(rf"({_NAME})\((.*)\);", line)
         if m and m.group(1) in self.kernels:
-            self.lines.append(f"{m.group(1)}({', '.join(self.argument(a) for a in _split(m.group(2)))});")
+            self.lines.append(f"{m.group(1)}({', '.join(self.argument(a) for a in split_arguments(m.group(2)))});")
             return
         m = re.fullmatch(rf"({_NAME})\.reset\(\);", line)
         if m:
@@ -439,20 +440,3 @@ class _Body:
                 return text
             return f"({m.group(1)})(eagerc_data({self.handle(name)}))"
         return self.expr(text)
-
-
-def _split(arguments: str) -> list:
-    """A call's arguments, split at the commas outside parentheses and brackets."""
-    out, depth, start = [], 0, 0
-    for i, ch in enumerate(arguments):
-        if ch in "([{":
-            depth += 1
-        elif ch in ")]}":
-            depth -= 1
-        elif ch == "," and depth == 0:
-            out.append(arguments[start:i].strip())
-            start = i + 1
-    last = arguments[start:].strip()
-    if last:
-        out.append(last)
-    return out

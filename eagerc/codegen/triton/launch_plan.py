@@ -39,7 +39,8 @@ import re
 
 from eagerc.codegen.triton.cexpr import Compiler, Unsupported
 from eagerc.codegen.triton.gpu_context import make_context_current
-from eagerc.codegen.triton.plan_externs import EXTERNS, NAME as _NAME, extern_step, split_arguments
+from eagerc.codegen.c_arguments import split_arguments
+from eagerc.codegen.triton.plan_externs import EXTERNS, NAME as _NAME, extern_step
 
 VERSION = 1
 

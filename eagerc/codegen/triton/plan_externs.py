@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 
+from eagerc.codegen.c_arguments import split_arguments
 from eagerc.codegen.triton.cexpr import Unsupported
 
 NAME = r"[A-Za-z_]\w*"  # a C++ identifier (launch_plan.py reads them too)
@@ -24,22 +25,6 @@ EXTERNS = {"aoti_torch_cuda_mm_out": "hhh", "aoti_torch_cuda_bmm_out": "hhh",
            "aoti_torch_cuda_convolution": "hhoaaabair"}
 # A temporary int array as Inductor passes one (cpp_wrapper_cpu's _generate_temporary_array_pointer).
 _ARRAY_LITERAL = re.compile(r"std::array<int64_t, (\d+)>\{([^{}]*)\}\.cbegin\(\)")
-
-
-def split_arguments(text: str) -> list:
-    """`text` split at its top-level commas (not those inside a call's parentheses or an
-    initializer's braces: ``c10::div_floor_integer(a, b)`` is one value), each stripped."""
-    parts, depth, start = [], 0, 0
-    for i, ch in enumerate(text):
-        if ch in "({[":
-            depth += 1
-        elif ch in ")}]":
-            depth -= 1
-        elif ch == "," and depth == 0:
-            parts.append(text[start:i].strip())
-            start = i + 1
-    parts.append(text[start:].strip())
-    return [p for p in parts if p]
 
 
 def extern_step(body, name: str, call: str) -> str:
