@@ -563,6 +563,112 @@ def test_binary_cross_entropy_with_logits_of_infinities_is_eagers(dtype):
     assert_close(o.cpu(), expected, equal_nan=True)
 
 
+def _with_nonfinite(shape, seed=0):
+    torch.manual_seed(seed)
+    x = torch.randn(shape)
+    x.view(-1)[::4] = INF
+    x.view(-1)[1::7] = -INF
+    x.view(-1)[2::5] = NAN
+    return x
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("p,margin,weighted", [(1, 1.0, False), (2, 0.7, True), (1, -0.5, True)])
+@pytest.mark.parametrize("reduction", [0, 1, 2])
+def test_multi_margin_loss_counts_only_positive_margins_as_eager(reduction, p, margin, weighted, mode):
+    """ATen adds a class's term only where z = margin - x[target] + x[d] > 0: a NaN z, or a
+    z <= 0 times an infinite weight, is not counted (torch._decomp's clamp_min(z, 0) kept
+    NaN, and 0 * inf was NaN: TorchCTS level 3's extra NaN). Compiled code serves."""
+    x = _with_nonfinite((6, 5))
+    t = torch.tensor([0, 4, 2, 1, 3, 2])
+    w = torch.tensor([1.0, INF, 0.5, 0.0, 2.0]) if weighted else None
+
+    def fn(a, b, weight=None):
+        return torch.ops.aten.multi_margin_loss(a, b, p, margin, weight, reduction)
+
+    args = (x, t, w) if weighted else (x, t)
+    got, want = run(mode, ["aten::multi_margin_loss"], fn, *args), fn(*args)
+    assert got.shape == want.shape
+    assert torch.equal(got.isnan(), want.isnan())
+    assert_close(got, want, equal_nan=True)
+    assert_compiled(mode, "multi_margin_loss")
+
+
+def test_multi_margin_loss_out_and_one_row_are_eagers():
+    x, t = _with_nonfinite((4, 3), seed=1), torch.tensor([2, 0, 1, 1])
+    out = torch.empty(0, device="eagerc")
+    torch.ops.aten.multi_margin_loss.out(x.to("eagerc"), t.to("eagerc"), 1, 1.0, None, 0, out=out)
+    assert_close(out.cpu(), torch.ops.aten.multi_margin_loss(x, t, 1, 1.0, None, 0), equal_nan=True)
+    row, target = torch.tensor([0.2, INF, 0.1]), torch.tensor(1)  # 1-d input: a scalar loss
+    got = torch.nn.functional.multi_margin_loss(row.to("eagerc"), target.to("eagerc"), reduction="none")
+    assert_same(got.cpu(), torch.nn.functional.multi_margin_loss(row, target, reduction="none"))
+
+
+# --------------------------------------------------------------------------- level 3: pooling, upsampling
+
+def _pool_inputs(shape):
+    torch.manual_seed(0)
+    nans = torch.randn(shape)
+    nans.view(-1)[::3] = NAN  # windows with several NaNs: ATen's index is the last one's
+    ties = torch.randint(-1, 2, shape).float()
+    ties[ties == 0] = -0.0
+    ties.view(-1)[::2] = 0.0  # tied zeros: the first wins, value and sign
+    return [nans, ties, torch.full(shape, -INF), _with_nonfinite(shape)]
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("shape,size,layout", [
+    ((2, 3, 7, 9), [3, 4], "contiguous"),     # windows that do not divide the input
+    ((2, 5, 7, 9), [3, 4], "channels_last"),
+    ((4, 6, 10), [4, 3], "contiguous"),       # 3-d input
+    ((2, 3, 4, 5), [1, 1], "contiguous"),     # global pooling
+    ((2, 3, 8, 6), [4, 3], "contiguous"),     # dividing windows: max_pool2d_with_indices
+])
+def test_adaptive_max_pool2d_values_and_indices_are_eagers(shape, size, layout, mode):
+    """ATen's loop takes a tap greater than the maximum or NaN: of several NaNs in a window
+    the last one's index (Inductor's lowering and global argmax: the first's; TorchCTS
+    level 3's adaptive_max_pool2d.out). Values, signs and indices are eager's; compiled."""
+    fn = torch.ops.aten.adaptive_max_pool2d
+    for x in _pool_inputs(shape):
+        if layout == "channels_last":
+            x = x.contiguous(memory_format=torch.channels_last)
+        want = fn(x, size)
+        eagerc.reset_stats()
+        if mode == "device":
+            got = tuple(g.cpu() for g in fn(x.to("eagerc"), size))
+        else:
+            with eagerc.enabled("cpu", ops=["aten::adaptive_max_pool2d"]):
+                got = fn(x, size)
+        assert_same(got[0], want[0])
+        assert torch.equal(got[1], want[1])
+        assert (got[0].stride(), got[1].stride()) == (want[0].stride(), want[1].stride())
+        assert_compiled(mode, "adaptive_max_pool2d")
+
+
+def test_adaptive_max_pool2d_out_is_eagers():
+    x = _pool_inputs((2, 3, 7, 9))[0]
+    out, indices = torch.empty(0, device="eagerc"), torch.empty(0, dtype=torch.long, device="eagerc")
+    torch.ops.aten.adaptive_max_pool2d.out(x.to("eagerc"), [3, 4], out=out, indices=indices)
+    want, want_indices = torch.ops.aten.adaptive_max_pool2d(x, [3, 4])
+    assert_same(out.cpu(), want)
+    assert torch.equal(indices.cpu(), want_indices)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_uint8_bilinear_upsampling_is_eagers(mode):
+    """ATen's uint8 bilinear upsampling is fixed-point (int16 weights, a pass per dim
+    rounded to uint8); torch._decomp's rounds a float interpolation, off by 1 in places
+    (TorchCTS level 3, compared exactly): these calls run eager's kernel."""
+    torch.manual_seed(0)
+    x = torch.randint(0, 256, (1, 3, 5, 6), dtype=torch.uint8)
+
+    def fn(a):
+        return torch.nn.functional.interpolate(a, size=(7, 9), mode="bilinear")
+
+    assert torch.equal(run(mode, ["aten::upsample_bilinear2d"], fn, x), fn(x))
+    assert_refused(mode, "upsample_bilinear2d", "fixed-point")
+
+
 # --------------------------------------------------------------------------- level 3: fresh empty results
 
 @pytest.mark.parametrize("dtype", [torch.float64, torch.complex128])

@@ -112,6 +112,11 @@ _WRONG = {
     # not signature: every call is refused. Found by TorchCTS level 3.
     "multilabel_margin_loss_forward": (lambda args: True,
                                        "Inductor's multilabel margin loss counts positions after a target's -1"),
+    # ATen interpolates uint8 bilinearly with int16 fixed-point weights, one dim after the
+    # other, rounding to uint8 between them; torch._decomp's _upsample_linear rounds one
+    # float interpolation (off by 1 in places: TorchCTS level 3, its exact comparison).
+    "upsample_bilinear2d": (lambda args: isinstance(args[0], torch.Tensor) and args[0].dtype == torch.uint8,
+                            "torch._decomp's uint8 bilinear upsampling is not ATen's fixed-point one"),
     # ATen's CPU gelu (approximate "none") of a contiguous float32/bfloat16 tensor of more
     # than one element is oneDNN's gelu_erf, and its backward oneDNN's too: gelu(inf) is NaN
     # there (inf in ATen's own loop and from Inductor), gelu(3e38) inf, and the tails of

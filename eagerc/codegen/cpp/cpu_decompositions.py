@@ -47,6 +47,15 @@ rounds its intermediate steps (its vector and scalar loops differently), which n
 kernel reproduces: compile/known_wrong.py refuses those calls. Integer dtypes keep
 Inductor's decomposition (exact; a zero divisor runs eager's kernel, which raises).
 
+adaptive_max_pool2d: ATen's loop, as max_pool2d's, where Inductor's forms give the first of
+several NaNs' index (adaptive_max_pool.py).
+
+multi_margin_loss: ATen's loop adds a class's margin term only where z = margin - x[target]
++ x[d] is greater than 0 (and d is not the target), weight included. torch._decomp clamps z
+at 0 and masks the target after weighing, so a NaN z stayed NaN (ATen: not counted) and a
+z <= 0 times an infinite weight was NaN (ATen: not counted). Rows are summed and divided by
+the class count; their sum or mean accumulates in double as ATen's does.
+
 upsample_linear1d, upsample_bilinear2d, upsample_trilinear3d: ATen's weighted sums, where
 torch._decomp's interpolation gives NaN for two equal infinite neighbours
 (upsample_linear.py).
@@ -54,8 +63,9 @@ torch._decomp's interpolation gives NaN for two equal infinite neighbours
 from __future__ import annotations
 
 import torch
+from torch._prims_common.wrappers import out_wrapper
 
-from eagerc.codegen.cpp import upsample_linear
+from eagerc.codegen.cpp import adaptive_max_pool, upsample_linear
 from eagerc.compile.known_wrong import divisor_is_one_value
 
 aten = torch.ops.aten
@@ -189,12 +199,37 @@ def _div_mode_as_atens(a, b, *, rounding_mode=None):
     return NotImplemented if result is None else result  # None: Inductor's lowering
 
 
+def _multi_margin_loss_as_atens(x, target, p=1, margin=1, weight=None, reduction=1):
+    """ATen's multi_margin_loss (module docstring)."""
+    torch._check(p == 1 or p == 2, lambda: "only p == 1 and p == 2 supported")
+    one_row = target.dim() == 0  # 1-d input: without reduction, ATen's loss is a scalar
+    rows_in = torch.atleast_2d(x)
+    target = torch.atleast_1d(target).unsqueeze(1)
+    classes = rows_in.shape[1]
+    z = (margin - torch.gather(rows_in, 1, target)) + rows_in
+    term = z if p == 1 else z * z
+    if weight is not None:
+        term = term * torch.atleast_1d(weight)[target]
+    counted = (z > 0) & (torch.arange(classes, device=x.device) != target)
+    rows = torch.where(counted, term, 0).sum(1) / classes
+    if reduction == 0:
+        return rows.reshape(()) if one_row else rows
+    accumulate = torch.float64 if x.dtype in (torch.float32, torch.float64) else torch.float32
+    total = rows.to(accumulate).sum()
+    if reduction == 1:
+        total = total / rows.shape[0]
+    return total.to(x.dtype)
+
+
 CPU_DECOMPOSITIONS = {
     **upsample_linear.table(),
+    **adaptive_max_pool.table(),
     aten._softmax.default: _softmax_times_reciprocal,
     aten.max_pool2d_with_indices.default: _max_pool2d_as_atens_loop,
     aten.floor_divide.default: _floor_divide_as_atens,
     aten.floor_divide.Scalar: _floor_divide_as_atens,
     aten.div.Tensor_mode: _div_mode_as_atens,
     aten.div.Scalar_mode: _div_mode_as_atens,
+    aten.multi_margin_loss.default: _multi_margin_loss_as_atens,
+    aten.multi_margin_loss.out: out_wrapper()(_multi_margin_loss_as_atens),
 }
