@@ -623,6 +623,7 @@ def _pool_inputs(shape):
     ((4, 6, 10), [4, 3], "contiguous"),       # 3-d input
     ((2, 3, 4, 5), [1, 1], "contiguous"),     # global pooling
     ((2, 3, 8, 6), [4, 3], "contiguous"),     # dividing windows: max_pool2d_with_indices
+    ((2, 3, 7, 9), [7, 9], "contiguous"),     # one-tap windows
 ])
 def test_adaptive_max_pool2d_values_and_indices_are_eagers(shape, size, layout, mode):
     """ATen's loop takes a tap greater than the maximum or NaN: of several NaNs in a window

@@ -151,6 +151,8 @@ def _max_pool_inputs(shape, dtype):
     (torch.bfloat16, (3, 7, 9), ([3, 3], [2, 2], [1, 1], [1, 1], True), "contiguous"),
     # The first tap inside the input is a dilation step past the padding (row 1, column 1).
     (torch.float32, (2, 3, 15, 10), ([5, 3], [2, 1], [2, 1], [3, 2], True), "contiguous"),
+    # One tap (adaptive_max_pool2d to the input's size): indices of the output's shape.
+    (torch.float32, (2, 3, 7, 9), ([1, 1], [1, 1], [0, 0], [1, 1], False), "contiguous"),
 ])
 def test_max_pool2d_through_eagercs_decomposition_is_atens(fresh_cache, dtype, shape, args, layout):
     # codegen/cpp/cpu_decompositions.py: ATen's loop as a generated kernel. Values (with the

@@ -146,6 +146,8 @@ def _max_pool2d_as_atens_loop(x, kernel_size, stride=(), padding=0, dilation=1,
         take = (value > result) | torch.isnan(value)
         result = torch.where(take, value, result)
         indices = torch.where(take, row[:, None] * width + col[None, :], indices)
+    # A one-tap window never takes the torch.where that broadcasts the indices.
+    indices = indices.expand(result.shape)
     layout = suggest_memory_format(x)
     return result.contiguous(memory_format=layout), indices.contiguous(memory_format=layout)
 

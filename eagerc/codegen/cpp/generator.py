@@ -91,7 +91,7 @@ class CppCodegen(Codegen):
         # compiler of the kernel and wrapper units, clang's identity where clang builds them
         # (clang_units.py) and whether one clang process builds the library (one_unit.py),
         # or g++ (then "cxx" says which).
-        return {"cxx": cxx_compiler(), "threads": "dynamic", "decompositions": "4",
+        return {"cxx": cxx_compiler(), "threads": "dynamic", "decompositions": "5",
                 "units": one_unit.identity() or "g++"}
 
     def decompositions(self) -> dict:
