@@ -70,7 +70,7 @@ FORMAT_VERSION = 15
 # The calls refused as known to compile wrongly (eagerc/compile/known_wrong.py): bumped
 # when an entry is added or a predicate widens, so a kernel compiled before its call was
 # refused is not served.
-KNOWN_WRONG_VERSION = "6"
+KNOWN_WRONG_VERSION = "7"
 
 # The decompositions a device with no native kernels is traced with
 # (eagerc/compile/accelerator/): bumped when one changes the code it produces.
