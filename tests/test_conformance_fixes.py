@@ -822,32 +822,28 @@ def test_functional_batch_norm_keeps_half_running_statistics(name, training, dty
     statistics in float32 where eager keeps their half type (TorchCTS level 3's warm pass):
     these calls run eager's kernel; float32 statistics still compile."""
     op = getattr(torch.ops.aten, name).default
-    torch.manual_seed(0)
-    x, w, b = torch.randn(4, 3, 5, dtype=dtype), torch.randn(3, dtype=dtype), torch.randn(3, dtype=dtype)
-    mean, var = torch.randn(3, dtype=dtype), torch.rand(3, dtype=dtype) + 0.5
     extra = (0.1, 1e-5) if training is None else (training, 0.1, 1e-5)
-    want = op(x, w, b, mean, var, *extra)
-    eagerc.reset_stats()
-    if mode == "device":
-        got = [t.cpu() for t in op(*(t.to("eagerc") for t in (x, w, b, mean, var)), *extra)]
-    else:
-        with eagerc.enabled("cpu", ops=[f"aten::{name}"]):
-            got = op(x, w, b, mean, var, *extra)
-    for g, e in zip(got, want):
-        assert g.dtype == e.dtype and g.shape == e.shape
-        if e.numel():
-            torch.testing.assert_close(g, e, equal_nan=True)
-    assert_refused(mode, name, "half running statistics")
 
+    def compare(tensors):
+        """op on `tensors` (input, weight, bias, running mean, running var) in `mode`
+        against eager: the same dtypes and shapes, and close values."""
+        want = op(*tensors, *extra)
+        eagerc.reset_stats()
+        if mode == "device":
+            got = [t.cpu() for t in op(*(t.to("eagerc") for t in tensors), *extra)]
+        else:
+            with eagerc.enabled("cpu", ops=[f"aten::{name}"]):
+                got = op(*tensors, *extra)
+        for g, e in zip(got, want):
+            assert g.dtype == e.dtype and g.shape == e.shape
+            if e.numel():
+                torch.testing.assert_close(g, e, equal_nan=True)
+
+    torch.manual_seed(0)
+    halves = (torch.randn(4, 3, 5, dtype=dtype), torch.randn(3, dtype=dtype), torch.randn(3, dtype=dtype),
+              torch.randn(3, dtype=dtype), torch.rand(3, dtype=dtype) + 0.5)
+    compare(halves)
+    assert_refused(mode, name, "half running statistics")
     # float32 running statistics: compiled (their dtype is the decomposition's).
-    eagerc.reset_stats()
-    floats = [t.float() for t in (x, w, b, mean, var)]
-    want = op(*floats, *extra)
-    if mode == "device":
-        got = [t.cpu() for t in op(*(t.to("eagerc") for t in floats), *extra)]
-    else:
-        with eagerc.enabled("cpu", ops=[f"aten::{name}"]):
-            got = op(*floats, *extra)
-    for g, e in zip(got, want):
-        assert g.dtype == e.dtype
+    compare([t.float() for t in halves])
     assert_compiled(mode, name)
